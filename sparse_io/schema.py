@@ -1,0 +1,240 @@
+"""What to read and what was written: `FeatureSpec` and `Schema` (schema.json).
+
+Column conventions used by every reader, writer and the tf.data stage:
+
+* a sparse feature `f` is a list column `f` (list<int64> ids, or list<string>
+  before hashing/vocabulary); when `weighted`, a parallel list<float32>
+  column `f__weights` with the same row lengths;
+* a dense feature is a nullable scalar column (float32 or int64);
+* the label is a scalar column.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Iterable, Iterator
+
+import pyarrow as pa
+
+__all__ = [
+    "FeatureSpec",
+    "Schema",
+    "SchemaError",
+    "criteo_schema",
+    "weights_column",
+    "KINDS",
+    "DTYPES",
+]
+
+KINDS = ("sparse", "dense", "label")
+DTYPES = ("int64", "int32", "float32", "string")
+WEIGHTS_SUFFIX = "__weights"
+SCHEMA_FILE = "schema.json"
+_FORMAT_VERSION = 1
+
+
+class SchemaError(ValueError):
+    """A schema or feature spec is invalid; the message names the key."""
+
+
+def weights_column(feature: str) -> str:
+    """Name of the parallel weights column of a weighted sparse feature."""
+    return feature + WEIGHTS_SUFFIX
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureSpec:
+    """One column to read or write.
+
+    Attributes:
+      name: column name.
+      kind: "sparse" (variable-length id list), "dense" (one number per row,
+        may be missing) or "label".
+      dtype: "int64", "int32", "float32" or "string" (of the ids for a sparse
+        feature, of the value otherwise).
+      vocabulary_size: ids are known to lie in [0, vocabulary_size).
+      hash_buckets: ids are (or will be) hashed into this many buckets.
+      weighted: a sparse feature carries per-id float32 weights.
+      max_length: keep at most this many ids per row (sparse only).
+
+    Example:
+      >>> FeatureSpec("C1", "sparse", "string", hash_buckets=1000).is_sparse
+      True
+    """
+
+    name: str
+    kind: str = "sparse"
+    dtype: str = "int64"
+    vocabulary_size: int | None = None
+    hash_buckets: int | None = None
+    weighted: bool = False
+    max_length: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name or not isinstance(self.name, str):
+            raise SchemaError(f"feature name must be a non-empty string, got {self.name!r}")
+        if self.name.endswith(WEIGHTS_SUFFIX):
+            raise SchemaError(f"feature {self.name!r}: names ending in {WEIGHTS_SUFFIX!r} are reserved")
+        if self.kind not in KINDS:
+            raise SchemaError(f"feature {self.name!r}: kind {self.kind!r} is not one of {KINDS}")
+        if self.dtype not in DTYPES:
+            raise SchemaError(f"feature {self.name!r}: dtype {self.dtype!r} is not one of {DTYPES}")
+        for key in ("vocabulary_size", "hash_buckets", "max_length"):
+            value = getattr(self, key)
+            if value is not None and (not isinstance(value, int) or value <= 0):
+                raise SchemaError(f"feature {self.name!r}: {key} must be a positive integer, got {value!r}")
+        if self.kind != "sparse" and (self.weighted or self.max_length):
+            raise SchemaError(f"feature {self.name!r}: weighted/max_length apply to sparse features only")
+
+    @property
+    def is_sparse(self) -> bool:
+        return self.kind == "sparse"
+
+    def arrow_type(self) -> pa.DataType:
+        """The Arrow type of this feature's column."""
+        scalar = {"int64": pa.int64(), "int32": pa.int32(), "float32": pa.float32(), "string": pa.string()}[
+            self.dtype
+        ]
+        return pa.list_(scalar) if self.is_sparse else scalar
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v not in (None, False)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> FeatureSpec:
+        if not isinstance(data, dict):
+            raise SchemaError(f"a feature must be a JSON object, got {type(data).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise SchemaError(f"feature {data.get('name')!r}: unknown key(s) {unknown}")
+        if "name" not in data:
+            raise SchemaError("feature: missing key 'name'")
+        return cls(**data)
+
+
+@dataclasses.dataclass(frozen=True)
+class Schema:
+    """An ordered set of `FeatureSpec`s; saved as schema.json beside shards.
+
+    Example:
+      >>> s = Schema([FeatureSpec("label", "label", "int64"), FeatureSpec("items")])
+      >>> s.names, s.label.name
+      (['label', 'items'], 'label')
+    """
+
+    features: tuple[FeatureSpec, ...]
+
+    def __init__(self, features: Iterable[FeatureSpec]):
+        features = tuple(features)
+        names = [f.name for f in features]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise SchemaError(f"schema: duplicate feature name(s) {dupes}")
+        if sum(f.kind == "label" for f in features) > 1:
+            raise SchemaError("schema: more than one label feature")
+        object.__setattr__(self, "features", features)
+
+    def __iter__(self) -> Iterator[FeatureSpec]:
+        return iter(self.features)
+
+    def __len__(self) -> int:
+        return len(self.features)
+
+    def __getitem__(self, name: str) -> FeatureSpec:
+        for f in self.features:
+            if f.name == name:
+                return f
+        raise KeyError(f"schema has no feature {name!r}; it has {self.names}")
+
+    def __contains__(self, name: object) -> bool:
+        return any(f.name == name for f in self.features)
+
+    @property
+    def names(self) -> list[str]:
+        return [f.name for f in self.features]
+
+    @property
+    def label(self) -> FeatureSpec | None:
+        return next((f for f in self.features if f.kind == "label"), None)
+
+    @property
+    def sparse(self) -> list[FeatureSpec]:
+        return [f for f in self.features if f.kind == "sparse"]
+
+    @property
+    def dense(self) -> list[FeatureSpec]:
+        return [f for f in self.features if f.kind == "dense"]
+
+    def replace(self, name: str, **changes) -> Schema:
+        """A copy with feature `name` changed (e.g. dtype after hashing)."""
+        return Schema(dataclasses.replace(f, **changes) if f.name == name else f for f in self.features)
+
+    def select(self, names: Iterable[str]) -> Schema:
+        """A schema of just `names`, in this schema's order."""
+        wanted = set(names)
+        missing = sorted(wanted - set(self.names))
+        if missing:
+            raise KeyError(f"schema has no feature(s) {missing}; it has {self.names}")
+        return Schema(f for f in self.features if f.name in wanted)
+
+    def arrow_schema(self) -> pa.Schema:
+        """Arrow schema of a record batch holding these features (weights after their ids)."""
+        fields = []
+        for f in self.features:
+            fields.append(pa.field(f.name, f.arrow_type()))
+            if f.weighted:
+                fields.append(pa.field(weights_column(f.name), pa.list_(pa.float32())))
+        return pa.schema(fields)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"format_version": _FORMAT_VERSION, "features": [f.to_dict() for f in self.features]},
+            indent=2,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Schema:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise SchemaError(f"schema.json is not valid JSON: {e}") from e
+        if not isinstance(data, dict) or "features" not in data:
+            raise SchemaError("schema.json: missing key 'features'")
+        if data.get("format_version", _FORMAT_VERSION) != _FORMAT_VERSION:
+            raise SchemaError(f"schema.json: unsupported format_version {data['format_version']!r}")
+        if not isinstance(data["features"], list):
+            raise SchemaError("schema.json: 'features' must be a list")
+        return cls(FeatureSpec.from_dict(f) for f in data["features"])
+
+    def save(self, directory: str) -> str:
+        """Writes `directory/schema.json` atomically; returns its path."""
+        from sparse_io.atomic import atomic_write_text
+
+        path = os.path.join(directory, SCHEMA_FILE)
+        atomic_write_text(path, self.to_json() + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str) -> Schema:
+        """Loads a schema.json file, or `path/schema.json` for a directory."""
+        from apache_beam.io.filesystems import FileSystems
+
+        if not path.endswith(".json"):
+            path = FileSystems.join(path, SCHEMA_FILE)
+        with FileSystems.open(path) as f:
+            return cls.from_json(f.read().decode("utf-8"))
+
+
+def criteo_schema(*, label: bool = True) -> Schema:
+    """The Criteo display-advertising layout: label, I1..I13 dense, C1..C26 hex ids.
+
+    The categorical features are read as one-element (or empty) string lists
+    holding the 8-digit hex value; hash or look them up downstream.
+    """
+    features = [FeatureSpec("label", "label", "int64")] if label else []
+    features += [FeatureSpec(f"I{i}", "dense", "float32") for i in range(1, 14)]
+    features += [FeatureSpec(f"C{i}", "sparse", "string") for i in range(1, 27)]
+    return Schema(features)

@@ -1,0 +1,26 @@
+"""Shared fixtures: quiet TensorFlow, the in-process Beam runner, the real Criteo sample."""
+
+import os
+import pathlib
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+from hypothesis import settings  # noqa: E402
+
+settings.register_profile("ci", max_examples=60, deadline=None)
+settings.register_profile("dev", max_examples=30, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+SHARED_DATA = pathlib.Path(os.environ.get("SPARSEFLOW_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
+
+
+@pytest.fixture
+def criteo_data_dir() -> pathlib.Path:
+    """The real Criteo sample files; the test skips when they are absent."""
+    if not (SHARED_DATA / "criteo_paddlerec_dnn_train.tsv").exists():
+        pytest.skip(f"real Criteo sample not present at {SHARED_DATA}")
+    return SHARED_DATA
