@@ -115,8 +115,8 @@ def write_parquet_shard(
 def read_parquet_shard(path: str, schema: Schema | None = None) -> pa.Table:
     """Reads a whole Parquet shard (local path or any FileSystems URL).
 
-    With `schema`, only its columns are read and their types must be
-    exactly `schema.arrow_schema()`'s.
+    With `schema`, only its columns are read, their types must be
+    `schema.arrow_schema()`'s, and the table has exactly that schema.
 
     Raises:
       ValueError: a schema column is missing or has another type.
@@ -132,8 +132,11 @@ def read_parquet_shard(path: str, schema: Schema | None = None) -> pa.Table:
                 raise ValueError(f"{path}: shard lacks column(s) {missing}; it has {parquet.schema_arrow.names}")
         table = parquet.read(columns=columns, use_threads=False)
     if schema is not None:
-        for field in schema.arrow_schema():
+        target = schema.arrow_schema()
+        for field in target:
             found = table.schema.field(field.name).type
             if found != field.type:
                 raise ValueError(f"{path}: column {field.name!r} has type {found}, expected {field.type}")
+        # Parquet names list items "element"; give back the schema's own field names.
+        table = table.cast(target)
     return table
