@@ -32,9 +32,8 @@ def _combine(array: pa.Array | pa.ChunkedArray) -> pa.Array:
 def _offsets_and_values(array: pa.Array, feature: str | None) -> tuple[np.ndarray, pa.Array]:
     """Returns (row_splits int64 rebased to 0, child values sliced to them)."""
     if not isinstance(array, _LIST_TYPES):
-        raise SparseValidationError(
-            f"{_name(feature)}: expected a list or large_list array, got {getattr(array, 'type', type(array))}"
-        )
+        found = getattr(array, "type", type(array))
+        raise SparseValidationError(f"{_name(feature)}: expected a list or large_list array, got {found}")
     offsets = array.offsets.to_numpy(zero_copy_only=True)
     start, end = int(offsets[0]), int(offsets[-1])
     if array.null_count:

@@ -131,7 +131,9 @@ def _float_feature(splits: np.ndarray, values: np.ndarray) -> _Ragged:
 
 def _bytes_feature(splits: np.ndarray, values: pa.Array) -> _Ragged:
     values = values.cast(pa.large_binary())
-    offsets = np.frombuffer(values.buffers()[1], dtype=np.int64)[values.offset : values.offset + len(values) + 1]
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int64)[
+        values.offset : values.offset + len(values) + 1
+    ]
     buffer = values.buffers()[2]
     data = np.frombuffer(buffer, dtype=np.uint8) if buffer is not None else np.zeros(0, np.uint8)
     elements = _Ragged(offsets - offsets[0], data[offsets[0] : offsets[-1]])

@@ -17,7 +17,13 @@ import pyarrow.parquet as pq
 from sparse_io.atomic import atomic_output
 from sparse_io.schema import Schema
 
-__all__ = ["shard_name", "conform_batch", "write_parquet_shard", "read_parquet_shard", "DEFAULT_ROW_GROUP_SIZE"]
+__all__ = [
+    "shard_name",
+    "conform_batch",
+    "write_parquet_shard",
+    "read_parquet_shard",
+    "DEFAULT_ROW_GROUP_SIZE",
+]
 
 DEFAULT_ROW_GROUP_SIZE = 65536
 
@@ -34,8 +40,12 @@ def shard_name(index: int, num_shards: int, suffix: str) -> str:
     Raises:
       ValueError: `index` not in [0, num_shards).
     """
-    if not (isinstance(num_shards, int) and num_shards > 0 and isinstance(index, int) and 0 <= index < num_shards):
-        raise ValueError(f"shard index must be in [0, num_shards), got index={index!r} num_shards={num_shards!r}")
+    if not (
+        isinstance(num_shards, int) and num_shards > 0 and isinstance(index, int) and 0 <= index < num_shards
+    ):
+        raise ValueError(
+            f"shard index must be in [0, num_shards), got index={index!r} num_shards={num_shards!r}"
+        )
     if suffix and not suffix.startswith("."):
         suffix = "." + suffix
     return f"part-{index:05d}-of-{num_shards:05d}{suffix}"
@@ -59,7 +69,9 @@ def conform_batch(batch: pa.RecordBatch | pa.Table, schema: Schema) -> pa.Record
             try:
                 column = column.cast(field.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                raise ValueError(f"feature {field.name!r}: cannot cast {column.type} to {field.type}: {e}") from None
+                raise ValueError(
+                    f"feature {field.name!r}: cannot cast {column.type} to {field.type}: {e}"
+                ) from None
         arrays.append(column)
     make = pa.Table.from_arrays if isinstance(batch, pa.Table) else pa.RecordBatch.from_arrays
     return make(arrays, schema=target)
@@ -108,7 +120,9 @@ def write_parquet_shard(
                     rest = table.slice(full)
                     pending, pending_rows = rest.to_batches(), rest.num_rows
             if pending_rows:
-                writer.write_table(pa.Table.from_batches(pending, schema=target), row_group_size=row_group_size)
+                writer.write_table(
+                    pa.Table.from_batches(pending, schema=target), row_group_size=row_group_size
+                )
     return rows
 
 
@@ -129,7 +143,9 @@ def read_parquet_shard(path: str, schema: Schema | None = None) -> pa.Table:
         if columns is not None:
             missing = [c for c in columns if c not in parquet.schema_arrow.names]
             if missing:
-                raise ValueError(f"{path}: shard lacks column(s) {missing}; it has {parquet.schema_arrow.names}")
+                raise ValueError(
+                    f"{path}: shard lacks column(s) {missing}; it has {parquet.schema_arrow.names}"
+                )
         table = parquet.read(columns=columns, use_threads=False)
     if schema is not None:
         target = schema.arrow_schema()

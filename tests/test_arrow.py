@@ -135,7 +135,9 @@ def test_scalar_weight_passes_through_both_ways():
 def test_null_lists_spanning_values_are_empty_rows():
     # Arrow allows a null slot to cover values; they must not leak into the batch.
     offsets = pa.array([0, 2, 3, 5], pa.int32())
-    ids = pa.ListArray.from_arrays(offsets, pa.array([1, 2, 3, 4, 5], pa.int64()), mask=pa.array([False, True, False]))
+    ids = pa.ListArray.from_arrays(
+        offsets, pa.array([1, 2, 3, 4, 5], pa.int64()), mask=pa.array([False, True, False])
+    )
     weights = pa.ListArray.from_arrays(
         offsets, pa.array([1, 2, 3, 4, 5], pa.float32()), mask=pa.array([False, True, False])
     )
@@ -155,7 +157,9 @@ def test_empty_batches_round_trip(list_type):
 def test_weights_with_other_row_lengths_are_an_error_naming_the_row():
     ids = pa.array([[1, 2], [3], []], type=pa.list_(pa.int64()))
     weights = pa.array([[1.0, 2.0], [], [3.0]], type=pa.list_(pa.float32()))
-    with pytest.raises(SparseValidationError, match=r"feature 'items': weights row lengths .* \(first at row 1\)"):
+    with pytest.raises(
+        SparseValidationError, match=r"feature 'items': weights row lengths .* \(first at row 1\)"
+    ):
         csr_from_arrow(ids, weights, feature="items")
     with pytest.raises(SparseValidationError, match=r"\(3 rows vs 2\)"):
         csr_from_arrow(ids, weights.slice(0, 2))

@@ -58,7 +58,9 @@ def test_values_dtype_checked():
 
 def test_negative_id_named_with_position_and_row():
     b = _batch([0, 0, 2, 4], [1, 2, 3, -4])
-    with pytest.raises(SparseValidationError, match=r"feature 'items': id -4 at position 3 \(row 2\) is negative"):
+    with pytest.raises(
+        SparseValidationError, match=r"feature 'items': id -4 at position 3 \(row 2\) is negative"
+    ):
         b.validate("items")
 
 
@@ -66,7 +68,8 @@ def test_id_beyond_vocabulary_named_with_position_and_row():
     b = _batch([0, 2, 2, 3], [1, 9, 10])
     b.validate("items")  # no vocabulary: fine
     with pytest.raises(
-        SparseValidationError, match=r"feature 'items': id 10 at position 2 \(row 2\) is >= vocabulary size 10"
+        SparseValidationError,
+        match=r"feature 'items': id 10 at position 2 \(row 2\) is >= vocabulary size 10",
     ):
         b.validate("items", vocabulary_size=10)
 
@@ -86,7 +89,9 @@ def test_weights_dtype_checked():
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_non_finite_weight_named_with_position_and_row(bad):
     b = _batch([0, 1, 3], [1, 2, 3], np.array([1.0, 2.0, bad], np.float32))
-    with pytest.raises(SparseValidationError, match=r"feature 'w': weight .* at position 2 \(row 1\) is NaN or infinite"):
+    with pytest.raises(
+        SparseValidationError, match=r"feature 'w': weight .* at position 2 \(row 1\) is NaN or infinite"
+    ):
         b.validate("w")
 
 

@@ -92,4 +92,6 @@ def test_truncate_raw_keeps_one_kib_and_marks_the_cut():
     long = truncate_raw(b"a" * 3000)
     assert long == "a" * 1024 + "...[+1976 bytes]"
     assert truncate_raw("é" * 600) == "é" * 512 + "...[+176 bytes]"  # the limit counts bytes
-    assert truncate_raw("a" + "é" * 600).startswith("a" + "é" * 511 + "\\xc3...")  # a split character shows as an escape
+    assert truncate_raw("a" + "é" * 600).startswith(
+        "a" + "é" * 511 + "\\xc3..."
+    )  # a split character shows as an escape

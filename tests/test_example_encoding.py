@@ -50,10 +50,15 @@ def test_varint_boundaries_are_exact():
 def test_bytes_match_a_deterministic_protobuf_build():
     # protobuf sorts map keys too (it orders a key after any longer key it prefixes, so avoid prefixes).
     schema = Schema(
-        [FeatureSpec("b", "dense", "float32"), FeatureSpec("a", "sparse", "string"), FeatureSpec("c", "label")]
+        [
+            FeatureSpec("b", "dense", "float32"),
+            FeatureSpec("a", "sparse", "string"),
+            FeatureSpec("c", "label"),
+        ]
     )
     batch = pa.record_batch(
-        {"b": pa.array([1.0, None], pa.float32()), "a": [["x", ""], []], "c": [3, -4]}, schema=schema.arrow_schema()
+        {"b": pa.array([1.0, None], pa.float32()), "a": [["x", ""], []], "c": [3, -4]},
+        schema=schema.arrow_schema(),
     )
     for data, row in zip(encode_examples(batch, schema).to_pylist(), batch.to_pylist()):
         ref = example_pb2.Example()
@@ -64,7 +69,9 @@ def test_bytes_match_a_deterministic_protobuf_build():
 
 
 def test_sliced_batches_encode_their_own_rows():
-    batch_rows = [{"label": i, "items": [i] * i, "items__weights": [0.5] * i, "tags": [str(i)]} for i in range(6)]
+    batch_rows = [
+        {"label": i, "items": [i] * i, "items__weights": [0.5] * i, "tags": [str(i)]} for i in range(6)
+    ]
     batch = to_batch(batch_rows).slice(2, 3)
     for data, row in zip(encode_examples(batch, SCHEMA).to_pylist(), batch.to_pylist()):
         assert example_pb2.Example.FromString(data) == _reference(row)

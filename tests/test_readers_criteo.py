@@ -53,7 +53,9 @@ def _reference_rows(path):
 
 def _empty_cells(table):
     i_empty = sum(table.column(f"I{i}").null_count for i in range(1, 14))
-    c_empty = sum(pc.sum(pc.equal(pc.list_value_length(table.column(f"C{i}")), 0)).as_py() for i in range(1, 27))
+    c_empty = sum(
+        pc.sum(pc.equal(pc.list_value_length(table.column(f"C{i}")), 0)).as_py() for i in range(1, 27)
+    )
     return i_empty, c_empty
 
 
@@ -72,7 +74,9 @@ REAL = [
 
 
 @pytest.mark.parametrize("name, rows, labels, i_empty, c_empty, short", REAL)
-def test_real_tsv_reads_with_the_documented_counts(criteo_data_dir, name, rows, labels, i_empty, c_empty, short):
+def test_real_tsv_reads_with_the_documented_counts(
+    criteo_data_dir, name, rows, labels, i_empty, c_empty, short
+):
     table, sink = _read(str(criteo_data_dir / name), batch_size=32)
     assert table.num_rows == rows and sink.records == rows and sink.bad == 0
     assert _labels(table) == labels
@@ -82,7 +86,9 @@ def test_real_tsv_reads_with_the_documented_counts(criteo_data_dir, name, rows, 
 
 
 @pytest.mark.parametrize("name, rows, labels, i_empty, c_empty, short", REAL)
-def test_real_tsv_short_lines_are_dead_letters_in_strict_mode(criteo_data_dir, name, rows, labels, i_empty, c_empty, short):
+def test_real_tsv_short_lines_are_dead_letters_in_strict_mode(
+    criteo_data_dir, name, rows, labels, i_empty, c_empty, short
+):
     table, sink = _read(str(criteo_data_dir / name), strict=True)
     assert table.num_rows == rows - short and sink.bad == short and sink.padded == 0
     assert all("expected 40 fields, got 3" in d.reason and "strict" in d.reason for d in sink)
@@ -107,7 +113,13 @@ def test_real_deepctr_csv_reads_as_csv_with_the_criteo_schema(criteo_data_dir):
     assert _empty_cells(table) == (528, 573)
     assert sum(pc.sum(pc.less(table.column(f"I{i}"), 0)).as_py() or 0 for i in range(1, 14)) == 15
     first = table.slice(0, 1).to_pylist()[0]
-    assert (first["I1"], first["I2"], first["I3"], first["C1"], first["C19"]) == (None, 3.0, 260.0, ["05db9164"], [])
+    assert (first["I1"], first["I2"], first["I3"], first["C1"], first["C19"]) == (
+        None,
+        3.0,
+        260.0,
+        ["05db9164"],
+        [],
+    )
 
 
 def test_all_real_tsv_files_by_glob_and_compressed_copies_read_the_same(criteo_data_dir, tmp_path):
@@ -153,12 +165,24 @@ BAD_LINES = [
     ("truncated mid-value", _line()[:-3], "C26: id '68fd1' is not an 8-digit hex string"),
     ("too many fields", _line() + "\textra", "expected 40 fields, got 41"),
     ("non-numeric integer", _line(ints=["abc"] + ["1"] * 12), "I1: 'abc' is not a number"),
-    ("invalid hex", _line(cats=["zzzzzzzz"] + HEX[:1] * 25), "C1: id 'zzzzzzzz' is not an 8-digit hex string"),
-    ("hex with a bad digit", _line(cats=HEX[:1] * 25 + ["05db91g4"]), "C26: id '05db91g4' is not an 8-digit hex"),
+    (
+        "invalid hex",
+        _line(cats=["zzzzzzzz"] + HEX[:1] * 25),
+        "C1: id 'zzzzzzzz' is not an 8-digit hex string",
+    ),
+    (
+        "hex with a bad digit",
+        _line(cats=HEX[:1] * 25 + ["05db91g4"]),
+        "C26: id '05db91g4' is not an 8-digit hex",
+    ),
     ("missing label", _line(label=""), "label: missing label"),
     ("fractional label", _line(label="0.5"), "label: '0.5' is not an integer"),
     ("blank line", "", "empty line"),
-    ("float out of range", _line(ints=["1e999"] + ["1"] * 12), "I1: '1e999' is not a number (or is out of float32"),
+    (
+        "float out of range",
+        _line(ints=["1e999"] + ["1"] * 12),
+        "I1: '1e999' is not a number (or is out of float32",
+    ),
 ]
 
 

@@ -40,8 +40,14 @@ _row = st.fixed_dictionaries(
         "label": st.integers(0, 1),
         "price": st.one_of(st.none(), st.floats(width=32, allow_nan=False, allow_infinity=False)),
         "ts": st.one_of(st.none(), st.integers(-(2**62), 2**62)),
-        "pairs": st.lists(st.tuples(st.integers(0, 999), st.floats(width=32, allow_nan=False, allow_infinity=False)), max_size=4),
-        "tags": st.lists(st.text(st.characters(codec="utf-8", exclude_characters='|,"\r\n'), min_size=1, max_size=5), max_size=3),
+        "pairs": st.lists(
+            st.tuples(st.integers(0, 999), st.floats(width=32, allow_nan=False, allow_infinity=False)),
+            max_size=4,
+        ),
+        "tags": st.lists(
+            st.text(st.characters(codec="utf-8", exclude_characters='|,"\r\n'), min_size=1, max_size=5),
+            max_size=3,
+        ),
     }
 )
 
@@ -86,7 +92,14 @@ def test_round_trip_of_plain_python_csv(tmp_path_factory, rows, fmt_delim, batch
 def test_header_picks_columns_by_name_and_ignores_extras(tmp_path):
     path = _write(tmp_path, "tags,extra,items__weights,items,ts,price,label\na|b,zz,0.5|2,3|4,17,2.5,1\n")
     (row,), sink = _read(path)
-    assert row == {"label": 1, "price": 2.5, "ts": 17, "items": [3, 4], "items__weights": [0.5, 2.0], "tags": ["a", "b"]}
+    assert row == {
+        "label": 1,
+        "price": 2.5,
+        "ts": 17,
+        "items": [3, 4],
+        "items__weights": [0.5, 2.0],
+        "tags": ["a", "b"],
+    }
 
 
 def test_without_header_columns_are_in_schema_order(tmp_path):
@@ -151,7 +164,9 @@ def test_bad_row_is_a_dead_letter_with_its_line_number(tmp_path, case, line, rea
 
 def test_header_missing_a_needed_column_is_an_error(tmp_path):
     path = _write(tmp_path, "label,price\n1,2\n")
-    with pytest.raises(ValueError, match=r"header lacks column\(s\) \['ts', 'items', 'items__weights', 'tags'\]"):
+    with pytest.raises(
+        ValueError, match=r"header lacks column\(s\) \['ts', 'items', 'items__weights', 'tags'\]"
+    ):
         list(read_file(path, "csv", SCHEMA))
 
 

@@ -116,7 +116,9 @@ def test_timestamps_are_int64_exact_or_iso_seconds(tmp_path):
     )
     rows, _ = _read(path)
     assert [r["ts"] for r in rows] == [2**53 + 1, 1700000000123]
-    path = _write(tmp_path, ['{"clicked": 1, "ts": "2020-01-01T00:00:01", "tags": ["2020-01-01"]}'], "iso.jsonl")
+    path = _write(
+        tmp_path, ['{"clicked": 1, "ts": "2020-01-01T00:00:01", "tags": ["2020-01-01"]}'], "iso.jsonl"
+    )
     (row,), sink = _read(path)
     assert sink.bad == 0 and row["ts"] == 1577836801
     assert row["tags"] == ["2020-01-01"]  # text that looks like a date stays text for a string feature
@@ -141,11 +143,23 @@ BAD = [
     ("label missing", '{"items": [1]}', "clicked: missing label"),
     ("label fractional", '{"clicked": 0.5}', "clicked: 0.5 is not an int64 integer"),
     ("boolean number", '{"clicked": 1, "price": true}', "price: expected numbers for float32, got bool"),
-    ("null id", '{"clicked": 1, "items": [1, null], "items__weights": [1, 1]}', "items: empty or null id in list"),
-    ("fractional id", '{"clicked": 1, "items": [1.5], "items__weights": [1]}', "items: id 1.5 is not an int64 integer"),
+    (
+        "null id",
+        '{"clicked": 1, "items": [1, null], "items__weights": [1, 1]}',
+        "items: empty or null id in list",
+    ),
+    (
+        "fractional id",
+        '{"clicked": 1, "items": [1.5], "items__weights": [1]}',
+        "items: id 1.5 is not an int64 integer",
+    ),
     ("nested list", '{"clicked": 1, "items": [[1]]}', "items: expected numbers for int64, got list"),
     ("negative id", '{"clicked": 1, "items": [-3], "items__weights": [1]}', "items: id -3 is negative"),
-    ("weights too short", '{"clicked": 1, "items": [1, 2], "items__weights": [1]}', "items__weights: 1 weights for 2 ids"),
+    (
+        "weights too short",
+        '{"clicked": 1, "items": [1, 2], "items__weights": [1]}',
+        "items__weights: 1 weights for 2 ids",
+    ),
     ("weights missing", '{"clicked": 1, "items": [1]}', "items__weights: 0 weights for 1 ids"),
     ("duplicate key", '{"clicked": 1, "clicked": 0}', "invalid JSON"),
     ("whitespace line", "   ", "empty line"),

@@ -77,7 +77,11 @@ def test_compatible_types_are_converted(tmp_path):
     [
         ("label", pa.array([[1], [0], [1]]), "column label: expected a scalar int64, got list<"),
         ("price", pa.array(["1", "2", "3"]), "column price: expected numbers for float32, got string"),
-        ("items", pa.array([[1.0], [], []]).cast(pa.list_(pa.string())), "column items: expected numbers for int64"),
+        (
+            "items",
+            pa.array([[1.0], [], []]).cast(pa.list_(pa.string())),
+            "column items: expected numbers for int64",
+        ),
     ],
 )
 def test_unusable_column_types_are_errors_naming_file_and_column(tmp_path, column, array, pattern):

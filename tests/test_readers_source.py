@@ -67,7 +67,8 @@ def test_compression_follows_the_extension(tmp_path):
         "x.tsv": payload,
         "x.tsv.gz": gzip.compress(payload),
         "x.tsv.bz2": bz2.compress(payload),
-        "x.tsv.zst": zstandard.ZstdCompressor().compress(payload[:4]) + zstandard.ZstdCompressor().compress(payload[4:]),
+        "x.tsv.zst": zstandard.ZstdCompressor().compress(payload[:4])
+        + zstandard.ZstdCompressor().compress(payload[4:]),
     }
     for name, data in files.items():
         with open_binary(_touch(tmp_path, name, data)) as f:

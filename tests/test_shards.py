@@ -27,7 +27,9 @@ def test_shard_name_format():
 def test_parquet_round_trip_is_exact(tmp_path_factory, batches, row_group_size):
     path = str(tmp_path_factory.mktemp("pq") / shard_name(0, 1, ".parquet"))
     rows = [r for b in batches for r in b]
-    assert write_parquet_shard(path, map(to_batch, batches), SCHEMA, row_group_size=row_group_size) == len(rows)
+    assert write_parquet_shard(path, map(to_batch, batches), SCHEMA, row_group_size=row_group_size) == len(
+        rows
+    )
     table = read_parquet_shard(path, SCHEMA)
     assert table.schema == SCHEMA.arrow_schema()
     assert table.to_pylist() == rows
@@ -49,7 +51,9 @@ def test_no_batches_still_write_a_readable_empty_shard(tmp_path):
 
 def test_tables_and_reordered_columns_are_conformed(tmp_path):
     batch = to_batch([{"label": 1, "items": [5], "items__weights": [0.5], "tags": ["t"]}])
-    shuffled = pa.table({n: batch.column(n) for n in reversed(batch.schema.names)}).append_column("extra", pa.array([1]))
+    shuffled = pa.table({n: batch.column(n) for n in reversed(batch.schema.names)}).append_column(
+        "extra", pa.array([1])
+    )
     path = os.path.join(str(tmp_path), "s.parquet")
     write_parquet_shard(path, [shuffled], SCHEMA)
     assert read_parquet_shard(path).schema.names == SCHEMA.arrow_schema().names

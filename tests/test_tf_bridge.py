@@ -12,7 +12,10 @@ tf = pytest.importorskip("tensorflow")
 from sparse_io import csr_from_ragged, csr_from_sparse, csr_to_ragged, csr_to_sparse  # noqa: E402
 
 _rows = st.lists(
-    st.lists(st.tuples(st.integers(0, 2**40), st.floats(width=32, allow_nan=False, allow_infinity=False)), max_size=5),
+    st.lists(
+        st.tuples(st.integers(0, 2**40), st.floats(width=32, allow_nan=False, allow_infinity=False)),
+        max_size=5,
+    ),
     max_size=12,
 )
 _id_dtypes = st.sampled_from([np.int32, np.int64])

@@ -39,7 +39,9 @@ def test_framing_is_byte_identical_to_tensorflows_writer(tmp_path_factory, recor
     with open(path, "rb") as f:
         assert frame_records(pa.array(records, pa.binary())) == f.read()
     if records:
-        assert frame_records(pa.array(records, pa.large_binary()).slice(1)) == frame_records(pa.array(records[1:]))
+        assert frame_records(pa.array(records, pa.large_binary()).slice(1)) == frame_records(
+            pa.array(records[1:])
+        )
 
 
 def test_vectorised_crc32c_matches_the_library():
@@ -49,7 +51,9 @@ def test_vectorised_crc32c_matches_the_library():
 
 def test_tensorflow_parses_the_shard_directly(tmp_path):
     path = os.path.join(str(tmp_path), "s.tfrecord")
-    write_tfrecord_shard(path, [to_batch([{"label": 1, "items": [4, 5], "items__weights": [0.5, 2.0], "tags": ["x"]}])], SCHEMA)
+    write_tfrecord_shard(
+        path, [to_batch([{"label": 1, "items": [4, 5], "items__weights": [0.5, 2.0], "tags": ["x"]}])], SCHEMA
+    )
     (serialized,) = list(tf.data.TFRecordDataset(path))
     parsed = tf.io.parse_single_example(
         serialized,
@@ -101,7 +105,9 @@ def test_examples_that_break_the_column_contract_are_named(tmp_path):
     example.features.feature["label"].int64_list.value.append(1)
     with tf.io.TFRecordWriter(path) as w:
         w.write(example.SerializeToString())
-    with pytest.raises(ValueError, match="feature 'price': an Example in batch row 0 has 2 values, expected 0 or 1"):
+    with pytest.raises(
+        ValueError, match="feature 'price': an Example in batch row 0 has 2 values, expected 0 or 1"
+    ):
         read_tfrecord_shard(path, SCHEMA)
     with pytest.raises(ValueError, match="feature 'other': .* has 0 values, expected 1"):
         read_tfrecord_shard(path, Schema([FeatureSpec("other", "label")]))
@@ -128,5 +134,7 @@ def test_writing_shards_and_reading_logs_do_not_import_tensorflow(tmp_path):
         "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'\n"
     )
     env = dict(os.environ, PYTHONPATH=os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
     assert result.returncode == 0, result.stderr[-2000:]

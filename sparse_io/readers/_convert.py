@@ -153,9 +153,7 @@ def _convert(values: pa.Array, spec: FeatureSpec, *, text: bool, hex32: bool = F
 # --- columns ---------------------------------------------------------------------------------------
 
 
-def scalar_column(
-    values: pa.Array, spec: FeatureSpec, problems: RowProblems, *, text: bool
-) -> pa.Array:
+def scalar_column(values: pa.Array, spec: FeatureSpec, problems: RowProblems, *, text: bool) -> pa.Array:
     """A dense or label column; nulls are missing values (a missing label is a bad row)."""
     if isinstance(values.type, (pa.ListType, pa.LargeListType, pa.FixedSizeListType, pa.StructType)):
         raise ColumnTypeError(f"{spec.name}: expected a scalar {spec.dtype}, got {values.type}")
@@ -164,7 +162,9 @@ def scalar_column(
     typed, bad, why = _convert(values, spec, text=text)
     problems.add(bad, lambda r: f"{spec.name}: {why(r)}")
     if spec.kind == "label":
-        problems.add(~values.is_valid().to_numpy(zero_copy_only=False), lambda r: f"{spec.name}: missing label")
+        problems.add(
+            ~values.is_valid().to_numpy(zero_copy_only=False), lambda r: f"{spec.name}: missing label"
+        )
     return typed
 
 
@@ -231,7 +231,9 @@ def sparse_column(
     _mark_elements(problems, missing, parents, num_rows, lambda e: f"{spec.name}: empty or null id in list")
     if spec.dtype != "string" and len(typed):
         ids = pc.fill_null(typed, 0).to_numpy(zero_copy_only=False)
-        _mark_elements(problems, ids < 0, parents, num_rows, lambda e: f"{spec.name}: id {ids[e]} is negative")
+        _mark_elements(
+            problems, ids < 0, parents, num_rows, lambda e: f"{spec.name}: id {ids[e]} is negative"
+        )
         if spec.vocabulary_size is not None:
             _mark_elements(
                 problems,

@@ -104,8 +104,7 @@ def _split_lines(data: bytes) -> pa.BinaryArray:
     """The lines of `data` (without their "\\n"); a final "\\n" ends the last line."""
     if len(data) > _MAX_BLOCK_BYTES:
         raise ValueError(
-            f"a block of lines holds {len(data)} bytes, more than Arrow binary arrays allow; "
-            "lower batch_size"
+            f"a block of lines holds {len(data)} bytes, more than Arrow binary arrays allow; lower batch_size"
         )
     offsets = np.array([0, len(data)], dtype=np.int32)
     whole = pa.Array.from_buffers(pa.binary(), 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])

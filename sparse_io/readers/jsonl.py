@@ -73,7 +73,9 @@ def _string_fields_read_as_timestamps(table: pa.Table, schema: Schema) -> pa.Sch
         t = table.schema.field(spec.name).type
         if pa.types.is_timestamp(t) or pa.types.is_date(t):
             fields.append(pa.field(spec.name, pa.string()))
-        elif isinstance(t, _LIST_TYPES) and (pa.types.is_timestamp(t.value_type) or pa.types.is_date(t.value_type)):
+        elif isinstance(t, _LIST_TYPES) and (
+            pa.types.is_timestamp(t.value_type) or pa.types.is_date(t.value_type)
+        ):
             fields.append(pa.field(spec.name, pa.list_(pa.string())))
     return pa.schema(fields) if fields else None
 
