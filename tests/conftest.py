@@ -10,8 +10,11 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 from hypothesis import settings
 
-settings.register_profile("ci", max_examples=60, deadline=None)
+# CI replays the same examples every run so a red build always means a change broke something;
+# the "explore" profile draws fresh examples to hunt for new failures.
+settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True, print_blob=True)
 settings.register_profile("dev", max_examples=30, deadline=None)
+settings.register_profile("explore", max_examples=500, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
