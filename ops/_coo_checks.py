@@ -19,7 +19,8 @@ ID_DTYPES = (tf.int32, tf.int64)
 
 def label(op: str, name: str | None) -> str:
     """`convert_to_coo` or `convert_to_coo(feature 'C1')`: the prefix of every message."""
-    return f"{op}(feature {name!r})" if name else op
+    # No quotes: graph-mode Assert messages escape them.
+    return f"{op} (feature {name})" if name else op
 
 
 def scope_name(name: str | None, default: str) -> str:
@@ -28,6 +29,13 @@ def scope_name(name: str | None, default: str) -> str:
         return default
     cleaned = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in name)
     return cleaned if cleaned[:1].isalnum() else f"{default}_{cleaned}"
+
+
+def as_tensor(value, dtype_hint: tf.DType) -> tf.Tensor:
+    """A tensor of `value`; numpy arrays keep their dtype (`dtype_hint` would recast them)."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        return tf.convert_to_tensor(value)
+    return tf.convert_to_tensor(value, dtype_hint=dtype_hint)
 
 
 def static_count(value, what: str, where: str) -> int | tf.Tensor:

@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from ops import _coo_core as core
-from ops._coo_checks import ID_DTYPES, Checks, first_true, label, require, scope_name, static_count
+from ops._coo_checks import ID_DTYPES, Checks, as_tensor, first_true, label, require, scope_name, static_count
 
 __all__ = ["convert_to_coo", "COMBINERS"]
 
@@ -108,9 +108,7 @@ def convert_to_coo(
 
 
 def _ids(values, where: str) -> tf.Tensor:
-    if isinstance(values, np.ndarray):
-        values = tf.convert_to_tensor(values)
-    values = tf.convert_to_tensor(values, dtype_hint=tf.int64)
+    values = as_tensor(values, tf.int64)
     if values.dtype not in ID_DTYPES:
         raise ValueError(f"{where}: values must be int32 or int64 ids, got {values.dtype.name}")
     if values.shape.rank is not None and values.shape.rank != 1:
@@ -135,7 +133,7 @@ def _weights(weights, where: str) -> tf.Tensor:
 
 
 def _index(indices_or_row_splits, where: str) -> tf.Tensor:
-    index = tf.convert_to_tensor(indices_or_row_splits, dtype_hint=tf.int64)
+    index = as_tensor(indices_or_row_splits, tf.int64)
     if index.dtype not in ID_DTYPES:
         raise ValueError(f"{where}: indices_or_row_splits must be int32 or int64, got {index.dtype.name}")
     if index.shape.rank not in (1, 2):

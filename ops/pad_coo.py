@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from ops._coo_checks import ID_DTYPES, Checks, label, static_count
+from ops._coo_checks import ID_DTYPES, Checks, as_tensor, label, static_count
 
 __all__ = ["pad_coo", "OVERFLOW_MODES"]
 
@@ -98,7 +98,7 @@ def pad_coo(
         checks.add(
             lambda: length <= capacity,
             f"{where}: check capacity failed: more COO entries than capacity={capacity} "
-            "(raise the capacity, or pass overflow='drop')",
+            "(raise the capacity, or choose overflow=drop)",
         )
         kept = length
     else:
@@ -119,9 +119,9 @@ def pad_coo(
 
 
 def _coo(row_ids, col_ids, gains, where: str) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    row_ids = tf.convert_to_tensor(row_ids, dtype_hint=tf.int32)
-    col_ids = tf.convert_to_tensor(col_ids, dtype_hint=tf.int64)
-    gains = tf.convert_to_tensor(gains, dtype_hint=tf.float32)
+    row_ids = as_tensor(row_ids, tf.int32)
+    col_ids = as_tensor(col_ids, tf.int64)
+    gains = as_tensor(gains, tf.float32)
     for what, t in (("row_ids", row_ids), ("col_ids", col_ids)):
         if t.dtype not in ID_DTYPES:
             raise ValueError(f"{where}: {what} must be int32 or int64, got {t.dtype.name}")

@@ -363,7 +363,7 @@ def test_mismatches_seen_only_at_run_time_raise_invalid_argument(
 
 
 def test_errors_name_the_feature():
-    with pytest.raises(tf.errors.InvalidArgumentError, match="feature 'C7'"):
+    with pytest.raises(tf.errors.InvalidArgumentError, match="feature C7"):
         ops.convert_to_coo([0, 2, 1, 3], [1, 2, 3], 1.0, sample_count=3, name="C7")
 
 
