@@ -84,12 +84,11 @@ def merge_adjacent(
         out_rows = tf.gather(rows, starts)  # 4M
         out_values = tf.gather(values, starts)  # 8M
         if scalar_weight:
-            # A run's length is the gap to the next start (the last run ends at N).
-            ends = tf.roll(starts, -1, axis=0)  # 8M
-            ends = tf.tensor_scatter_nd_update(
-                ends, [[tf.size(starts) - 1]], tf.cast([tf.size(values)], tf.int64)
-            )
-            lengths = tf.cast(ends - starts, tf.float32)  # 4M
+            # A run ends where the next one starts, and the last id ends one.
+            # (Not tf.roll: it has no GPU kernel for bool.)
+            is_last = tf.concat([is_start[1:], [True]], axis=0)  # 2N: bool slice and concat
+            lasts = tf.reshape(tf.where(is_last), [-1])  # 8M
+            lengths = tf.cast(lasts - starts + 1, tf.float32)  # 4M (the subtraction reuses `lasts`)
             unit = tf.gather(per_row, out_rows) if per_row is not None else weights
             return out_rows, out_values, lengths * unit
         run_of = tf.cumsum(tf.cast(is_start, tf.int32)) - 1  # 8N

@@ -3,8 +3,9 @@
 The pip build of TensorFlow registers the `ConvertToCooTensor` op (the TPU
 SparseCore input step) but ships no kernel for it. This module computes the
 same result with ops that have CPU and GPU kernels, keeping its two fast
-paths: a single weight shared by every id is never broadcast to an N-element
-array before it has to be an output, and the "sum" combiner computes no scale.
+paths: a single weight shared by every id is never expanded to an N-element
+array (a row's scale comes from its id count), and the "sum" combiner
+computes no scale.
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ def convert_to_coo(
       values: int32 or int64 ids, `[N]`.
       weights: float32 with N elements, or exactly one element (a scalar or
         `[1]`; a Python float is accepted) meaning every id has that weight.
-        A single weight is never broadcast to N elements except as the output
-        gains of an id that is not merged.
+        A single weight is never expanded to an N-element array: the output
+        gains are written straight from it (or from its row-scaled value).
       sample_count: number of samples S, a Python int or an int scalar tensor.
       combiner: "sum", "mean" or "sqrtn".
       validate: run the data checks above (set False only for input that is

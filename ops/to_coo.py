@@ -50,7 +50,7 @@ def to_coo(
     Example:
       >>> ids = tf.ragged.constant([[3, 3, 1], [], [2]], dtype=tf.int64)
       >>> rows, cols, gains = to_coo(ids, combiner="sqrtn")
-      >>> rows.numpy().tolist(), cols.numpy().tolist(), gains.numpy().round(4).tolist()
+      >>> rows.numpy().tolist(), cols.numpy().tolist(), [round(float(g), 4) for g in gains]
       ([0, 0, 2], [3, 1, 2], [1.1547, 0.5774, 1.0])
     """
     where = label("to_coo", name)

@@ -1,6 +1,8 @@
 """ops.convert_to_coo against a plain reference of the ConvertToCooTensor contract."""
 
+import doctest
 import functools
+import importlib
 
 import numpy as np
 import pytest
@@ -105,15 +107,6 @@ def test_dataset_map_converts_each_ragged_batch():
         ([0, 0, 2, 3], [4, 1, 2, 7], [pytest.approx(2 / 3), pytest.approx(1 / 3), 1.0, 1.0]),
         ([0], [3], [1.0]),
     ]
-
-
-def test_example_in_docstring():
-    rows, cols, gains = ops.convert_to_coo(
-        tf.constant([0, 3, 3, 4], tf.int64), tf.constant([7, 7, 2, 5]), 1.0, sample_count=3, combiner="mean"
-    )
-    assert rows.numpy().tolist() == [0, 0, 2]
-    assert cols.numpy().tolist() == [7, 2, 5]
-    np.testing.assert_allclose(gains.numpy(), [2 / 3, 1 / 3, 1.0], rtol=1e-6)
 
 
 def test_only_adjacent_duplicates_merge_and_runs_do_not_cross_rows():
@@ -374,3 +367,8 @@ def test_errors_inside_dataset_map_surface_on_iteration():
     ds = ds.map(lambda index, values: ops.convert_to_coo(index, values, 1.0, sample_count=3))
     with pytest.raises(tf.errors.InvalidArgumentError, match="rows_sorted"):
         list(ds)
+
+
+def test_docstring_examples_run():
+    results = doctest.testmod(importlib.import_module("ops.convert_to_coo"))
+    assert results.attempted > 0 and results.failed == 0
