@@ -124,7 +124,7 @@ def _from_ragged(x: tf.RaggedTensor, weights, combiner, validate, name, where):
             f"{where}: weights for a RaggedTensor must be None, a float or a RaggedTensor, "
             f"got {type(weights).__name__}"
         )
-    (splits,) = checks.guard(x.row_splits)
+    (splits,) = checks.guard(tf.cast(x.row_splits, tf.int64))
     return convert_to_coo(
         splits,
         x.flat_values,
