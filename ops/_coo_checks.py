@@ -18,7 +18,7 @@ ID_DTYPES = (tf.int32, tf.int64)
 
 
 def label(op: str, name: str | None) -> str:
-    """`convert_to_coo` or `convert_to_coo(feature 'C1')`: the prefix of every message."""
+    """`convert_to_coo`, or `convert_to_coo (feature C1)`: the prefix of every message."""
     # No quotes: graph-mode Assert messages escape them.
     return f"{op} (feature {name})" if name else op
 

@@ -183,8 +183,9 @@ def row_unit_gain(ids_per_row: tf.Tensor, weight: tf.Tensor, combiner: str) -> t
     id count of each row is needed, never an N-element weight array.
     """
     k = tf.cast(ids_per_row, tf.float32)
-    total = k * weight if combiner == "mean" else k * (weight * weight)
-    return weight * inverse_or_zero(total, combiner)
+    # w / (k w) for mean and w / sqrt(k w^2) for sqrtn, 0 where the denominator is 0.
+    denominator = k * weight if combiner == "mean" else tf.sqrt(k) * tf.abs(weight)
+    return tf.math.divide_no_nan(weight, denominator)
 
 
 def count_values(values: tf.Tensor, size) -> tf.Tensor:

@@ -74,9 +74,12 @@ def convert_to_coo(
         unsorted or out-of-range sparse rows, bad row_splits; the message names
         the check and the first offending row or position.
 
-    Runs eagerly, inside `tf.function` and inside `tf.data.Dataset.map`. Its
-    output length depends on the data, so it is not for `jit_compile=True`
-    functions: pad the result with `ops.pad_coo` first.
+    Runs eagerly, inside `tf.function` and inside `tf.data.Dataset.map`. Every
+    op has a CPU and a GPU kernel, and on a GPU all N-sized data stays in
+    device memory; the host only reads scalars: each check's verdict, whether
+    any ids merge (a cond), and how many entries remain (`tf.where`), which
+    a data-dependent output length cannot avoid. For the same reason it is
+    not for `jit_compile=True` functions: pad its result with `ops.pad_coo`.
 
     Example:
       >>> rows, cols, gains = convert_to_coo(

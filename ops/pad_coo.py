@@ -1,16 +1,16 @@
 """`pad_coo`: COO of data-dependent length to a fixed capacity, so XLA compiles once.
 
-Padding entries are (row_id = sample_count, col_id = 0, gain = 0). Both
-halves of that are deliberate, and a consumer may rely on either:
+Padding entries are (row_id = sample_count, col_id = 0, gain = 0), so that a
+consumer can ignore them either way:
 
-- the row: segment ops given `num_segments = sample_count + 1` put every
-  padding entry into an extra last segment, which the consumer slices off
-  (`out[:sample_count]`). This is what `ops.embedding_bag` does; it is exact
-  even when table row 0 holds inf or NaN.
-- the gain: a consumer that sums `gains * table[col_ids]` into
-  `num_segments = sample_count` cannot take row `sample_count` (the CPU
-  kernel rejects it), but one that masks by row or multiplies first sees a
-  zero contribution (col_id 0 is always a valid table row to gather).
+- by row (exact, the recommended way, and the one `ops.embedding_bag` is
+  meant to use): a segment sum with `num_segments = sample_count + 1` puts
+  every padding entry into one extra last segment, which the consumer slices
+  off (`out[:sample_count]`). Exact even when table row 0 holds inf or NaN.
+  (With `num_segments = sample_count` the CPU kernel rejects the padding rows
+  and the GPU kernel drops them: do not rely on either.)
+- by gain: `gains * table[col_ids]` is exactly 0 for a padding entry when
+  table row 0 is finite (col_id 0 is always a valid row to gather).
 """
 
 from __future__ import annotations
