@@ -34,8 +34,8 @@ def banded_layout(k_blocks: int, n_blocks: int, bandwidth: int = 0) -> np.ndarra
 
     For a non-square grid the diagonal runs from corner to corner: block row r
     is centred on column `(r + 0.5) * n_blocks / k_blocks`, and every block
-    whose centre lies within `bandwidth + 0.5` columns of it is kept (so each
-    row and each column has at least one block).
+    whose centre lies within `(bandwidth + 0.5) * max(1, n_blocks / k_blocks)`
+    columns of it is kept, so each row and each column has at least one block.
 
     Example:
       >>> banded_layout(3, 3, 1).astype(int)
@@ -46,13 +46,11 @@ def banded_layout(k_blocks: int, n_blocks: int, bandwidth: int = 0) -> np.ndarra
     _check_grid(k_blocks, n_blocks, "banded_layout")
     if bandwidth < 0:
         raise ValueError(f"banded_layout: bandwidth must be >= 0, got {bandwidth}")
-    row_centre = (np.arange(k_blocks)[:, None] + 0.5) * n_blocks / k_blocks
+    row_centre = (np.arange(k_blocks)[:, None] + 0.5) * n_blocks / k_blocks  # in column units
     col_centre = np.arange(n_blocks)[None, :] + 0.5
-    distance = np.abs(col_centre - row_centre)
-    if n_blocks < k_blocks:
-        # Several rows share a column: measure in row units so that each column is reached too.
-        distance = distance * k_blocks / n_blocks
-    return distance <= bandwidth + 0.5 + 1e-9  # centres on the boundary count as inside
+    # A row of a wide grid spans n/k columns: widen the band so that consecutive rows meet.
+    reach = (bandwidth + 0.5) * max(1.0, n_blocks / k_blocks)
+    return np.abs(col_centre - row_centre) <= reach + 1e-9  # centres on the boundary count as inside
 
 
 def magnitude_layout(dense: np.ndarray, block_size: int, keep: float) -> np.ndarray:
