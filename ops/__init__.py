@@ -1,20 +1,27 @@
-"""ops: TensorFlow compute for sparse batches: embedding bags and block-sparse matmuls.
+"""ops: TensorFlow compute for sparse batches: COO conversion and padding to a static capacity,
+embedding bags over COO, block-sparse matmuls.
 
 `ops.layers` (Keras 3 layers) is imported on first use.
 """
 
 from ops.block_layouts import banded_layout, magnitude_layout, random_layout
 from ops.block_sparse import BlockSparseMatMul, block_sparse_matmul
+from ops.convert_to_coo import convert_to_coo
 from ops.embedding_bag import embedding_bag
+from ops.pad_coo import pad_coo
+from ops.to_coo import to_coo
 
 __all__ = [
     "BlockSparseMatMul",
     "banded_layout",
     "block_sparse_matmul",
+    "convert_to_coo",
     "embedding_bag",
     "layers",
     "magnitude_layout",
+    "pad_coo",
     "random_layout",
+    "to_coo",
 ]
 
 
