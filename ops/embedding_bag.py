@@ -99,10 +99,18 @@ def embedding_bag(
         return _combine_csr(rows, slot, row_ids, gains, sample_count)
 
 
+def _in_xla_context() -> bool:
+    """True while tracing a function that XLA compiles (tf.function(jit_compile=True), Keras jit)."""
+    return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
+
+
 def _auto_implementation(rows_dtype: tf.DType) -> str:
-    in_xla = control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
     # The CSR kernels exist for float32 and float64 only.
-    if in_xla or rows_dtype not in (tf.float32, tf.float64) or tf.config.list_logical_devices("GPU"):
+    if (
+        _in_xla_context()
+        or rows_dtype not in (tf.float32, tf.float64)
+        or tf.config.list_logical_devices("GPU")
+    ):
         return "segment"
     return "csr"
 
@@ -155,11 +163,21 @@ def _gather_rows(shards, ids, partition_strategy, where):
     if len(shards) == 1:
         return tf.gather(shards[0], ids)
     shard_of, local = _shard_and_row(shards, ids, partition_strategy, where)
+    if _in_xla_context():
+        # XLA compiles neither dynamic_stitch with run-time indices nor, reliably, dynamic_partition of
+        # the run-time-sized unique ids. Each shard is gathered at every id instead (clamped to its
+        # rows) and the rows of other shards are masked out: the same result, at num_shards gathers,
+        # and each shard's IndexedSlices gradient has a zero row for every id of the other shards.
+        rows = []
+        for s, shard in enumerate(shards):
+            mine = tf.equal(shard_of, s)[:, None]
+            local_s = tf.clip_by_value(local, 0, shard.shape[0] - 1)
+            rows.append(tf.where(mine, tf.gather(shard, local_s), tf.zeros((), shard.dtype)))
+        return tf.add_n(rows)
     count = len(shards)
     local_parts = tf.dynamic_partition(local, shard_of, count)
     positions = tf.dynamic_partition(tf.range(tf.shape(ids)[0]), shard_of, count)
-    parts = [tf.gather(shard, part) for shard, part in zip(shards, local_parts)]
-    return tf.dynamic_stitch(positions, parts)
+    return tf.dynamic_stitch(positions, [tf.gather(shard, part) for shard, part in zip(shards, local_parts)])
 
 
 def _shard_and_row(shards, ids, partition_strategy, where):
