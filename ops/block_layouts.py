@@ -16,7 +16,7 @@ def random_layout(k_blocks: int, n_blocks: int, density: float, *, seed: int | N
     """Exactly `round(density * k_blocks * n_blocks)` blocks, chosen uniformly with `seed`.
 
     Example:
-      >>> random_layout(4, 4, 0.25, seed=1).sum()
+      >>> int(random_layout(4, 4, 0.25, seed=1).sum())
       4
     """
     _check_grid(k_blocks, n_blocks, "random_layout")

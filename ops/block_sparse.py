@@ -245,7 +245,8 @@ def block_sparse_matmul(
     layout many times should hold the plan.
 
     Example:
-      >>> block_sparse_matmul(tf.ones([2, 16]), tf.ones([1, 8, 8]), np.array([[0], [1]]), 8).numpy()[0, 0]
-      8.0
+      >>> y = block_sparse_matmul(tf.ones([2, 16]), tf.ones([1, 8, 8]), np.array([[0], [1]]), 8)
+      >>> y.shape, y.numpy()[0, 0].item()
+      (TensorShape([2, 8]), 8.0)
     """
     return BlockSparseMatMul(layout, block_size)(x, w, gates)

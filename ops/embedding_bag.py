@@ -75,7 +75,7 @@ def embedding_bag(
       >>> table = tf.reshape(tf.range(8.0), [4, 2])
       >>> embedding_bag(table, tf.constant([0, 0, 2]), tf.constant([1, 3, 1]),
       ...               tf.constant([1.0, 0.5, 0.0]), sample_count=2).numpy()
-      array([[5.5, 7. ],
+      array([[5. , 6.5],
              [0. , 0. ]], dtype=float32)
     """
     where = f"embedding_bag[{name}]" if name else "embedding_bag"
