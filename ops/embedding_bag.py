@@ -63,7 +63,11 @@ def embedding_bag(
       name: feature name, for the name scope and error messages.
 
     Returns:
-      `[S, dim]` with the table dtype.
+      `[S, dim]` with the table dtype. The gradient for the table (each shard)
+      is a `tf.IndexedSlices` with one row per distinct id of the batch (of
+      the shard). Inside an XLA-compiled function a sharded table is gathered
+      per shard with masking instead, and each shard's gradient then has a
+      (zero) row for every distinct id of the batch.
 
     Raises:
       ValueError: static problems (ranks, lengths, dtypes, shard sizes,
