@@ -1,22 +1,24 @@
-"""Timing helpers shared by the benchmarks: alternate the contenders, report medians and spreads.
+"""Small timing helpers for the benchmarks: interleave contenders, keep medians and spreads.
 
-On a shared machine a lone absolute time means little; what counts is the
-ratio between contenders measured in the same process, interleaved so that
-a burst of load hits all of them alike.
+A lone absolute time on a shared machine says little. Contenders are run in
+the same process, round-robin with a rotating order, so that a burst of
+load from elsewhere lands on all of them; results are medians with their
+min-max spread, compared as ratios.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["Timing", "alternate", "ratio", "noisy", "markdown_table"]
+__all__ = ["Timing", "alternate", "markdown_table", "noisy", "ratio"]
 
 
 @dataclass(frozen=True)
 class Timing:
-    """Seconds per repetition of one contender: median and min-max spread."""
+    """Seconds per call of one contender over `reps` calls."""
 
     median_s: float
     min_s: float
@@ -24,8 +26,8 @@ class Timing:
     reps: int
 
     @property
-    def median_ms(self) -> float:
-        return self.median_s * 1e3
+    def spread_s(self) -> float:
+        return self.max_s - self.min_s
 
     def as_dict(self) -> dict:
         return {
@@ -37,54 +39,53 @@ class Timing:
 
 
 def alternate(
-    contenders: Mapping[str, Callable[[], object]], *, reps: int = 5, warmup: int = 1
+    contenders: Mapping[str, Callable[[], object]],
+    *,
+    reps: int = 5,
+    warmup: int = 1,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, Timing]:
-    """Runs every contender `warmup` times, then `reps` rounds, each round calling each contender once.
+    """Times each contender `reps` times after `warmup` untimed rounds.
 
-    The order within a round rotates so that no contender always runs first.
-    Each call must block until its work is done (return a host value, or
-    call `.numpy()`).
+    Every round calls each contender once, starting one further along the
+    list each round. A contender must not return before its work is done
+    (fetch a host value, e.g. with `.numpy()`). `clock` may be
+    `time.process_time` to count the CPU seconds of all the process's
+    threads: the work done, which other processes' load barely changes.
     """
     names = list(contenders)
     for _ in range(warmup):
         for name in names:
             contenders[name]()
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for rep in range(reps):
-        shift = rep % len(names)
-        for name in names[shift:] + names[:shift]:
-            start = time.perf_counter()
+    seconds: dict[str, list[float]] = {name: [] for name in names}
+    for round_index in range(reps):
+        start = round_index % len(names)
+        for name in names[start:] + names[:start]:
+            began = clock()
             contenders[name]()
-            samples[name].append(time.perf_counter() - start)
-    return {name: _summary(values) for name, values in samples.items()}
+            seconds[name].append(clock() - began)
+    return {
+        name: Timing(statistics.median(values), min(values), max(values), len(values))
+        for name, values in seconds.items()
+    }
 
 
 def ratio(ours: Timing, peer: Timing) -> float:
-    """ours / peer of the medians: below 1 means ours is faster."""
+    """Median over median; below 1 means `ours` takes less time."""
     return ours.median_s / peer.median_s
 
 
 def noisy(a: Timing, b: Timing) -> bool:
-    """True when either spread is wider than the difference of the medians (the ratio is not trustworthy)."""
-    difference = abs(a.median_s - b.median_s)
-    return max(a.max_s - a.min_s, b.max_s - b.min_s) > difference
+    """Whether either spread is wider than the gap between the medians (then the ratio is not settled)."""
+    return max(a.spread_s, b.spread_s) > abs(a.median_s - b.median_s)
 
 
 def markdown_table(rows: list[dict], columns: list[str]) -> str:
-    """A markdown table of `rows` (dicts) restricted to `columns`; floats get 3 significant digits."""
+    """`rows` as a markdown table with the given columns; floats shown to 3 significant digits."""
 
-    def cell(value) -> str:
-        if isinstance(value, float):
-            return f"{value:.3g}"
-        return str(value)
+    def cell(value: object) -> str:
+        return f"{value:.3g}" if isinstance(value, float) else str(value)
 
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(cell(row.get(c, "")) for c in columns) + " |" for row in rows]
+    lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+    lines += ["| " + " | ".join(cell(row.get(column, "")) for column in columns) + " |" for row in rows]
     return "\n".join(lines)
-
-
-def _summary(values: list[float]) -> Timing:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-    return Timing(median, ordered[0], ordered[-1], len(ordered))

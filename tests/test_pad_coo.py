@@ -1,8 +1,12 @@
 """ops.pad_coo: fixed-capacity COO, overflow handling, and one XLA compilation for many batches."""
 
+import doctest
+import importlib
+
 import numpy as np
 import pytest
 import tensorflow as tf
+from coo_reference import graph_nodes, host_memory_data, ops_without_gpu_kernel
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -46,15 +50,6 @@ def test_pads_or_drops_to_exactly_capacity(nnz, capacity, sample_count, overflow
         assert len(got) == 4 and int(got[3]) == nnz - kept
     else:
         assert len(got) == 3
-
-
-def test_docstring_example():
-    rows, cols, gains = ops.pad_coo(
-        tf.constant([0, 2], tf.int32), tf.constant([5, 9]), tf.constant([1.0, 0.5]), 4, sample_count=3
-    )
-    assert rows.numpy().tolist() == [0, 2, 3, 3]
-    assert cols.numpy().tolist() == [5, 9, 0, 0]
-    assert gains.numpy().tolist() == [1.0, 0.5, 0.0, 0.0]
 
 
 def test_static_shape_is_capacity_even_when_inputs_have_unknown_length():
@@ -130,6 +125,19 @@ def test_padding_gain_is_zero_so_a_weighted_sum_ignores_it():
     assert contributions.numpy().tolist() == [6.0, 2.0, 0.0, 0.0, 0.0, 0.0]
 
 
+@pytest.mark.parametrize("overflow", ["error", "drop"])
+@pytest.mark.parametrize("col_dtype", [tf.int32, tf.int64])
+def test_runs_on_gpu_kernels_with_its_data_in_device_memory(overflow, col_dtype):
+    @tf.function
+    def pad(rows, cols, gains, sample_count):
+        return ops.pad_coo(rows, cols, gains, 64, sample_count=sample_count, overflow=overflow)
+
+    specs = [tf.TensorSpec([None], dtype) for dtype in (tf.int32, col_dtype, tf.float32)]
+    traced = pad.get_concrete_function(*specs, tf.TensorSpec([], tf.int32))
+    assert not ops_without_gpu_kernel(graph_nodes(traced))
+    assert not host_memory_data(traced)
+
+
 def test_overflow_error_raises_inside_tf_function():
     @tf.function(
         input_signature=[
@@ -186,3 +194,8 @@ def test_static_problems_raise_value_error(kwargs, fragment):
             sample_count=args["sample_count"],
             overflow=args.get("overflow", "error"),
         )
+
+
+def test_docstring_examples_run():
+    results = doctest.testmod(importlib.import_module("ops.pad_coo"))
+    assert results.attempted > 0 and results.failed == 0
