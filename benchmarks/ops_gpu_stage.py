@@ -106,7 +106,7 @@ def _embedding_bag(quick: bool) -> dict:
                         **_embedding_costs(nnz, distinct, batch, backward=step == "fwd+bwd"),
                     }
                 )
-                rows_out[-1]["ours_gbps"] = rows_out[-1]["mbytes"] / a.median_s * 1e3  # MB per ms
+                rows_out[-1]["ours_gbps"] = rows_out[-1]["mbytes"] / (a.median_s * 1e3)  # MB per ms
     columns = ["ids", "weights", "pass", "ours_ms", "peer_ms", "ratio", "ours_ns_per_id", "peer_ns_per_id"]
     columns += ["noisy", "mbytes", "mflops", "ours_gbps"]
     print(f"\n### Embedding bag vs tf.nn.embedding_lookup_sparse (batch {batch}, dim {DIM}, vocab {vocab})\n")
