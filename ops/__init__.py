@@ -1,5 +1,33 @@
-"""ops: TensorFlow compute for sparse batches (COO conversion, padding to a static capacity)."""
+"""ops: TensorFlow compute for sparse batches: COO conversion and padding to a static capacity,
+embedding bags over COO, block-sparse matmuls.
 
-from ops.convert_to_coo import convert_to_coo as convert_to_coo
-from ops.pad_coo import pad_coo as pad_coo
-from ops.to_coo import to_coo as to_coo
+`ops.layers` (Keras 3 layers) is imported on first use.
+"""
+
+from ops.block_layouts import banded_layout, magnitude_layout, random_layout
+from ops.block_sparse import BlockSparseMatMul, block_sparse_matmul
+from ops.convert_to_coo import convert_to_coo
+from ops.embedding_bag import embedding_bag
+from ops.pad_coo import pad_coo
+from ops.to_coo import to_coo
+
+__all__ = [
+    "BlockSparseMatMul",
+    "banded_layout",
+    "block_sparse_matmul",
+    "convert_to_coo",
+    "embedding_bag",
+    "layers",
+    "magnitude_layout",
+    "pad_coo",
+    "random_layout",
+    "to_coo",
+]
+
+
+def __getattr__(name: str):
+    if name == "layers":
+        import importlib
+
+        return importlib.import_module("ops.layers")
+    raise AttributeError(f"module 'ops' has no attribute {name!r}")

@@ -1,0 +1,344 @@
+"""Benchmark of the GPU-stage ops on this machine: embedding bag and block-sparse matmul against their peers.
+
+    python -m benchmarks.ops_gpu_stage [--quick] [--json PATH]
+
+Embedding bag (64-dim, multi-valued ids: 1-19 per sample, about 10): ours
+(`ops.embedding_bag` over COO) against `tf.nn.embedding_lookup_sparse` on
+the same batch, forward and forward+backward (gradient for the table), with
+and without per-id weights, for uniform ids over a large table and for
+Zipf-skewed ids; and against `torch.nn.functional.embedding_bag` when torch
+is importable. Block-sparse matmul (block 32) at several densities against a
+dense `tf.linalg.matmul` of the same shape. Contenders run alternately in
+one process; the table gives medians, min-max spreads and ratios (ours /
+peer: below 1 is faster), plus bytes moved and FLOPs per call so that a GPU
+run can be set against the device's limits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np
+import tensorflow as tf
+
+import ops
+from benchmarks._timing import alternate, markdown_table, noisy, ratio
+
+DIM = 64
+BLOCK = 32
+DENSITIES = (0.05, 0.10, 0.25, 0.50, 1.00)
+QUICK_DENSITIES = (0.10, 1.00)
+
+
+def run(quick: bool = False) -> dict:
+    """Runs every measurement, prints markdown tables and returns them as a JSON-able dict."""
+    results = {"quick": quick, "embedding_bag": _embedding_bag(quick), "block_sparse": _block_sparse(quick)}
+    results["torch"] = _torch_embedding_bag(quick)
+    return results
+
+
+# Embedding bag ----------------------------------------------------------------------------------
+
+
+def _ids_batch(rng, batch, vocab, skewed):
+    lengths = rng.integers(1, 20, batch)
+    rows = np.repeat(np.arange(batch), lengths).astype(np.int32)
+    if skewed:
+        cols = (rng.zipf(1.2, rows.size) - 1) % vocab
+    else:
+        cols = rng.integers(0, vocab, rows.size)
+    positions = np.arange(rows.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    indices = np.stack([rows, positions], axis=1).astype(np.int64)
+    weights = rng.uniform(0.5, 1.5, rows.size).astype(np.float32)
+    return rows, cols.astype(np.int64), weights, indices, [batch, int(lengths.max())]
+
+
+def _embedding_bag(quick: bool) -> dict:
+    batch, vocab, reps = (1024, 100_000, 5) if quick else (4096, 1_000_000, 15)
+    rng = np.random.default_rng(0)
+    table = tf.Variable(rng.standard_normal((vocab, DIM)).astype(np.float32))
+    upstream = tf.constant(rng.standard_normal((batch, DIM)).astype(np.float32))
+    rows_out = []
+    for skewed in (False,) if quick else (False, True):
+        rows, cols, weights, indices, shape = _ids_batch(rng, batch, vocab, skewed)
+        nnz, distinct = rows.size, np.unique(cols).size
+        for weighted in (True, False):
+            gains = weights if weighted else np.ones_like(weights)
+            coo = [tf.constant(rows), tf.constant(cols), tf.constant(gains)]
+            sp_ids = tf.SparseTensor(indices, cols, shape)
+            sp_weights = tf.SparseTensor(indices, weights, shape) if weighted else None
+
+            def ours(coo=coo):
+                return ops.embedding_bag(table, *coo, batch)
+
+            def peer(sp_ids=sp_ids, sp_weights=sp_weights):
+                return tf.nn.embedding_lookup_sparse(table, sp_ids, sp_weights, combiner="sum")
+
+            contenders = {
+                "ours fwd": _blocking(tf.function(ours)),
+                "peer fwd": _blocking(tf.function(peer)),
+                "ours fwd+bwd": _blocking(_forward_backward(ours, table, upstream)),
+                "peer fwd+bwd": _blocking(_forward_backward(peer, table, upstream)),
+            }
+            timings = alternate(contenders, reps=reps, warmup=2)
+            for step in ("fwd", "fwd+bwd"):
+                a, b = timings[f"ours {step}"], timings[f"peer {step}"]
+                rows_out.append(
+                    {
+                        "ids": "zipf(1.2)" if skewed else "uniform",
+                        "weights": weighted,
+                        "pass": step,
+                        "ids_per_call": nnz,
+                        "distinct_ids": distinct,
+                        "ours_ms": a.median_s * 1e3,
+                        "ours_spread_ms": [a.min_s * 1e3, a.max_s * 1e3],
+                        "peer_ms": b.median_s * 1e3,
+                        "peer_spread_ms": [b.min_s * 1e3, b.max_s * 1e3],
+                        "ours_ns_per_id": a.median_s / nnz * 1e9,
+                        "peer_ns_per_id": b.median_s / nnz * 1e9,
+                        "ratio": ratio(a, b),
+                        "noisy": noisy(a, b),
+                        **_embedding_costs(nnz, distinct, batch, backward=step == "fwd+bwd"),
+                    }
+                )
+                rows_out[-1]["ours_gbps"] = rows_out[-1]["mbytes"] / (a.median_s * 1e3)  # MB per ms
+    columns = ["ids", "weights", "pass", "ours_ms", "peer_ms", "ratio", "ours_ns_per_id", "peer_ns_per_id"]
+    columns += ["noisy", "mbytes", "mflops", "ours_gbps"]
+    print(f"\n### Embedding bag vs tf.nn.embedding_lookup_sparse (batch {batch}, dim {DIM}, vocab {vocab})\n")
+    print(markdown_table(rows_out, columns))
+    print(
+        f"\nA {DIM}-dim float32 row is {DIM * 4} bytes: at the ~8 GB/s this machine copies, a copy-bound "
+        f"lookup would take ~{DIM * 4 / 8:.0f} ns/id. ours_gbps far below 8 means the time goes to "
+        "random row fetches (latency), hashing the ids and per-op overhead, not to bandwidth."
+    )
+    return {"batch": batch, "dim": DIM, "vocab": vocab, "reps": reps, "rows": rows_out}
+
+
+def _forward_backward(fn, table, upstream):
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(fn() * upstream)
+        return tape.gradient(loss, table).values  # IndexedSlices for both contenders
+
+    return step
+
+
+def _embedding_costs(nnz, distinct, batch, backward):
+    """Bytes a minimal implementation moves and FLOPs it does (float32 rows, int64 ids)."""
+    row = DIM * 4
+    moved = distinct * row + nnz * (4 + 8 + 4) + batch * row  # gather, read COO, write output
+    flops = 2 * nnz * DIM
+    if backward:
+        moved += batch * row + distinct * row + distinct * 8  # read dy, write gradient rows and ids
+        flops *= 2
+    return {"mbytes": moved / 1e6, "mflops": flops / 1e6}
+
+
+# Block-sparse matmul ----------------------------------------------------------------------------
+
+
+def _block_sparse(quick: bool) -> dict:
+    m, k, n, reps = (512, 1024, 1024, 3) if quick else (4096, 2048, 2048, 5)
+    rng = np.random.default_rng(1)
+    x = tf.constant(rng.standard_normal((m, k)).astype(np.float32))
+    dy = tf.constant(rng.standard_normal((m, n)).astype(np.float32))
+    dense_w = tf.Variable(rng.standard_normal((k, n)).astype(np.float32) * 0.02)
+    plans, weights = {}, {}
+    for density in QUICK_DENSITIES if quick else DENSITIES:
+        plans[density] = ops.BlockSparseMatMul(
+            ops.random_layout(k // BLOCK, n // BLOCK, density, seed=2), BLOCK
+        )
+        weights[density] = tf.Variable(rng.standard_normal(plans[density].weight_shape).astype(np.float32))
+
+    forward = {"dense": _blocking(tf.function(lambda: tf.linalg.matmul(x, dense_w)))}
+    backward = {"dense": _blocking(_matmul_grads(lambda: tf.linalg.matmul(x, dense_w), x, dense_w, dy))}
+    for density, plan in plans.items():
+        w = weights[density]
+        forward[density] = _blocking(tf.function(lambda plan=plan, w=w: plan(x, w)))
+        backward[density] = _blocking(_matmul_grads(lambda plan=plan, w=w: plan(x, w), x, w, dy))
+    rows_out = []
+    for step, contenders in (("fwd", forward), ("fwd+bwd", backward)):
+        timings = alternate(contenders, reps=reps, warmup=1)
+        dense = timings["dense"]
+        for density, plan in plans.items():
+            t = timings[density]
+            rows_out.append(
+                {
+                    "pass": step,
+                    "density": density,
+                    "blocks": plan.nnz_blocks,
+                    "ours_ms": t.median_s * 1e3,
+                    "ours_spread_ms": [t.min_s * 1e3, t.max_s * 1e3],
+                    "dense_ms": dense.median_s * 1e3,
+                    "dense_spread_ms": [dense.min_s * 1e3, dense.max_s * 1e3],
+                    "ratio": ratio(t, dense),
+                    "ratio_per_density": ratio(t, dense) / density,
+                    "noisy": noisy(t, dense),
+                    **_matmul_costs(plan, m, backward=step == "fwd+bwd"),
+                }
+            )
+    summary = {}
+    for step in ("fwd", "fwd+bwd"):
+        summary[step] = _break_even([r for r in rows_out if r["pass"] == step])
+    columns = ["pass", "density", "ours_ms", "dense_ms", "ratio", "ratio_per_density", "noisy"]
+    columns += ["gflops", "dense_gflops", "mbytes", "dense_mbytes"]
+    print(f"\n### Block-sparse matmul (block {BLOCK}) vs dense tf.linalg.matmul, M={m} K={k} N={n}\n")
+    print(markdown_table(rows_out, columns))
+    for step, where in summary.items():
+        print(f"\n{step}: block-sparse stops winning at density {where}")
+    return {
+        "m": m,
+        "k": k,
+        "n": n,
+        "block_size": BLOCK,
+        "reps": reps,
+        "rows": rows_out,
+        "break_even": summary,
+    }
+
+
+def _matmul_grads(fn, x, w, dy):
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = fn()
+        return tape.gradient(y, [x, w], output_gradients=dy)
+
+    return step
+
+
+def _matmul_costs(plan, m, backward):
+    """FLOPs and minimal bytes (read x and w, write y) of the block-sparse and the dense product."""
+    k, n, bs = plan.in_features, plan.out_features, plan.block_size
+    products = 3 if backward else 1  # y; dx and dw for the backward pass
+    flops = 2 * m * bs * bs * plan.nnz_blocks * products
+    dense_flops = 2 * m * k * n * products
+    moved = 4 * (m * k + plan.nnz_blocks * bs * bs + m * n) * products
+    dense_moved = 4 * (m * k + k * n + m * n) * products
+    return {
+        "gflops": flops / 1e9,
+        "dense_gflops": dense_flops / 1e9,
+        "mbytes": moved / 1e6,
+        "dense_mbytes": dense_moved / 1e6,
+    }
+
+
+def _break_even(rows) -> str:
+    """The density where the time ratio crosses 1, interpolated between measured densities."""
+    previous = None
+    for row in rows:
+        if row["ratio"] >= 1.0:
+            if previous is None:
+                return f"<= {row['density']:.2f} (slower at every density)"
+            d0, r0, d1, r1 = previous["density"], previous["ratio"], row["density"], row["ratio"]
+            return f"~{d0 + (1.0 - r0) * (d1 - d0) / (r1 - r0):.2f} (between {d0:.2f} and {d1:.2f})"
+        previous = row
+    return "> 1.00 (faster at every density measured)"
+
+
+# torch ------------------------------------------------------------------------------------------
+
+
+def _torch_embedding_bag(quick: bool) -> dict:
+    try:
+        import torch
+    except ImportError:
+        message = "torch is not importable here: torch.nn.functional.embedding_bag comparison skipped"
+        print(f"\n{message}")
+        return {"skipped": message}
+    torch.set_num_threads(2)
+    batch, vocab, reps = (1024, 100_000, 5) if quick else (4096, 1_000_000, 15)
+    rng = np.random.default_rng(0)
+    rows, cols, weights, _, _ = _ids_batch(rng, batch, vocab, skewed=False)
+    table_np = rng.standard_normal((vocab, DIM)).astype(np.float32)
+    table = tf.Variable(table_np)
+    upstream_np = rng.standard_normal((batch, DIM)).astype(np.float32)
+    upstream = tf.constant(upstream_np)
+    weight = torch.nn.Parameter(torch.from_numpy(table_np.copy()))
+    offsets = torch.from_numpy(np.searchsorted(rows, np.arange(batch)).astype(np.int64))
+    t_ids, t_weights = torch.from_numpy(cols), torch.from_numpy(weights)
+    t_upstream = torch.from_numpy(upstream_np)
+    coo = [tf.constant(rows), tf.constant(cols), tf.constant(weights)]
+
+    def ours():
+        return ops.embedding_bag(table, *coo, batch)
+
+    def torch_forward():
+        with torch.no_grad():
+            return torch.nn.functional.embedding_bag(
+                t_ids, weight, offsets, mode="sum", per_sample_weights=t_weights
+            )
+
+    def torch_forward_backward():
+        weight.grad = None
+        out = torch.nn.functional.embedding_bag(
+            t_ids, weight, offsets, mode="sum", per_sample_weights=t_weights, sparse=True
+        )
+        (out * t_upstream).sum().backward()
+        return weight.grad
+
+    timings = alternate(
+        {
+            "ours fwd": _blocking(tf.function(ours)),
+            "torch fwd": torch_forward,
+            "ours fwd+bwd": _blocking(_forward_backward(ours, table, upstream)),
+            "torch fwd+bwd": torch_forward_backward,
+        },
+        reps=reps,
+        warmup=2,
+    )
+    rows_out = []
+    for step in ("fwd", "fwd+bwd"):
+        a, b = timings[f"ours {step}"], timings[f"torch {step}"]
+        rows_out.append(
+            {
+                "pass": step,
+                "ours_ms": a.median_s * 1e3,
+                "torch_ms": b.median_s * 1e3,
+                "ratio": ratio(a, b),
+                "ours_ns_per_id": a.median_s / rows.size * 1e9,
+                "torch_ns_per_id": b.median_s / rows.size * 1e9,
+                "noisy": noisy(a, b),
+            }
+        )
+    print(f"\n### Embedding bag vs torch.nn.functional.embedding_bag (weighted, batch {batch})\n")
+    print(
+        markdown_table(
+            rows_out, ["pass", "ours_ms", "torch_ms", "ratio", "ours_ns_per_id", "torch_ns_per_id"]
+        )
+    )
+    return {"rows": rows_out}
+
+
+def _blocking(fn):
+    """Waits for the devices, so that a timing covers the work and not only its dispatch (on GPU)."""
+
+    def call():
+        out = fn()
+        tf.test.experimental.sync_devices()
+        return out
+
+    return call
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small shapes and few repetitions")
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args(argv)
+    results = run(quick=args.quick)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,252 @@
+"""Block-sparse matmul `x @ W` with a plan built once from the block layout.
+
+`W` is `[K, N]` but only the blocks marked in a boolean layout `[K/bs, N/bs]`
+exist; they are stored as `w` `[nnz_blocks, bs, bs]`, `w[i]` being the block at
+`np.argwhere(layout)[i]` (row-major order).
+
+How the products are computed (ops/_block_kernels.py): the output block
+columns are put in a few buckets of similar block counts; within a bucket,
+each column's input block columns of x are gathered side by side (padded
+with a zero block to the bucket's width) and one batched matmul with the
+stacked blocks gives the bucket's outputs. `dy @ W^T` is the same product
+over the transposed layout, and the gradient for w multiplies the same
+gathered x by dy per column. No `[K, N]` tensor is ever built. Rows of x are
+processed in chunks so that the gathered copy stays in cache.
+
+The index tables for all three products are numpy arrays computed in the
+constructor. The kernels are XLA-compiled functions shared by all plans
+(the tables are their arguments), so a new plan with known shapes compiles
+nothing. Numpy references of the three products are kept on the plan.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from ops import _block_kernels as kernels
+from ops.block_layouts import check_layout
+
+__all__ = ["BlockSparseMatMul", "block_sparse_matmul"]
+
+# On CPU a chunk's gathered copy of x (rows x padded blocks x bs values) should stay in cache: about
+# this many bytes, which gave 32 rows at M=4096, K=N=2048, bs=32, 10% density, the fastest of 32..256.
+CPU_CHUNK_BYTES = 2 * 2**20
+MIN_CHUNK_ROWS, MAX_CHUNK_ROWS = 16, 512
+
+
+class BlockSparseMatMul:
+    """A plan for `x @ W` with block-sparse `W`; build once, call every step.
+
+    Args:
+      layout: bool (or 0/1) numpy array `[K / block_size, N / block_size]`.
+      block_size: edge of the square blocks (8, 16, 32 and 64 are tested).
+      chunk_rows: rows of x processed at a time. Default on CPU: as many as
+        keep a chunk's gathered copy of x near 2 MiB (so it stays in cache),
+        16 to 512; no chunking when a GPU is visible.
+      jit_compile: run the products as XLA-compiled functions (default).
+        Inside a function that is already XLA-compiled they are inlined.
+
+    Attributes:
+      layout, block_size, blocks (`np.argwhere(layout)`, `[nnz_blocks, 2]`),
+      nnz_blocks, in_features (K), out_features (N), weight_shape.
+
+    Example:
+      >>> plan = BlockSparseMatMul(np.eye(2, dtype=bool), block_size=8)
+      >>> w = tf.random.normal(plan.weight_shape)            # [2, 8, 8]
+      >>> plan(tf.ones([3, 16]), w).shape
+      TensorShape([3, 16])
+    """
+
+    def __init__(
+        self,
+        layout: np.ndarray,
+        block_size: int,
+        *,
+        chunk_rows: int | None = None,
+        jit_compile: bool = True,
+    ) -> None:
+        layout = check_layout(layout, "BlockSparseMatMul")
+        if int(block_size) != block_size or block_size < 1:
+            raise ValueError(f"BlockSparseMatMul: block_size must be a positive int, got {block_size!r}")
+        if chunk_rows is not None and chunk_rows < 1:
+            raise ValueError(f"BlockSparseMatMul: chunk_rows must be >= 1, got {chunk_rows}")
+        self.layout = layout.copy()
+        self.layout.setflags(write=False)
+        self.block_size = int(block_size)
+        self.jit_compile = bool(jit_compile)
+        self.k_blocks, self.n_blocks = layout.shape
+        self.in_features = self.k_blocks * self.block_size
+        self.out_features = self.n_blocks * self.block_size
+        self.blocks = np.argwhere(layout).astype(np.int64)
+        self.nnz_blocks = len(self.blocks)
+        self.weight_shape = (self.nnz_blocks, self.block_size, self.block_size)
+        block_rows, block_cols = self.blocks[:, 0], self.blocks[:, 1]
+        # y = x @ W: groups adding into output block columns, each gathering input block rows.
+        self._by_column = kernels.group_blocks(block_cols, block_rows, self.n_blocks)
+        # dx = dy @ W^T: groups adding into input block rows, each gathering output block columns.
+        self._by_row = kernels.group_blocks(block_rows, block_cols, self.k_blocks)
+        self._requested_chunk_rows = chunk_rows
+        self.chunk_rows = self._default_chunk_rows() if chunk_rows is None else int(chunk_rows)
+
+    def _default_chunk_rows(self) -> int:
+        if tf.config.list_logical_devices("GPU"):
+            return 2**31 - 1  # a GPU wants the whole batch at once
+        padded = max(self._by_column.padded_blocks, self._by_row.padded_blocks, 1)
+        rows = CPU_CHUNK_BYTES // (padded * self.block_size * 4)
+        return int(np.clip(rows // 8 * 8, MIN_CHUNK_ROWS, MAX_CHUNK_ROWS))
+
+    @property
+    def density(self) -> float:
+        return self.nnz_blocks / self.layout.size
+
+    def __repr__(self) -> str:
+        return (
+            f"BlockSparseMatMul(K={self.in_features}, N={self.out_features}, block_size={self.block_size}, "
+            f"nnz_blocks={self.nnz_blocks}, density={self.density:.3f})"
+        )
+
+    def __call__(self, x: tf.Tensor, w: tf.Tensor, gates: tf.Tensor | None = None) -> tf.Tensor:
+        """Returns `x @ W` `[M, N]` for x `[M, K]` and w `[nnz_blocks, bs, bs]`.
+
+        `gates` (optional, `[nnz_blocks]`) multiplies each block. Gradients
+        flow to x, w and gates; none of them builds a dense `[K, N]` matrix.
+
+        Raises:
+          ValueError: x or w (or gates) of the wrong rank, size or dtype.
+        """
+        x, w = self._inputs(x, w)
+        if gates is not None:
+            gates = tf.convert_to_tensor(gates, dtype=w.dtype)
+            if gates.shape.rank != 1 or gates.shape[0] not in (None, self.nnz_blocks):
+                raise ValueError(
+                    f"BlockSparseMatMul: gates must be [{self.nnz_blocks}], got shape {gates.shape}"
+                )
+            w = w * gates[:, None, None]
+        by_column, by_row = self._by_column, self._by_row
+        product = kernels.PRODUCT_XLA if self.jit_compile else kernels.product
+        weight_grad = kernels.WEIGHT_GRAD_XLA if self.jit_compile else kernels.weight_grad
+        sizes = {"block_size": self.block_size, "chunk_rows": self.chunk_rows}
+
+        @tf.custom_gradient
+        def matmul(x, w):
+            # The kernels are never differentiated: cut them off any recording tape, so a compiled
+            # kernel is not asked to export its loop state for a gradient nobody takes.
+            x = tf.stop_gradient(x)
+            w_ext = tf.stop_gradient(tf.concat([w, tf.zeros((1,) + self.weight_shape[1:], w.dtype)], axis=0))
+            y = product(x, w_ext, by_column.tables(), outputs=self.n_blocks, transpose_blocks=False, **sizes)
+
+            def grad(dy):
+                dy = tf.stop_gradient(dy)
+                dx = product(
+                    dy, w_ext, by_row.tables(), outputs=self.k_blocks, transpose_blocks=True, **sizes
+                )
+                dw = weight_grad(
+                    x, dy, by_column.tables(), by_column.position, outputs=self.n_blocks, **sizes
+                )
+                return dx, dw
+
+            return y, grad
+
+        return matmul(x, w)
+
+    def to_dense(self, w: tf.Tensor) -> tf.Tensor:
+        """The dense `[K, N]` matrix of w (zeros outside the layout), for checks and export."""
+        w = tf.convert_to_tensor(w)
+        bs = self.block_size
+        grid = tf.scatter_nd(self.blocks, w, (self.k_blocks, self.n_blocks, bs, bs))
+        return tf.reshape(tf.transpose(grid, [0, 2, 1, 3]), (self.in_features, self.out_features))
+
+    def from_dense(self, dense: tf.Tensor) -> tf.Tensor:
+        """The blocks `[nnz_blocks, bs, bs]` of a dense `[K, N]` matrix at the layout's positions."""
+        dense = tf.convert_to_tensor(dense)
+        if tuple(dense.shape) != (self.in_features, self.out_features):
+            raise ValueError(
+                f"BlockSparseMatMul.from_dense: expected shape {(self.in_features, self.out_features)}, "
+                f"got {tuple(dense.shape)}"
+            )
+        bs = self.block_size
+        grid = tf.transpose(tf.reshape(dense, (self.k_blocks, bs, self.n_blocks, bs)), [0, 2, 1, 3])
+        return tf.gather_nd(grid, self.blocks)
+
+    def prune(self, w, gates) -> tuple[BlockSparseMatMul, np.ndarray]:
+        """Drops the blocks whose gate is zero: returns `(smaller plan, its weights)`.
+
+        The kept blocks are multiplied by their gates, so
+        `new_plan(x, new_w) == self(x, w, gates)`. Host-side (numpy) operation.
+        """
+        w = np.asarray(w)
+        gates = np.asarray(gates)
+        if w.shape != self.weight_shape or gates.shape != (self.nnz_blocks,):
+            raise ValueError(
+                f"BlockSparseMatMul.prune: expected w {self.weight_shape} and gates ({self.nnz_blocks},), "
+                f"got {w.shape} and {gates.shape}"
+            )
+        keep = gates != 0
+        layout = np.zeros_like(self.layout)
+        layout[self.blocks[keep, 0], self.blocks[keep, 1]] = True
+        plan = BlockSparseMatMul(
+            layout, self.block_size, chunk_rows=self._requested_chunk_rows, jit_compile=self.jit_compile
+        )
+        # argwhere order of the smaller layout is the original order restricted to the kept blocks.
+        pruned = (w[keep] * gates[keep, None, None]).astype(w.dtype, copy=False)
+        return plan, pruned
+
+    # Numpy references (float64), one loop over blocks each: the oracle for the fast products.
+
+    def reference_forward(self, x, w, gates=None) -> np.ndarray:
+        """`x @ W` by looping over blocks in numpy."""
+        x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)
+        if gates is not None:
+            w = w * np.asarray(gates, np.float64)[:, None, None]
+        bs = self.block_size
+        out = np.zeros((x.shape[0], self.out_features))
+        for i, (r, c) in enumerate(self.blocks):
+            out[:, c * bs : (c + 1) * bs] += x[:, r * bs : (r + 1) * bs] @ w[i]
+        return out
+
+    def reference_grad_x(self, dy, w) -> np.ndarray:
+        """`dy @ W^T` by looping over blocks in numpy."""
+        dy, w = np.asarray(dy, np.float64), np.asarray(w, np.float64)
+        bs = self.block_size
+        out = np.zeros((dy.shape[0], self.in_features))
+        for i, (r, c) in enumerate(self.blocks):
+            out[:, r * bs : (r + 1) * bs] += dy[:, c * bs : (c + 1) * bs] @ w[i].T
+        return out
+
+    def reference_grad_w(self, x, dy) -> np.ndarray:
+        """`x^T @ dy` restricted to the layout's blocks, by looping in numpy."""
+        x, dy = np.asarray(x, np.float64), np.asarray(dy, np.float64)
+        bs = self.block_size
+        out = np.zeros(self.weight_shape)
+        for i, (r, c) in enumerate(self.blocks):
+            out[i] = x[:, r * bs : (r + 1) * bs].T @ dy[:, c * bs : (c + 1) * bs]
+        return out
+
+    def _inputs(self, x, w) -> tuple[tf.Tensor, tf.Tensor]:
+        x = tf.convert_to_tensor(x)
+        if not x.dtype.is_floating:
+            raise ValueError(f"BlockSparseMatMul: x must be floating point, got {x.dtype.name}")
+        w = tf.convert_to_tensor(w, dtype=x.dtype)
+        if x.shape.rank != 2 or x.shape[1] not in (None, self.in_features):
+            raise ValueError(f"BlockSparseMatMul: x must be [M, {self.in_features}], got shape {x.shape}")
+        if w.shape.rank != 3 or any(d not in (None, e) for d, e in zip(w.shape, self.weight_shape)):
+            raise ValueError(f"BlockSparseMatMul: w must have shape {self.weight_shape}, got {w.shape}")
+        return x, w
+
+
+def block_sparse_matmul(
+    x: tf.Tensor, w: tf.Tensor, layout: np.ndarray, block_size: int, gates=None
+) -> tf.Tensor:
+    """Functional `x @ W`: builds a `BlockSparseMatMul` plan and applies it.
+
+    Building the plan is a few numpy operations on the layout and the
+    compiled kernels are shared by every plan, but a model applying one
+    layout many times should hold the plan.
+
+    Example:
+      >>> y = block_sparse_matmul(tf.ones([2, 16]), tf.ones([1, 8, 8]), np.array([[0], [1]]), 8)
+      >>> y.shape, y.numpy()[0, 0].item()
+      (TensorShape([2, 8]), 8.0)
+    """
+    return BlockSparseMatMul(layout, block_size)(x, w, gates)

@@ -1,0 +1,261 @@
+"""`embedding_bag`: weighted sums of table rows over a COO batch, with a sparse table gradient.
+
+Each call looks up every distinct id once (unique, then one gather of U rows),
+then combines the gathered rows into samples. The table gradient is therefore
+a `tf.IndexedSlices` with U rows, never a dense `[vocab, dim]` tensor.
+
+Two interchangeable formulations of the combining step:
+  - "segment": `unsorted_segment_sum(gather(rows, idx) * gains, row_ids)`.
+    Stock gather/segment ops only: compiles under XLA and runs on GPU
+    without host round trips.
+  - "csr": one CSR sparse-matrix x dense product (`SparseMatrixMatMul`) for
+    the forward and one for the backward pass. On CPU it avoids writing and
+    re-reading an `[N, dim]` intermediate per pass, which is what makes the
+    segment form slow there (each such pass costs about as much as the
+    gather itself). It has no XLA kernel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import tensorflow as tf
+from tensorflow.python.ops import control_flow_util
+
+__all__ = ["embedding_bag", "IMPLEMENTATIONS", "PARTITION_STRATEGIES"]
+
+IMPLEMENTATIONS = ("auto", "segment", "csr")
+PARTITION_STRATEGIES = ("mod", "div")
+
+Table = tf.Tensor | tf.Variable | Sequence[tf.Tensor | tf.Variable]
+
+
+def embedding_bag(
+    table: Table,
+    row_ids: tf.Tensor,
+    col_ids: tf.Tensor,
+    gains: tf.Tensor,
+    sample_count: int | tf.Tensor,
+    *,
+    partition_strategy: str = "mod",
+    implementation: str = "auto",
+    name: str | None = None,
+) -> tf.Tensor:
+    """Returns `out[r] = sum over entries k with row_ids[k] == r of gains[k] * table[col_ids[k]]`.
+
+    Args:
+      table: `[vocab, dim]` float tensor or variable, or a list of shards
+        (see `partition_strategy`) that together hold `vocab` rows.
+      row_ids: int32/int64 `[N]`, each in `[0, sample_count]`. Entries whose row
+        is `sample_count` are padding (as written by `ops.pad_coo`, with gain
+        0) and contribute nothing. Any order is accepted.
+      col_ids: int32/int64 `[N]`, ids in `[0, vocab)`.
+      gains: float `[N]` (cast to the table dtype); the combiner is already
+        folded in by `ops.convert_to_coo`. The gradient flows to it.
+      sample_count: S, a Python int (static output shape) or int scalar tensor.
+      partition_strategy: how ids map to shards when `table` is a list.
+        "mod": id i lives in shard `i % num_shards` at row `i // num_shards`
+        (shard sizes must then be `ceil((vocab - s) / num_shards)`).
+        "div": shards hold consecutive id ranges, in order, of any sizes.
+      implementation: "segment", "csr" (float32/float64 tables only) or
+        "auto" (default): "segment" inside an XLA-compiled function, when a
+        GPU is visible or for other dtypes, else "csr".
+      name: feature name, for the name scope and error messages.
+
+    Returns:
+      `[S, dim]` with the table dtype. The gradient for the table (each shard)
+      is a `tf.IndexedSlices` with one row per distinct id of the batch (of
+      the shard). Inside an XLA-compiled function a sharded table is gathered
+      per shard with masking instead, and each shard's gradient then has a
+      (zero) row for every distinct id of the batch.
+
+    Raises:
+      ValueError: static problems (ranks, lengths, dtypes, shard sizes,
+        unknown option).
+      tf.errors.InvalidArgumentError: ids or row ids out of range (on CPU;
+        GPU gathers return zeros for out-of-range ids).
+
+    Example:
+      >>> table = tf.reshape(tf.range(8.0), [4, 2])
+      >>> embedding_bag(table, tf.constant([0, 0, 2]), tf.constant([1, 3, 1]),
+      ...               tf.constant([1.0, 0.5, 0.0]), sample_count=2).numpy()
+      array([[5. , 6.5],
+             [0. , 0. ]], dtype=float32)
+    """
+    where = f"embedding_bag[{name}]" if name else "embedding_bag"
+    shards = _shards(table, where)
+    if partition_strategy not in PARTITION_STRATEGIES:
+        raise ValueError(
+            f"{where}: partition_strategy must be one of {PARTITION_STRATEGIES}, got {partition_strategy!r}"
+        )
+    if implementation not in IMPLEMENTATIONS:
+        raise ValueError(f"{where}: implementation must be one of {IMPLEMENTATIONS}, got {implementation!r}")
+    with tf.name_scope(name or "embedding_bag"):
+        row_ids, col_ids, gains = _coo(row_ids, col_ids, gains, shards[0].dtype, where)
+        sample_count = _sample_count(sample_count, where)
+        if implementation == "auto":
+            implementation = _auto_implementation(rows_dtype=shards[0].dtype)
+        # Distinct ids: each table row is read once, and the table gradient has one row per id.
+        unique_ids, slot = tf.unique(col_ids, out_idx=tf.int32)
+        rows = _gather_rows(shards, unique_ids, partition_strategy, where)
+        if implementation == "segment":
+            return _combine_segment(rows, slot, row_ids, gains, sample_count)
+        return _combine_csr(rows, slot, row_ids, gains, sample_count)
+
+
+def _in_xla_context() -> bool:
+    """True while tracing a function that XLA compiles (tf.function(jit_compile=True), Keras jit)."""
+    return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
+
+
+def _auto_implementation(rows_dtype: tf.DType) -> str:
+    # The CSR kernels exist for float32 and float64 only.
+    if (
+        _in_xla_context()
+        or rows_dtype not in (tf.float32, tf.float64)
+        or tf.config.list_logical_devices("GPU")
+    ):
+        return "segment"
+    return "csr"
+
+
+def _combine_segment(rows, slot, row_ids, gains, sample_count):
+    # One extra segment collects the padding entries (row == sample_count); it is cut off.
+    weighted = tf.gather(rows, slot) * gains[:, None]
+    summed = tf.math.unsorted_segment_sum(weighted, row_ids, sample_count + 1)
+    return summed[:sample_count]
+
+
+def _combine_csr(rows, slot, row_ids, gains, sample_count):
+    row_ids, slot, gains = _sorted_by_row(row_ids, slot, gains)
+    num_rows = tf.cast(sample_count, tf.int64) + 1  # the last row collects the padding entries
+    shape = tf.stack([num_rows, tf.shape(rows, out_type=tf.int64)[0]])
+    indices = tf.stack([tf.cast(row_ids, tf.int64), tf.cast(slot, tf.int64)], axis=1)
+
+    @tf.custom_gradient
+    def combine(rows, gains):
+        # [S + 1, U] with one entry per COO entry; duplicates of (row, slot) add up.
+        matrix = tf.raw_ops.SparseTensorToCSRSparseMatrix(indices=indices, values=gains, dense_shape=shape)
+        out = tf.raw_ops.SparseMatrixMatMul(a=matrix, b=rows)
+
+        def grad(d_out):
+            # The explicit transpose then a plain product is several times faster on CPU than
+            # SparseMatrixMatMul(adjoint_a=True).
+            matrix_t = tf.raw_ops.SparseMatrixTranspose(input=matrix, type=rows.dtype)
+            d_rows = tf.raw_ops.SparseMatrixMatMul(a=matrix_t, b=d_out)
+            # Only evaluated when a gradient for gains is asked for (graph pruning).
+            d_gains = tf.reduce_sum(tf.gather(d_out, row_ids) * tf.gather(rows, slot), axis=1)
+            return d_rows, d_gains
+
+        return out, grad
+
+    return combine(rows, gains)[:sample_count]
+
+
+def _sorted_by_row(row_ids, slot, gains):
+    """CSR conversion needs entries grouped by row; COO from ops.to_coo already is."""
+    in_order = tf.reduce_all(row_ids[1:] >= row_ids[:-1])
+
+    def reorder():
+        order = tf.argsort(row_ids, stable=True)
+        return tf.gather(row_ids, order), tf.gather(slot, order), tf.gather(gains, order)
+
+    return tf.cond(in_order, lambda: (row_ids, slot, gains), reorder)
+
+
+def _gather_rows(shards, ids, partition_strategy, where):
+    if len(shards) == 1:
+        return tf.gather(shards[0], ids)
+    shard_of, local = _shard_and_row(shards, ids, partition_strategy, where)
+    if _in_xla_context():
+        # XLA compiles neither dynamic_stitch with run-time indices nor, reliably, dynamic_partition of
+        # the run-time-sized unique ids. Each shard is gathered at every id instead (clamped to its
+        # rows) and the rows of other shards are masked out: the same result, at num_shards gathers,
+        # and each shard's IndexedSlices gradient has a zero row for every id of the other shards.
+        rows = []
+        for s, shard in enumerate(shards):
+            mine = tf.equal(shard_of, s)[:, None]
+            local_s = tf.clip_by_value(local, 0, shard.shape[0] - 1)
+            rows.append(tf.where(mine, tf.gather(shard, local_s), tf.zeros((), shard.dtype)))
+        return tf.add_n(rows)
+    count = len(shards)
+    local_parts = tf.dynamic_partition(local, shard_of, count)
+    positions = tf.dynamic_partition(tf.range(tf.shape(ids)[0]), shard_of, count)
+    return tf.dynamic_stitch(positions, [tf.gather(shard, part) for shard, part in zip(shards, local_parts)])
+
+
+def _shard_and_row(shards, ids, partition_strategy, where):
+    sizes = [int(s.shape[0]) for s in shards]
+    count = len(shards)
+    vocab = sum(sizes)
+    if partition_strategy == "mod":
+        expected = [(vocab - s + count - 1) // count for s in range(count)]
+        if sizes != expected:
+            raise ValueError(
+                f"{where}: 'mod' sharding of {vocab} ids over {count} shards needs shard sizes {expected}, "
+                f"got {sizes}"
+            )
+        count_t = tf.constant(count, ids.dtype)
+        return tf.cast(ids % count_t, tf.int32), ids // count_t
+    # "div": shard s holds ids [starts[s], starts[s] + sizes[s]).
+    starts = [sum(sizes[:s]) for s in range(count)]
+    bounds = tf.constant(starts[1:], ids.dtype)
+    shard_of = tf.searchsorted(bounds, ids, side="right", out_type=tf.int32)
+    return shard_of, ids - tf.gather(tf.constant(starts, ids.dtype), shard_of)
+
+
+def _shards(table, where: str) -> list:
+    shards = list(table) if isinstance(table, (list, tuple)) else [table]
+    if not shards:
+        raise ValueError(f"{where}: table is an empty list of shards")
+    out = []
+    for i, shard in enumerate(shards):
+        if not isinstance(shard, tf.Variable):
+            shard = tf.convert_to_tensor(shard)
+        if shard.shape.rank != 2:
+            raise ValueError(
+                f"{where}: table shard {i} must have rank 2 [rows, dim], got shape {shard.shape}"
+            )
+        if not shard.dtype.is_floating:
+            raise ValueError(f"{where}: table shard {i} must be floating point, got {shard.dtype.name}")
+        out.append(shard)
+    if len(out) > 1:
+        dims = {int(s.shape[1]) for s in out}
+        dtypes = {s.dtype for s in out}
+        if len(dims) != 1 or len(dtypes) != 1 or any(s.shape[0] is None for s in out):
+            raise ValueError(
+                f"{where}: table shards need static row counts and one dim and dtype, got "
+                f"{[(tuple(s.shape), s.dtype.name) for s in out]}"
+            )
+    return out
+
+
+def _coo(row_ids, col_ids, gains, dtype, where):
+    row_ids = tf.convert_to_tensor(row_ids)
+    col_ids = tf.convert_to_tensor(col_ids)
+    gains = tf.convert_to_tensor(gains)
+    for what, t in (("row_ids", row_ids), ("col_ids", col_ids), ("gains", gains)):
+        if t.shape.rank != 1:
+            raise ValueError(f"{where}: {what} must be 1-D [N], got shape {t.shape}")
+    for what, t in (("row_ids", row_ids), ("col_ids", col_ids)):
+        if t.dtype not in (tf.int32, tf.int64):
+            raise ValueError(f"{where}: {what} must be int32 or int64, got {t.dtype.name}")
+    if not gains.dtype.is_floating:
+        raise ValueError(f"{where}: gains must be floating point, got {gains.dtype.name}")
+    lengths = {int(t.shape[0]) for t in (row_ids, col_ids, gains) if t.shape[0] is not None}
+    if len(lengths) > 1:
+        raise ValueError(
+            f"{where}: row_ids, col_ids and gains must have one length, got "
+            f"{row_ids.shape[0]}, {col_ids.shape[0]}, {gains.shape[0]}"
+        )
+    return row_ids, col_ids, tf.cast(gains, dtype)
+
+
+def _sample_count(sample_count, where):
+    if isinstance(sample_count, tf.Tensor):
+        if sample_count.shape.rank != 0 or not sample_count.dtype.is_integer:
+            raise ValueError(f"{where}: sample_count must be an int scalar, got {sample_count}")
+        return tf.cast(sample_count, tf.int32)
+    if int(sample_count) != sample_count or sample_count < 0:
+        raise ValueError(f"{where}: sample_count must be a non-negative int, got {sample_count!r}")
+    return int(sample_count)

@@ -1,0 +1,167 @@
+"""`EmbeddingBag`: a Keras 3 layer that combines the embeddings of each sample's ids."""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from ops.convert_to_coo import COMBINERS
+from ops.embedding_bag import PARTITION_STRATEGIES, embedding_bag
+from ops.to_coo import to_coo
+
+__all__ = ["EmbeddingBag"]
+
+
+@keras.saving.register_keras_serializable(package="sparseflow")
+class EmbeddingBag(keras.layers.Layer):
+    """Embeds a bag of ids per sample: `out[s] = combine(table[ids of s], weights of s)`.
+
+    Args:
+      vocab_size: number of ids; ids must lie in `[0, vocab_size)`.
+      dim: embedding width.
+      combiner: "sum", "mean" or "sqrtn", applied to ragged, sparse and dict
+        inputs (by `ops.to_coo`). COO tuples carry gains already combined.
+      num_shards: split the table into this many variables (same result).
+      partition_strategy: "mod" (id i in shard i % num_shards) or "div"
+        (consecutive id ranges, the first `vocab_size % num_shards` shards one
+        row longer).
+      sample_count: number of samples of COO tuple inputs (needed for padded
+        COO and for XLA: the output shape is then static); by default it is
+        `max(row_ids) + 1`.
+      embeddings_initializer: Keras initializer of the table.
+
+    Inputs (one of):
+      - `tf.RaggedTensor` `[batch, None]` of int ids;
+      - 2-D `tf.SparseTensor` `[batch, max_ids]` of int ids, indices sorted by row;
+      - `(row_ids, col_ids, gains)` or `(row_ids, col_ids, gains, sample_count)`
+        (sample_count an int scalar tensor):
+        COO as `ops.convert_to_coo` / `ops.pad_coo` write it (padding rows
+        equal to sample_count are ignored);
+      - `{"ids": ragged or sparse ids, "weights": same-shaped float weights}`.
+
+    Output: `[batch, dim]` in the layer's compute dtype. The table gradient is
+    a `tf.IndexedSlices` over the batch's distinct ids.
+
+    Example:
+      >>> layer = EmbeddingBag(vocab_size=100, dim=8, combiner="mean")
+      >>> layer(tf.ragged.constant([[1, 2, 2], [7]], dtype=tf.int64)).shape
+      TensorShape([2, 8])
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        dim: int,
+        combiner: str = "mean",
+        num_shards: int = 1,
+        partition_strategy: str = "mod",
+        sample_count: int | None = None,
+        embeddings_initializer="uniform",
+        **kwargs,
+    ) -> None:
+        super().__init__(**kwargs)
+        if vocab_size < 1 or dim < 1:
+            raise ValueError(f"EmbeddingBag: vocab_size and dim must be >= 1, got {vocab_size} and {dim}")
+        if combiner not in COMBINERS:
+            raise ValueError(f"EmbeddingBag: combiner must be one of {COMBINERS}, got {combiner!r}")
+        if not 1 <= num_shards <= vocab_size:
+            raise ValueError(f"EmbeddingBag: num_shards must be in [1, vocab_size], got {num_shards}")
+        if partition_strategy not in PARTITION_STRATEGIES:
+            raise ValueError(
+                f"EmbeddingBag: partition_strategy must be one of {PARTITION_STRATEGIES}, "
+                f"got {partition_strategy!r}"
+            )
+        if sample_count is not None and sample_count < 0:
+            raise ValueError(f"EmbeddingBag: sample_count must be >= 0, got {sample_count}")
+        self.vocab_size = int(vocab_size)
+        self.dim = int(dim)
+        self.combiner = combiner
+        self.num_shards = int(num_shards)
+        self.partition_strategy = partition_strategy
+        self.sample_count = None if sample_count is None else int(sample_count)
+        self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
+        self.shards: list = []
+
+    def shard_sizes(self) -> list[int]:
+        """Rows of each shard: `ceil((vocab - s) / shards)` for "mod", the same counts in order for "div"."""
+        base, extra = divmod(self.vocab_size, self.num_shards)
+        return [base + (1 if s < extra else 0) for s in range(self.num_shards)]
+
+    def build(self, input_shape=None) -> None:
+        names = (
+            ["embeddings"] if self.num_shards == 1 else [f"embeddings_{s}" for s in range(self.num_shards)]
+        )
+        self.shards = [
+            self.add_weight(shape=(rows, self.dim), initializer=self.embeddings_initializer, name=name)
+            for name, rows in zip(names, self.shard_sizes())
+        ]
+
+    def call(self, inputs):
+        row_ids, col_ids, gains, sample_count = self._coo(inputs)
+        table = [shard.value for shard in self.shards]  # the tf.Variables: their gather gradient is sparse
+        out = embedding_bag(
+            table,
+            row_ids,
+            col_ids,
+            gains,
+            sample_count,
+            partition_strategy=self.partition_strategy,
+            name=self.name,
+        )
+        return tf.cast(out, self.compute_dtype)
+
+    def compute_output_shape(self, input_shape):
+        if isinstance(input_shape, dict):
+            input_shape = input_shape["ids"]
+        if (
+            isinstance(input_shape, (list, tuple))
+            and input_shape
+            and isinstance(input_shape[0], (list, tuple))
+        ):
+            return (self.sample_count, self.dim)  # a COO tuple: the batch size is not in its shapes
+        return (input_shape[0], self.dim)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update(
+            vocab_size=self.vocab_size,
+            dim=self.dim,
+            combiner=self.combiner,
+            num_shards=self.num_shards,
+            partition_strategy=self.partition_strategy,
+            sample_count=self.sample_count,
+            embeddings_initializer=keras.initializers.serialize(self.embeddings_initializer),
+        )
+        return config
+
+    def _coo(self, inputs):
+        """(row_ids, col_ids, gains, sample_count) for any accepted input kind."""
+        if isinstance(inputs, dict):
+            if "ids" not in inputs:
+                raise ValueError(
+                    f"EmbeddingBag {self.name}: a dict input needs an 'ids' entry, got {list(inputs)}"
+                )
+            return self._combined(inputs["ids"], inputs.get("weights"))
+        if isinstance(inputs, (tf.RaggedTensor, tf.SparseTensor)):
+            return self._combined(inputs, None)
+        if isinstance(inputs, (list, tuple)) and len(inputs) in (3, 4):
+            row_ids, col_ids, gains = inputs[:3]
+            if len(inputs) == 4:
+                sample_count = inputs[3]
+            elif self.sample_count is not None:
+                sample_count = self.sample_count
+            else:
+                sample_count = tf.reduce_max(tf.concat([tf.cast(row_ids, tf.int32), [-1]], 0)) + 1
+            return row_ids, col_ids, gains, sample_count
+        raise ValueError(
+            f"EmbeddingBag {self.name}: expected a RaggedTensor, a SparseTensor, a (row_ids, col_ids, gains"
+            f"[, sample_count]) tuple or a dict with 'ids' and 'weights', got {type(inputs).__name__}"
+        )
+
+    def _combined(self, ids, weights):
+        row_ids, col_ids, gains = to_coo(ids, weights, combiner=self.combiner, name=self.name)
+        if isinstance(ids, tf.RaggedTensor):
+            rows = ids.shape[0] if ids.shape[0] is not None else tf.cast(ids.nrows(), tf.int32)
+        else:
+            rows = ids.shape[0] if ids.shape[0] is not None else tf.cast(ids.dense_shape[0], tf.int32)
+        return row_ids, col_ids, gains, rows
