@@ -177,9 +177,7 @@ def _fp_len65plus(b: _Bytes, s: np.ndarray, n: np.ndarray) -> np.ndarray:
     v0, v1 = _weak_len32(b, p, v1 * mul, x + w0)
     w0, w1 = _weak_len32(b, p + 32, z + w1, y + b.word[p + 16])
     x, z = z, x
-    out = _hash_len16(
-        _hash_len16(v0, w0, mul) + _shift_mix(y) * _K0 + z, _hash_len16(v1, w1, mul) + x, mul
-    )
+    out = _hash_len16(_hash_len16(v0, w0, mul) + _shift_mix(y) * _K0 + z, _hash_len16(v1, w1, mul) + x, mul)
     result = np.empty_like(out)
     result[order] = out
     return result
@@ -321,8 +319,10 @@ def normalize_salt(salt: int | Sequence[int] | None) -> tuple[int, int] | None:
         return None
     if isinstance(salt, (int, np.integer)) and not isinstance(salt, bool):
         pair = (int(salt), int(salt))
-    elif isinstance(salt, (tuple, list)) and len(salt) == 2 and all(
-        isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in salt
+    elif (
+        isinstance(salt, (tuple, list))
+        and len(salt) == 2
+        and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in salt)
     ):
         pair = (int(salt[0]), int(salt[1]))
     else:

@@ -1,0 +1,131 @@
+"""Exact value counts over Arrow arrays, for combiners that count ids.
+
+A batch is counted with one `pc.value_counts` call; tables from many batches
+are summed with a hash aggregation (`Table.group_by`). Summing every new batch
+into one big table would cost O(distinct values) per batch, so parts are kept
+side by side and merged like a binary counter: a part is folded into its
+neighbour only once it has grown to half the neighbour's size, so each value
+takes part in O(log n) merges.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = ["CountTable", "list_values"]
+
+_MAX_PARTS = 24
+
+
+def list_values(column: pa.Array, feature: str, transform: str) -> pa.Array:
+    """The ids referenced by the rows of a list column (null rows hold none); flat columns as they are.
+
+    Raises:
+      ValueError: a null id, naming the feature and its row.
+    """
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    is_list = pa.types.is_list(column.type) or pa.types.is_large_list(column.type)
+    values = pc.list_flatten(column) if is_list else column
+    if values.null_count:
+        pos = int(np.argmax(~values.is_valid().to_numpy(zero_copy_only=False)))
+        row = pos
+        if is_list:
+            lengths = pc.fill_null(pc.list_value_length(column), 0).to_numpy()
+            row = int(np.searchsorted(np.cumsum(lengths), pos, side="right"))
+        raise ValueError(f"{transform}: feature {feature!r}: null id in row {row}")
+    return values
+
+
+def _normalize(values: pa.Array) -> pa.Array:
+    # One value type per table, and 64-bit offsets so a table of many long
+    # strings cannot overflow.
+    t = values.type
+    if pa.types.is_string(t) or pa.types.is_string_view(t):
+        return values.cast(pa.large_string())
+    if pa.types.is_binary(t) or pa.types.is_binary_view(t):
+        return values.cast(pa.large_binary())
+    if pa.types.is_integer(t) and t != pa.int64():
+        return values.cast(pa.int64())
+    return values
+
+
+class CountTable:
+    """value -> count over everything added or merged; exact.
+
+    Example:
+      >>> t = CountTable(); t.add(pa.array(["a", "b", "a"]))
+      >>> t.sorted().to_pydict()
+      {'value': ['a', 'b'], 'count': [2, 1]}
+    """
+
+    def __init__(self) -> None:
+        self._parts: list[pa.Table] = []
+
+    def add(self, values: pa.Array) -> None:
+        if len(values) == 0:
+            return
+        counted = pc.value_counts(_normalize(values))
+        self._push(pa.table({"value": counted.field("values"), "count": counted.field("counts")}))
+
+    def add_counts(self, values: pa.Array, counts: np.ndarray) -> None:
+        if len(values):
+            self._push(pa.table({"value": _normalize(values), "count": pa.array(counts, pa.int64())}))
+
+    def merge(self, other: CountTable) -> None:
+        for part in other._parts:
+            self._push(part)
+
+    def _push(self, part: pa.Table) -> None:
+        self._parts.append(part)
+        parts = self._parts
+        while len(parts) > 1 and (2 * parts[-1].num_rows >= parts[-2].num_rows or len(parts) > _MAX_PARTS):
+            last = parts.pop()
+            parts[-1] = _sum(parts[-1], last)
+
+    def table(self) -> pa.Table | None:
+        """All counts as one table `(value, count)` with distinct values, or None when empty."""
+        if not self._parts:
+            return None
+        while len(self._parts) > 1:
+            last = self._parts.pop()
+            self._parts[-1] = _sum(self._parts[-1], last)
+        return self._parts[0]
+
+    def __len__(self) -> int:
+        table = self.table()
+        return 0 if table is None else table.num_rows
+
+    def total(self) -> int:
+        return int(sum(pc.sum(p.column("count")).as_py() or 0 for p in self._parts))
+
+    def sorted(self, min_count: int = 1, limit: int | None = None) -> pa.Table:
+        """`(value, count)` with count >= min_count, by count descending then value ascending."""
+        table = self.table()
+        if table is None:
+            return pa.table({"value": pa.array([], pa.null()), "count": pa.array([], pa.int64())})
+        if min_count > 1:
+            table = table.filter(pc.greater_equal(table.column("count"), min_count))
+        order = pc.sort_indices(table, [("count", "descending"), ("value", "ascending")])
+        if limit is not None:
+            order = order.slice(0, limit)
+        return table.take(order)
+
+    def prune(self, keep: int) -> int:
+        """Keeps the `keep` largest counts; returns the largest count dropped (0 if none)."""
+        table = self.sorted()
+        if table.num_rows <= keep:
+            return 0
+        dropped = int(table.column("count")[keep].as_py())
+        self._parts = [table.slice(0, keep)]
+        return dropped
+
+
+def _sum(a: pa.Table, b: pa.Table) -> pa.Table:
+    if a.schema.field("value").type != b.schema.field("value").type:
+        b = b.set_column(0, "value", b.column("value").cast(a.schema.field("value").type))
+    both = pa.concat_tables([a, b])
+    summed = both.group_by("value", use_threads=False).aggregate([("count", "sum")])
+    return pa.table({"value": summed.column("value"), "count": summed.column("count_sum")}).combine_chunks()
