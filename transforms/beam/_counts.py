@@ -113,14 +113,23 @@ class CountTable:
             order = order.slice(0, limit)
         return table.take(order)
 
-    def prune(self, keep: int) -> int:
-        """Keeps the `keep` largest counts; returns the largest count dropped (0 if none)."""
+    def subtract_and_prune(self, keep: int) -> int:
+        """Misra-Gries step: subtract the (keep+1)-th largest count from all, drop counts <= 0.
+
+        Returns the amount subtracted (0 when at most `keep` values are held).
+        Each such step removes at least (keep + 1) times that amount of total
+        count, so the sum of all amounts is at most total / (keep + 1).
+        """
         table = self.sorted()
         if table.num_rows <= keep:
             return 0
-        dropped = int(table.column("count")[keep].as_py())
-        self._parts = [table.slice(0, keep)]
-        return dropped
+        threshold = int(table.column("count")[keep].as_py())
+        head = table.slice(0, keep)
+        counts = pc.subtract(head.column("count"), threshold)
+        self._parts = [
+            pa.table({"value": head.column("value"), "count": counts}).filter(pc.greater(counts, 0))
+        ]
+        return threshold
 
 
 def _sum(a: pa.Table, b: pa.Table) -> pa.Table:
