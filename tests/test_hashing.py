@@ -57,6 +57,18 @@ def test_full_64_bit_hashes_match_tensorflow_for_every_length_path():
         np.testing.assert_array_equal(siphash24(array, tuple(key)) % np.uint64(big), expected)
 
 
+def test_equal_length_batches_take_the_strided_path_and_match():
+    # All strings of one length are evenly spaced in the buffer: loads become strided views.
+    rng = np.random.default_rng(3)
+    for length in (0, 1, 3, 4, 7, 8, 12, 16, 17, 32, 33, 64, 65, 128, 129, 200):
+        strings = ["".join(rng.choice(list("0123456789abcdef"), length)) for _ in range(20)]
+        array = pa.array(strings).slice(3)  # a sliced array starts mid-buffer
+        for salt in (None, (9, -9)):
+            np.testing.assert_array_equal(
+                hash_strings(array, 2**63 - 1, salt), _keras_buckets(strings[3:], 2**63 - 1, salt)
+            )
+
+
 @given(values=st.lists(_TEXT, min_size=1, max_size=40), num_bins=st.integers(1, 2**40), salt=_SALTS)
 def test_string_buckets_equal_keras_hashing(values, num_bins, salt):
     ours = hash_strings(pa.array(values, pa.string()), num_bins, salt)

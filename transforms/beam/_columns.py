@@ -9,10 +9,10 @@ import pyarrow as pa
 __all__ = ["feature_names", "replace_column", "require_columns", "concat_batches", "num_values"]
 
 
-def feature_names(features: str | Sequence[str], transform: str) -> list[str]:
-    """A non-empty list of distinct column names; ValueError otherwise."""
+def feature_names(features: str | Sequence[str], transform: str, *, allow_empty: bool = False) -> list[str]:
+    """A list of distinct column names (non-empty unless allowed); ValueError otherwise."""
     names = [features] if isinstance(features, str) else list(features)
-    if not names or not all(isinstance(n, str) and n for n in names):
+    if (not names and not allow_empty) or not all(isinstance(n, str) and n for n in names):
         raise ValueError(f"{transform}: features must be one or more column names, got {features!r}")
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

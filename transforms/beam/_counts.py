@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 __all__ = ["CountTable", "list_values"]
 
 _MAX_PARTS = 24
+_RAW_BUFFER = 1 << 20  # values buffered before counting
 
 
 def list_values(column: pa.Array, feature: str, transform: str) -> pa.Array:
@@ -28,7 +29,12 @@ def list_values(column: pa.Array, feature: str, transform: str) -> pa.Array:
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     is_list = pa.types.is_list(column.type) or pa.types.is_large_list(column.type)
-    values = pc.list_flatten(column) if is_list else column
+    if is_list and not column.null_count:
+        offsets = column.offsets
+        first = offsets[0].as_py() if len(column) else 0
+        values = column.values.slice(first, (offsets[-1].as_py() - first) if len(column) else 0)
+    else:
+        values = pc.list_flatten(column) if is_list else column
     if values.null_count:
         pos = int(np.argmax(~values.is_valid().to_numpy(zero_copy_only=False)))
         row = pos
@@ -63,18 +69,36 @@ class CountTable:
 
     def __init__(self) -> None:
         self._parts: list[pa.Table] = []
+        self._raw: list[pa.Array] = []
+        self._raw_size = 0
 
     def add(self, values: pa.Array) -> None:
         if len(values) == 0:
             return
-        counted = pc.value_counts(_normalize(values))
-        self._push(pa.table({"value": counted.field("values"), "count": counted.field("counts")}))
+        # Batches are counted together once enough values are buffered: one
+        # value_counts over many batches instead of a count and a merge each.
+        self._raw.append(_normalize(values))
+        self._raw_size += len(values)
+        if self._raw_size >= _RAW_BUFFER:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._raw:
+            return
+        raw = self._raw[0] if len(self._raw) == 1 else pa.concat_arrays(self._raw)
+        self._raw, self._raw_size = [], 0
+        self._push(_value_counts(raw))
+
+    def __getstate__(self) -> dict:
+        self._flush()  # ship counts, not raw values
+        return self.__dict__
 
     def add_counts(self, values: pa.Array, counts: np.ndarray) -> None:
         if len(values):
             self._push(pa.table({"value": _normalize(values), "count": pa.array(counts, pa.int64())}))
 
     def merge(self, other: CountTable) -> None:
+        other._flush()
         for part in other._parts:
             self._push(part)
 
@@ -87,6 +111,7 @@ class CountTable:
 
     def table(self) -> pa.Table | None:
         """All counts as one table `(value, count)` with distinct values, or None when empty."""
+        self._flush()
         if not self._parts:
             return None
         while len(self._parts) > 1:
@@ -99,6 +124,7 @@ class CountTable:
         return 0 if table is None else table.num_rows
 
     def total(self) -> int:
+        self._flush()
         return int(sum(pc.sum(p.column("count")).as_py() or 0 for p in self._parts))
 
     def sorted(self, min_count: int = 1, limit: int | None = None) -> pa.Table:
@@ -130,6 +156,21 @@ class CountTable:
             pa.table({"value": head.column("value"), "count": counts}).filter(pc.greater(counts, 0))
         ]
         return threshold
+
+
+def _value_counts(values: pa.Array) -> pa.Table:
+    """`(value, count)` of the distinct values of `values`."""
+    if values.type == pa.int64() and not values.null_count:
+        ids = values.to_numpy()
+        low, high = int(ids.min()), int(ids.max())
+        # Hashed or vocabulary ids span a small range: counting by bincount is
+        # several times faster than Arrow's hash table.
+        if low >= 0 and high < max(4 * len(ids), 1 << 16):
+            counts = np.bincount(ids, minlength=high + 1)
+            present = np.flatnonzero(counts)
+            return pa.table({"value": pa.array(present, pa.int64()), "count": pa.array(counts[present])})
+    counted = pc.value_counts(values)
+    return pa.table({"value": counted.field("values"), "count": counted.field("counts")})
 
 
 def _sum(a: pa.Table, b: pa.Table) -> pa.Table:

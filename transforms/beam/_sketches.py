@@ -73,16 +73,24 @@ class LengthHistogram:
         return int((lengths * taken).sum())
 
     def random_batch_quantile(self, b: int, q: float, samples: int, seed: int) -> int:
-        """The q-quantile of ids in `b` rows drawn at random without replacement (simulated).
+        """The q-quantile of ids in `b` rows drawn at random without replacement.
 
-        Draws `samples` batches from the exact histogram (multivariate
-        hypergeometric: how many rows of each length a batch holds).
+        With at most two distinct row lengths (single-valued features: 0 or 1
+        id) the count of longer rows is hypergeometric and the quantile is
+        exact. Otherwise `samples` batches are drawn from the exact histogram
+        (multivariate hypergeometric: how many rows of each length a batch holds).
         """
         rows = self.rows
         if rows == 0:
             return 0
         if b >= rows:
             return self.total
+        if len(self.lengths) == 1:
+            return int(self.lengths[0]) * b
+        if len(self.lengths) == 2:
+            short, long = (int(v) for v in self.lengths)
+            k = _hypergeometric_quantile(int(self.counts[1]), rows, b, q)
+            return short * b + (long - short) * k
         rng = np.random.default_rng(seed)
         totals = []
         chunk = max(1, 2_000_000 // max(len(self.counts), 1))
@@ -90,7 +98,20 @@ class LengthHistogram:
             size = min(chunk, samples - start)
             drawn = rng.multivariate_hypergeometric(self.counts, b, size=size)
             totals.append(drawn @ self.lengths)
-        return int(np.ceil(np.quantile(np.concatenate(totals), q, method="higher")))
+        return int(np.quantile(np.concatenate(totals), q, method="higher"))
+
+
+def _hypergeometric_quantile(successes: int, population: int, draws: int, q: float) -> int:
+    """Smallest k with P(X <= k) >= q, X ~ Hypergeometric(population, successes, draws); exact pmf."""
+    failures = population - successes
+    lo, hi = max(0, draws - failures), min(draws, successes)
+    k = np.arange(lo, hi, dtype=np.float64)
+    # log P(k+1) - log P(k), accumulated from the lowest support point.
+    step = np.log((successes - k) * (draws - k)) - np.log((k + 1) * (failures - draws + k + 1))
+    log_pmf = np.concatenate([[0.0], np.cumsum(step)])
+    pmf = np.exp(log_pmf - log_pmf.max())
+    cdf = np.cumsum(pmf) / pmf.sum()
+    return lo + int(np.searchsorted(cdf, q - 1e-12, side="left"))
 
 
 def _mix64(x: np.ndarray) -> np.ndarray:

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 import apache_beam as beam
 import pyarrow as pa
 
-from sparse_io.hashing import hash_ids_arrow, normalize_salt
+from sparse_io.hashing import hash_columns, normalize_salt
 from sparse_io.schema import Schema
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
 from transforms.beam._columns import feature_names, num_values, replace_column, require_columns
@@ -24,12 +24,18 @@ class _HashIdsFn(beam.DoFn):
 
     def process(self, batch: pa.RecordBatch):
         require_columns(batch, self._bins, "HashIds")
+        names = list(self._bins)
+        hashed = hash_columns(
+            [batch.column(n) for n in names],
+            [self._bins[n] for n in names],
+            self._salt,
+            mask_value=self._mask_value,
+            features=names,
+        )
         count = 0
-        for name, bins in self._bins.items():
-            column = batch.column(name)
-            hashed = hash_ids_arrow(column, bins, self._salt, mask_value=self._mask_value, feature=name)
-            batch = replace_column(batch, name, hashed)
-            count += num_values(hashed)
+        for name, column in zip(names, hashed):
+            batch = replace_column(batch, name, column)
+            count += num_values(column)
         self._ids.inc(count)
         yield batch
 

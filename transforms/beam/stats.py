@@ -33,9 +33,9 @@ from collections.abc import Sequence
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from sparse_io.atomic import atomic_write_text
+from sparse_io.schema import WEIGHTS_SUFFIX
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
 from transforms.beam._columns import feature_names, require_columns
 from transforms.beam._counts import list_values
@@ -70,8 +70,10 @@ class FeatureStats:
             raise ValueError(
                 f"ComputeStats: feature {self.feature!r} must be a list column of ids, got {column.type}"
             )
-        lengths = pc.fill_null(pc.list_value_length(column), 0).to_numpy(zero_copy_only=False)
-        self.lengths.add(lengths.astype(np.int64))
+        lengths = np.diff(column.offsets.to_numpy()).astype(np.int64)
+        if column.null_count:
+            lengths[~column.is_valid().to_numpy(zero_copy_only=False)] = 0
+        self.lengths.add(lengths)
         self.ids.add(list_values(column, self.feature, "ComputeStats"))
 
     def merge(self, other: FeatureStats) -> None:
@@ -159,10 +161,23 @@ def assemble_stats(
     }
 
 
-def _columns_by_feature(batch: pa.RecordBatch, features: Sequence[str]):
+def _columns_by_feature(batch: pa.RecordBatch, features: Sequence[str] | None):
+    if features is None:
+        features = _list_columns(batch.schema)
     require_columns(batch, features, "ComputeStats")
     for name in features:
         yield name, (name, batch.column(name))
+
+
+def _list_columns(schema: pa.Schema) -> list[str]:
+    """The sparse feature columns of a batch: list columns other than `<f>__weights`."""
+    names = set(schema.names)
+    return [
+        f.name
+        for f in schema
+        if (pa.types.is_list(f.type) or pa.types.is_large_list(f.type))
+        and not (f.name.endswith(WEIGHTS_SUFFIX) and f.name[: -len(WEIGHTS_SUFFIX)] in names)
+    ]
 
 
 def _write_stats(stats: dict, path: str) -> dict:
@@ -174,7 +189,8 @@ class ComputeStats(beam.PTransform):
     """Per-feature row/id statistics and the COO capacity each batch size needs.
 
     Args:
-      features: sparse (list) columns to describe.
+      features: sparse (list) columns to describe; None: every list column
+        of the batches except `<f>__weights` ones.
       batch_size: one batch size or several; each gets a `capacity` entry.
       output_path: if given, the stats are also written there (atomically),
         e.g. `<shard dir>/stats.json`.
@@ -193,7 +209,7 @@ class ComputeStats(beam.PTransform):
 
     def __init__(
         self,
-        features: str | Sequence[str],
+        features: str | Sequence[str] | None,
         batch_size: int | Sequence[int],
         *,
         output_path: str | None = None,
@@ -202,7 +218,9 @@ class ComputeStats(beam.PTransform):
         seed: int = 0,
     ):
         super().__init__()
-        self._features = feature_names(features, "ComputeStats")
+        self._features = (
+            None if features is None else feature_names(features, "ComputeStats", allow_empty=True)
+        )
         sizes = [batch_size] if isinstance(batch_size, int) else list(batch_size)
         if not sizes or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in sizes):
             raise ValueError(f"ComputeStats: batch_size must be positive integer(s), got {batch_size!r}")
