@@ -151,9 +151,14 @@ def _empty_feature(batch_sizes: Sequence[int], rows: int) -> dict:
 
 
 def assemble_stats(
-    num_rows: int, per_feature: dict, features: Sequence[str], batch_sizes: Sequence[int]
+    num_rows: int, per_feature: dict, features: Sequence[str] | None, batch_sizes: Sequence[int]
 ) -> dict:
-    """The stats.json document from per-feature results (features never seen get zero stats)."""
+    """The stats.json document from per-feature results (features never seen get zero stats).
+
+    `features` None: every feature in `per_feature`, by name.
+    """
+    if features is None:
+        features = sorted(per_feature)
     return {
         "format_version": STATS_FORMAT_VERSION,
         "num_rows": int(num_rows),
