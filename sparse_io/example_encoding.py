@@ -41,6 +41,7 @@ class _Ragged:
 
     offsets: np.ndarray  # int64 [n + 1]
     data: np.ndarray  # uint8 [offsets[-1]]
+    width: int | None = None  # every row has this many bytes (lets _concat skip per-byte bookkeeping)
 
     @property
     def lengths(self) -> np.ndarray:
@@ -60,13 +61,13 @@ def _from_lengths(lengths: np.ndarray, data: np.ndarray) -> _Ragged:
 def _varints(values: np.ndarray) -> _Ragged:
     """Base-128 varints of uint64 values (negative int64 are 10 bytes, as protobuf writes them)."""
     v = values.astype(np.uint64, copy=False)
-    nbytes = np.ones(len(v), dtype=np.int64)
-    for k in range(1, 10):
-        nbytes += v >= np.uint64(1 << (7 * k))
-    k = np.arange(10, dtype=np.uint64)
+    if not len(v) or v.max() < 0x80:  # the common case for lengths: one byte each
+        return _Ragged(np.arange(len(v) + 1, dtype=np.int64), v.astype(np.uint8), width=1)
+    nbytes = _varint_len(v)
+    k = np.arange(int(nbytes.max()), dtype=np.uint64)  # no wider than the longest varint here
     groups = ((v[:, None] >> (np.uint64(7) * k)) & np.uint64(0x7F)).astype(np.uint8)
     groups |= np.where(k[None, :] < (nbytes[:, None] - 1).astype(np.uint64), np.uint8(0x80), np.uint8(0))
-    return _from_lengths(nbytes, groups[np.arange(10)[None, :] < nbytes[:, None]])
+    return _from_lengths(nbytes, groups[k[None, :] < nbytes[:, None].astype(np.uint64)])
 
 
 def _varint_bytes(value: int) -> bytes:
@@ -80,7 +81,7 @@ def _varint_bytes(value: int) -> bytes:
 
 def _constant(num_rows: int, payload: bytes) -> _Ragged:
     data = np.tile(np.frombuffer(payload, dtype=np.uint8), num_rows)
-    return _Ragged(np.arange(num_rows + 1, dtype=np.int64) * len(payload), data)
+    return _Ragged(np.arange(num_rows + 1, dtype=np.int64) * len(payload), data, width=len(payload))
 
 
 def _keep_rows(r: _Ragged, keep: np.ndarray) -> _Ragged:
@@ -96,6 +97,11 @@ def _concat(pieces: list[_Ragged]) -> _Ragged:
     out = _from_lengths(lengths, np.empty(int(lengths.sum()), dtype=np.uint8))
     start = out.offsets[:-1].copy()
     for p in pieces:
+        if p.width is not None:
+            if p.width:
+                out.data[(start[:, None] + np.arange(p.width)).ravel()] = p.data
+            start += p.width
+            continue
         lengths = p.lengths
         # Byte j of piece row r goes to start[r] + (j - p.offsets[r]).
         dest = np.repeat(start - p.offsets[:-1], lengths) + np.arange(p.offsets[-1])
@@ -109,33 +115,62 @@ def _group(elements: _Ragged, row_splits: np.ndarray) -> _Ragged:
     return _Ragged(elements.offsets[row_splits], elements.data)
 
 
-def _field(tag: int, content: _Ragged, *, omit_empty: bool = False) -> _Ragged:
-    """A length-delimited field per row; with `omit_empty`, rows with empty content write nothing."""
-    lengths = content.lengths
-    header = _concat([_constant(content.num_rows, bytes([tag])), _varints(lengths)])
-    if omit_empty:
-        header = _keep_rows(header, lengths > 0)
-    return _concat([header, content])
+def _varint_len(values: np.ndarray) -> np.ndarray:
+    """Bytes in the varint of each (non-negative) value."""
+    v = values.astype(np.uint64, copy=False)
+    n = np.ones(len(v), dtype=np.int64)
+    for k in range(1, 10):
+        n += v >= np.uint64(1 << (7 * k))
+    return n
 
 
-def _int64_feature(splits: np.ndarray, values: np.ndarray) -> _Ragged:
-    packed = _group(_varints(values.astype(np.int64, copy=False).view(np.uint64)), splits)
-    return _field(_F3, _field(_F1, packed, omit_empty=True))
+def _packed_payload(splits: np.ndarray, values: np.ndarray, dtype: str) -> _Ragged:
+    """Per row, the packed content of an Int64List / FloatList."""
+    if dtype == "float32":
+        return _Ragged(splits * 4, np.ascontiguousarray(values, dtype="<f4").view(np.uint8))
+    return _group(_varints(values.astype(np.int64, copy=False).view(np.uint64)), splits)
 
 
-def _float_feature(splits: np.ndarray, values: np.ndarray) -> _Ragged:
-    data = np.ascontiguousarray(values, dtype="<f4").view(np.uint8)
-    packed = _Ragged(splits * 4, data)
-    return _field(_F2, _field(_F1, packed, omit_empty=True))
-
-
-def _bytes_feature(splits: np.ndarray, values: pa.Array) -> _Ragged:
+def _bytes_payload(splits: np.ndarray, values: pa.Array) -> _Ragged:
+    """Per row, the repeated `value` fields of a BytesList."""
     values = values.cast(pa.large_binary())
-    offsets = np.frombuffer(values.buffers()[1], dtype=np.int64)[values.offset : values.offset + len(values) + 1]
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int64)[
+        values.offset : values.offset + len(values) + 1
+    ]
     buffer = values.buffers()[2]
     data = np.frombuffer(buffer, dtype=np.uint8) if buffer is not None else np.zeros(0, np.uint8)
     elements = _Ragged(offsets - offsets[0], data[offsets[0] : offsets[-1]])
-    return _field(_F1, _group(_field(_F1, elements), splits))
+    tagged = _concat([_constant(len(values), bytes([_F1])), _varints(elements.lengths), elements])
+    return _group(tagged, splits)
+
+
+def _entry_header(key: bytes, payload: _Ragged, list_tag: int, packed: bool) -> tuple[_Ragged, np.ndarray]:
+    """Everything of one map entry that precedes its payload, per row, and the entry's full size.
+
+    entry = 0x0A len(entry) | 0x0A len(key) key | 0x12 len(feature) | feature
+    feature = list_tag len(list) | list;  list = [0x0A len(packed)] packed  (packed: omitted when empty)
+    """
+    n = payload.num_rows
+    payload_len = payload.lengths
+    if packed:
+        list_len = np.where(payload_len > 0, 1 + _varint_len(payload_len) + payload_len, 0)
+    else:
+        list_len = payload_len
+    feature_len = 1 + _varint_len(list_len) + list_len
+    key_field = bytes([_F1]) + _varint_bytes(len(key)) + key
+    entry_len = len(key_field) + 1 + _varint_len(feature_len) + feature_len
+    pieces = [
+        _constant(n, bytes([_F1])),
+        _varints(entry_len),
+        _constant(n, key_field + bytes([_F2])),
+        _varints(feature_len),
+        _constant(n, bytes([list_tag])),
+        _varints(list_len),
+    ]
+    if packed:
+        prefix = _concat([_constant(n, bytes([_F1])), _varints(payload_len)])
+        pieces.append(_keep_rows(prefix, payload_len > 0))
+    return _concat(pieces), 1 + _varint_len(entry_len) + entry_len
 
 
 def _parts(column: pa.Array, name: str, sparse: bool) -> tuple[np.ndarray, pa.Array]:
@@ -151,14 +186,17 @@ def _parts(column: pa.Array, name: str, sparse: bool) -> tuple[np.ndarray, pa.Ar
     return np.asarray(splits, dtype=np.int64), values
 
 
-def _feature(column: pa.Array, name: str, dtype: str, sparse: bool) -> _Ragged:
+def _entry(column: pa.Array, name: str, dtype: str, sparse: bool) -> tuple[_Ragged, _Ragged, np.ndarray]:
+    """(header, payload, entry size) of one feature's map entry, per row."""
     splits, values = _parts(column, name, sparse)
     if dtype == "string":
-        return _bytes_feature(splits, values)
-    array = values.to_numpy(zero_copy_only=False)
-    if dtype == "float32":
-        return _float_feature(splits, array)
-    return _int64_feature(splits, array)
+        payload, list_tag, packed = _bytes_payload(splits, values), _F1, False
+    else:
+        array = values.to_numpy(zero_copy_only=False)
+        payload = _packed_payload(splits, array, dtype)
+        list_tag, packed = (_F2 if dtype == "float32" else _F3), True
+    header, size = _entry_header(name.encode("utf-8"), payload, list_tag, packed)
+    return header, payload, size
 
 
 def encode_examples(batch: pa.RecordBatch, schema: Schema) -> pa.Array:
@@ -186,15 +224,15 @@ def encode_examples(batch: pa.RecordBatch, schema: Schema) -> pa.Array:
         columns.append((spec.name, spec.dtype, spec.is_sparse))
         if spec.weighted:
             columns.append((weights_column(spec.name), "float32", True))
-    entries = []
+    pieces, features_len = [], np.zeros(n, dtype=np.int64)
     for name, dtype, sparse in sorted(columns):
         if name not in batch.schema.names:
             raise ValueError(f"feature {name!r}: column missing from the batch; it has {batch.schema.names}")
-        key = name.encode("utf-8")
-        key_field = _constant(n, bytes([_F1]) + _varint_bytes(len(key)) + key)
-        value_field = _field(_F2, _feature(batch.column(name), name, dtype, sparse))
-        entries.append(_field(_F1, _concat([key_field, value_field])))
-    example = _field(_F1, _concat(entries)) if entries else _constant(n, b"")
+        header, payload, size = _entry(batch.column(name), name, dtype, sparse)
+        pieces += [header, payload]
+        features_len += size
+    # Sizes are known before any byte is written, so each byte is copied once, in one pass.
+    example = _concat([_constant(n, bytes([_F1])), _varints(features_len), *pieces])
     offsets = example.offsets
     if offsets[-1] > np.iinfo(np.int32).max:
         return pa.LargeBinaryArray.from_buffers(

@@ -17,7 +17,13 @@ import pyarrow.parquet as pq
 from sparse_io.atomic import atomic_output
 from sparse_io.schema import Schema
 
-__all__ = ["shard_name", "conform_batch", "write_parquet_shard", "read_parquet_shard", "DEFAULT_ROW_GROUP_SIZE"]
+__all__ = [
+    "shard_name",
+    "conform_batch",
+    "write_parquet_shard",
+    "read_parquet_shard",
+    "DEFAULT_ROW_GROUP_SIZE",
+]
 
 DEFAULT_ROW_GROUP_SIZE = 65536
 
@@ -34,8 +40,12 @@ def shard_name(index: int, num_shards: int, suffix: str) -> str:
     Raises:
       ValueError: `index` not in [0, num_shards).
     """
-    if not (isinstance(num_shards, int) and num_shards > 0 and isinstance(index, int) and 0 <= index < num_shards):
-        raise ValueError(f"shard index must be in [0, num_shards), got index={index!r} num_shards={num_shards!r}")
+    if not (
+        isinstance(num_shards, int) and num_shards > 0 and isinstance(index, int) and 0 <= index < num_shards
+    ):
+        raise ValueError(
+            f"shard index must be in [0, num_shards), got index={index!r} num_shards={num_shards!r}"
+        )
     if suffix and not suffix.startswith("."):
         suffix = "." + suffix
     return f"part-{index:05d}-of-{num_shards:05d}{suffix}"
@@ -59,7 +69,9 @@ def conform_batch(batch: pa.RecordBatch | pa.Table, schema: Schema) -> pa.Record
             try:
                 column = column.cast(field.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                raise ValueError(f"feature {field.name!r}: cannot cast {column.type} to {field.type}: {e}") from None
+                raise ValueError(
+                    f"feature {field.name!r}: cannot cast {column.type} to {field.type}: {e}"
+                ) from None
         arrays.append(column)
     make = pa.Table.from_arrays if isinstance(batch, pa.Table) else pa.RecordBatch.from_arrays
     return make(arrays, schema=target)
@@ -108,15 +120,17 @@ def write_parquet_shard(
                     rest = table.slice(full)
                     pending, pending_rows = rest.to_batches(), rest.num_rows
             if pending_rows:
-                writer.write_table(pa.Table.from_batches(pending, schema=target), row_group_size=row_group_size)
+                writer.write_table(
+                    pa.Table.from_batches(pending, schema=target), row_group_size=row_group_size
+                )
     return rows
 
 
 def read_parquet_shard(path: str, schema: Schema | None = None) -> pa.Table:
     """Reads a whole Parquet shard (local path or any FileSystems URL).
 
-    With `schema`, only its columns are read and their types must be
-    exactly `schema.arrow_schema()`'s.
+    With `schema`, only its columns are read, their types must be
+    `schema.arrow_schema()`'s, and the table has exactly that schema.
 
     Raises:
       ValueError: a schema column is missing or has another type.
@@ -129,11 +143,16 @@ def read_parquet_shard(path: str, schema: Schema | None = None) -> pa.Table:
         if columns is not None:
             missing = [c for c in columns if c not in parquet.schema_arrow.names]
             if missing:
-                raise ValueError(f"{path}: shard lacks column(s) {missing}; it has {parquet.schema_arrow.names}")
+                raise ValueError(
+                    f"{path}: shard lacks column(s) {missing}; it has {parquet.schema_arrow.names}"
+                )
         table = parquet.read(columns=columns, use_threads=False)
     if schema is not None:
-        for field in schema.arrow_schema():
+        target = schema.arrow_schema()
+        for field in target:
             found = table.schema.field(field.name).type
             if found != field.type:
                 raise ValueError(f"{path}: column {field.name!r} has type {found}, expected {field.type}")
+        # Parquet names list items "element"; give back the schema's own field names.
+        table = table.cast(target)
     return table

@@ -175,7 +175,9 @@ def read_logs(
     if not 0.0 <= error_budget <= 1.0:
         raise ValueError(f"error_budget must be a fraction in [0, 1], got {error_budget!r}")
     paths = expand_paths(pattern)
-    return _read_logs(paths, format, schema, batch_size, strict, errors, error_budget, list_separator, skip_header)
+    return _read_logs(
+        paths, format, schema, batch_size, strict, errors, error_budget, list_separator, skip_header
+    )
 
 
 def _read_logs(paths, format, schema, batch_size, strict, errors, error_budget, list_separator, skip_header):

@@ -41,8 +41,9 @@ def _isolate(lines: pa.BinaryArray, parse: ParseFn, describe, offset: int = 0) -
         return [(offset, batch, problems)]
     except _FAULTS as exc:
         if len(lines) == 1:
+            reason = _failure_reason(lines[0].as_py(), exc, describe)
             problems = RowProblems(1)
-            problems.add(np.ones(1, dtype=bool), lambda _: _failure_reason(lines[0].as_py(), exc, describe))
+            problems.add(np.ones(1, dtype=bool), lambda _: reason)
             return [(offset, None, problems)]
     mid = len(lines) // 2
     return _isolate(lines.slice(0, mid), parse, describe, offset) + _isolate(
@@ -77,7 +78,9 @@ def parse_lines(
     blank = pc.match_substring_regex(lines, r"^\s*$").to_numpy(zero_copy_only=False)
     if blank.any():
         for i in np.flatnonzero(blank).tolist():
-            letters.append(DeadLetter(source, int(line_numbers[i]), "empty line", truncate_raw(lines[i].as_py())))
+            letters.append(
+                DeadLetter(source, int(line_numbers[i]), "empty line", truncate_raw(lines[i].as_py()))
+            )
         keep = np.flatnonzero(~blank)
         lines, line_numbers = lines.take(pa.array(keep)), line_numbers[keep]
     good = []

@@ -104,8 +104,7 @@ def _split_lines(data: bytes) -> pa.BinaryArray:
     """The lines of `data` (without their "\\n"); a final "\\n" ends the last line."""
     if len(data) > _MAX_BLOCK_BYTES:
         raise ValueError(
-            f"a block of lines holds {len(data)} bytes, more than Arrow binary arrays allow; "
-            "lower batch_size"
+            f"a block of lines holds {len(data)} bytes, more than Arrow binary arrays allow; lower batch_size"
         )
     offsets = np.array([0, len(data)], dtype=np.int32)
     whole = pa.Array.from_buffers(pa.binary(), 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
@@ -115,7 +114,9 @@ def _split_lines(data: bytes) -> pa.BinaryArray:
     return lines
 
 
-def iter_line_blocks(stream: IO[bytes], lines_per_block: int) -> Iterator[tuple[int, pa.BinaryArray]]:
+def iter_line_blocks(
+    stream: IO[bytes], lines_per_block: int, chunk_bytes: int = _CHUNK_BYTES
+) -> Iterator[tuple[int, pa.BinaryArray]]:
     """Yields `(first_line_number, lines)` with at most `lines_per_block` lines each.
 
     Line numbers are 1-based. Lines keep any "\\r" (callers strip it). A file
@@ -126,7 +127,7 @@ def iter_line_blocks(stream: IO[bytes], lines_per_block: int) -> Iterator[tuple[
     pending = 0
     line_no = 1
     while True:
-        chunk = stream.read(_CHUNK_BYTES)
+        chunk = stream.read(chunk_bytes)
         if not chunk:
             break
         base = len(buf)

@@ -51,7 +51,9 @@ def header_columns(line: bytes, delimiter: str, source: str) -> list[str]:
     """
     try:
         line.decode("utf-8")
-        names = pcsv.read_csv(pa.BufferReader(line.rstrip(b"\r") + b"\n"), parse_options=_parse_options(delimiter))
+        names = pcsv.read_csv(
+            pa.BufferReader(line.rstrip(b"\r") + b"\n"), parse_options=_parse_options(delimiter)
+        )
     except (UnicodeDecodeError, pa.ArrowInvalid) as e:
         raise ValueError(f"{source}: cannot read the CSV header line: {e}") from None
     columns = names.column_names
@@ -72,7 +74,9 @@ def file_columns(schema: Schema, header: list[str] | None, source: str) -> list[
         return needed
     missing = [c for c in needed if c not in header]
     if missing:
-        raise ValueError(f"{source}: the header lacks column(s) {missing} that the schema needs; it has {header}")
+        raise ValueError(
+            f"{source}: the header lacks column(s) {missing} that the schema needs; it has {header}"
+        )
     return header
 
 
@@ -131,4 +135,3 @@ def parse_csv_block(
             w_splits, w_elements = list_parts(pc.split_pattern(w_values, list_separator), spec)
             out.append(weights_column_values(w_splits, w_elements, splits, spec, problems, text=True))
     return pa.RecordBatch.from_arrays(out, schema=schema.arrow_schema()), problems
-

@@ -75,7 +75,9 @@ def read_parquet_log(
         needed = schema.arrow_schema().names
         missing = [c for c in needed if c not in parquet.schema_arrow.names]
         if missing:
-            raise ValueError(f"{path}: Parquet file lacks column(s) {missing}; it has {parquet.schema_arrow.names}")
+            raise ValueError(
+                f"{path}: Parquet file lacks column(s) {missing}; it has {parquet.schema_arrow.names}"
+            )
         first_row = 1
         for batch in parquet.iter_batches(batch_size=batch_size, columns=needed, use_threads=False):
             sink.count_records(batch.num_rows)
