@@ -38,10 +38,13 @@ def _batches(rows=200, size=23):
     return table, batches + [batches[0].slice(0, 0)]
 
 
-def _run(out, batches, **kwargs):
+def _run(*jobs):
+    """Runs one pipeline holding a WriteShards per (out, batches, kwargs) job."""
     with BeamPipeline(options=in_process_options()) as p:
-        summary = p | beam.Create(batches) | WriteShards(out, **kwargs)
-        assert_that(summary | beam.Map(lambda s: s["num_rows"]), equal_to([sum(b.num_rows for b in batches)]))
+        for i, (out, batches, kwargs) in enumerate(jobs):
+            summary = p | f"Create{i}" >> beam.Create(batches) | f"Write{i}" >> WriteShards(out, **kwargs)
+            rows = summary | f"Rows{i}" >> beam.Map(lambda s: s["num_rows"])
+            assert_that(rows, equal_to([sum(b.num_rows for b in batches)]), label=f"rows{i}")
 
 
 def test_parquet_shards_hold_each_row_once_shuffled_and_repeatable(tmp_path):
@@ -51,7 +54,13 @@ def test_parquet_shards_hold_each_row_once_shuffled_and_repeatable(tmp_path):
     stale = os.path.join(out, shard_name(0, 9, ".parquet"))
     open(stale, "w").close()  # from an earlier run with another shard count
     open(os.path.join(out, ".tmp-abc-part-00000-of-00004.parquet"), "w").close()
-    _run(out, batches, num_shards=4, seed=5, schema=SCHEMA, row_group_size=16)
+    options = dict(num_shards=4, schema=SCHEMA, row_group_size=16)
+    again, other = str(tmp_path / "b"), str(tmp_path / "c")
+    _run(
+        (out, batches, dict(seed=5, **options)),
+        (again, list(reversed(batches)), dict(seed=5, **options)),
+        (other, batches, dict(seed=6, **options)),
+    )
     names = sorted(os.listdir(out))
     assert names == [shard_name(i, 4, ".parquet") for i in range(4)] + ["schema.json", "stats.json"]
     shards = [read_parquet_shard(os.path.join(out, n), SCHEMA) for n in names[:4]]
@@ -67,11 +76,7 @@ def test_parquet_shards_hold_each_row_once_shuffled_and_repeatable(tmp_path):
     with open(os.path.join(out, "stats.json")) as f:
         stats = json.load(f)
     assert stats["num_rows"] == 200 and list(stats["features"]) == ["items"]
-    # The same seed and input give byte-identical shards; another seed other shards.
-    again = str(tmp_path / "b")
-    _run(again, list(reversed(batches)), num_shards=4, seed=5, schema=SCHEMA, row_group_size=16)
-    other = str(tmp_path / "c")
-    _run(other, batches, num_shards=4, seed=6, schema=SCHEMA, row_group_size=16)
+    # The same seed and input (in another order) give identical shards; another seed other shards.
     for name in names[:4]:
         first = read_parquet_shard(os.path.join(out, name))
         assert first.equals(read_parquet_shard(os.path.join(again, name)))
@@ -83,8 +88,11 @@ def test_parquet_shards_hold_each_row_once_shuffled_and_repeatable(tmp_path):
 
 def test_tfrecord_shards_inferred_schema_counted_shards_and_empty_ones(tmp_path):
     table, batches = _batches(rows=30, size=7)
-    out = str(tmp_path / "t")
-    _run(out, batches, format="tfrecord", shuffle=False, rows_per_shard=10)
+    out, many = str(tmp_path / "t"), str(tmp_path / "m")
+    _run(
+        (out, batches, dict(format="tfrecord", shuffle=False, rows_per_shard=10)),
+        (many, batches[:1], dict(num_shards=12, schema=SCHEMA)),
+    )
     names = sorted(os.listdir(out))
     assert names == [shard_name(i, 3, ".tfrecord") for i in range(3)] + ["schema.json", "stats.json"]
     schema = Schema.load(out)
@@ -92,8 +100,6 @@ def test_tfrecord_shards_inferred_schema_counted_shards_and_empty_ones(tmp_path)
     written = pa.concat_tables([read_tfrecord_shard(os.path.join(out, n), schema) for n in names[:3]])
     assert sorted(written.column("label").to_pylist()) == list(range(30))
     # More shards than rows: the empty shards still exist, so readers can count on every index.
-    many = str(tmp_path / "m")
-    _run(many, batches[:1], num_shards=12, schema=SCHEMA)
     assert len([n for n in os.listdir(many) if n.startswith("part-")]) == 12
     assert (
         sum(read_parquet_shard(os.path.join(many, shard_name(i, 12, ".parquet"))).num_rows for i in range(12))

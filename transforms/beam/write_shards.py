@@ -33,7 +33,9 @@ from transforms.beam.stats import STATS_FILE, ComputeStats
 
 __all__ = ["WriteShards", "infer_schema", "DEFAULT_STATS_BATCH_SIZES"]
 
+# Sort keys that travel with the rows to their shard: a random (or batch) key, then the row in its batch.
 _ORDER = "__sparseflow_order"
+_ROW = "__sparseflow_row"
 _SUFFIX = {"parquet": ".parquet", "tfrecord": ".tfrecord"}
 DEFAULT_STATS_BATCH_SIZES = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 _METRICS = "sparseflow.WriteShards"
@@ -113,14 +115,16 @@ class _AssignShardsFn(beam.DoFn):
         digest = _digest(batch) if self._seed is not None else None
         rng = np.random.default_rng(None if digest is None else [self._seed & (2**64 - 1), digest])
         if not self._shuffle:
-            # Whole batches go to one shard; the digest orders them there.
-            order = np.full(n, digest if digest is not None else int(rng.integers(2**63)), dtype=np.uint64)
-            order = (order.view(np.int64) >> 1) + np.arange(n)  # rows keep their order within the batch
-            yield int(rng.integers(shards)), batch.append_column(_ORDER, pa.array(order))
+            # The whole batch goes to one shard, in its order; the batch's digest
+            # (or a random key) orders the batches within the shard.
+            key = digest if digest is not None else int(rng.integers(2**63))
+            order = pa.array(np.full(n, key >> 1, dtype=np.int64))
+            batch = batch.append_column(_ORDER, order).append_column(_ROW, pa.array(np.arange(n)))
+            yield int(rng.integers(shards)), batch
             return
         target = rng.integers(shards, size=n)
         keys = rng.integers(np.iinfo(np.int64).max, size=n, dtype=np.int64)
-        batch = batch.append_column(_ORDER, pa.array(keys))
+        batch = batch.append_column(_ORDER, pa.array(keys)).append_column(_ROW, pa.array(np.arange(n)))
         order = np.argsort(target, kind="stable")
         sorted_target = target[order]
         regrouped = batch.take(pa.array(order))
@@ -143,7 +147,8 @@ class _WriteShardFn(beam.DoFn):
         shards = self._num_shards or computed_shards
         schema = self._schema or inferred_schema
         table = pa.Table.from_batches(list(parts))
-        table = table.take(pa.compute.sort_indices(table, [(_ORDER, "ascending")])).drop_columns([_ORDER])
+        order = pa.compute.sort_indices(table, [(_ORDER, "ascending"), (_ROW, "ascending")])
+        table = table.take(order).drop_columns([_ORDER, _ROW])
         path = FileSystems.join(self._output_dir, shard_name(index, shards, _SUFFIX[self._format]))
         rows = _write(
             path,
