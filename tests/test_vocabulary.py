@@ -64,6 +64,11 @@ def test_lookup_indices_equal_keras_string_and_integer_lookup(tmp_path):
         ours = VocabularyLookup(read_vocabulary(str(path)), oov)(pa.array(probe), "f")
         layer = keras.layers.StringLookup(vocabulary=str(path), num_oov_indices=oov)
         np.testing.assert_array_equal(ours, np.asarray(layer(tf.constant(probe))))
+    salted = VocabularyLookup(read_vocabulary(str(path)), 3, oov_method="farmhash", salt=(7, 8))
+    layer = keras.layers.StringLookup(
+        vocabulary=str(path), num_oov_indices=3, oov_method="farmhash", salt=[7, 8]
+    )
+    np.testing.assert_array_equal(salted(pa.array(probe), "f"), np.asarray(layer(tf.constant(probe))))
     ints = tmp_path / "i.txt"
     ints.write_text("7\n-3\n100\n")
     probe = np.array([7, 8, -3, -9, 100, 0, 12345], np.int64)
@@ -143,3 +148,5 @@ def test_bad_arguments_are_rejected_at_construction(tmp_path):
         ApplyVocabulary({"f": str(tmp_path / "missing.txt")})
     with pytest.raises(ValueError, match="name the features"):
         ApplyVocabulary(str(tmp_path))
+    with pytest.raises(ValueError, match="farmhash' only"):
+        VocabularyLookup(["a"], 2, salt=5)

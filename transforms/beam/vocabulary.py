@@ -238,8 +238,7 @@ class VocabularyLookup:
         salt: int | Sequence[int] | None = None,
         feature: str | None = None,
     ):
-        if oov_method not in ("floormod", "farmhash"):
-            raise ValueError(f"oov_method must be 'floormod' or 'farmhash', got {oov_method!r}")
+        _check_oov_method(oov_method, salt)
         self._num_oov = num_oov_buckets
         self._oov_method = oov_method
         self._salt = normalize_salt(salt)
@@ -319,6 +318,13 @@ class VocabularyLookup:
         if pa.types.is_integer(values.type) and self._oov_method == "floormod":
             return np.mod(missing.to_numpy(zero_copy_only=False).astype(np.int64), self._num_oov)
         return hash_strings(missing, self._num_oov, self._salt, feature=feature)
+
+
+def _check_oov_method(oov_method: str, salt) -> None:
+    if oov_method not in ("floormod", "farmhash"):
+        raise ValueError(f"oov_method must be 'floormod' or 'farmhash', got {oov_method!r}")
+    if salt is not None and oov_method != "farmhash":
+        raise ValueError("a salt applies to oov_method='farmhash' only (as in Keras)")
 
 
 def _check_unique(sorted_keys: np.ndarray, feature: str | None) -> None:
@@ -449,10 +455,7 @@ class ApplyVocabulary(beam.PTransform):
         salt: int | Sequence[int] | None = None,
     ):
         super().__init__()
-        if oov_method not in ("floormod", "farmhash"):
-            raise ValueError(
-                f"ApplyVocabulary: oov_method must be 'floormod' or 'farmhash', got {oov_method!r}"
-            )
+        _check_oov_method(oov_method, salt)
         self._salt = normalize_salt(salt)
         self._oov_method = oov_method
         self._computed = None
