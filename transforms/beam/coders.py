@@ -35,6 +35,11 @@ class RecordBatchCoder(beam.coders.Coder):
         batch = reader.read_next_batch()
         return batch
 
+    def estimate_size(self, value: pa.RecordBatch) -> int:
+        # Beam samples element sizes for its metrics; the default would encode
+        # the batch a second time just to measure it.
+        return value.nbytes
+
     def is_deterministic(self) -> bool:
         return False
 
