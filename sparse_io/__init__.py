@@ -6,6 +6,7 @@ TensorFlow is only imported when a TensorFlow bridge or a TFRecord reader is fir
 from sparse_io.arrow import csr_from_arrow, csr_to_arrow
 from sparse_io.csr import CooBatch, CsrBatch, SparseValidationError
 from sparse_io.dead_letters import DeadLetter, DeadLetterSink, ErrorBudgetExceeded
+from sparse_io.example_encoding import encode_examples
 from sparse_io.readers import FORMATS, read_file, read_logs
 from sparse_io.schema import FeatureSpec, Schema, SchemaError, criteo_schema, weights_column
 from sparse_io.shards import read_parquet_shard, shard_name, write_parquet_shard
@@ -27,6 +28,7 @@ __all__ = [
     "criteo_schema",
     "csr_from_arrow",
     "csr_to_arrow",
+    "encode_examples",
     "read_file",
     "read_logs",
     "read_parquet_shard",

@@ -193,3 +193,9 @@ def test_arguments_are_checked_before_reading():
         read_file("x", "csv", SCHEMA, batch_size=0)
     with pytest.raises(FileNotFoundError, match="no input file matches"):
         read_logs("/nonexistent/*.csv", "csv", SCHEMA)
+
+
+def test_header_after_a_byte_order_mark(tmp_path):
+    path = _write(tmp_path, b"\xef\xbb\xbf" + ",".join(COLUMNS).encode() + b"\r\n1,,,,,\r\n")
+    (row,), sink = _read(path)
+    assert sink.bad == 0 and row["label"] == 1

@@ -86,3 +86,14 @@ def test_patterns_globs_directories_and_lists(tmp_path):
     assert both == [os.path.join(d, n) for n in ("c.csv", "a.tsv", "b.tsv")]
     with pytest.raises(FileNotFoundError, match="no input file matches"):
         expand_paths(os.path.join(d, "*.parquet"))
+
+
+@pytest.mark.parametrize("step", [1, 2, 64])
+def test_a_utf8_byte_order_mark_is_dropped(step):
+    data = b"\xef\xbb\xbfa,b\n\xef\xbb\xbfc\n"
+    lines = [
+        x
+        for _, block in iter_line_blocks(_Trickle(data, step), 10, chunk_bytes=step)
+        for x in block.to_pylist()
+    ]
+    assert lines == [b"a,b", b"\xef\xbb\xbfc"]  # only at the start of the file

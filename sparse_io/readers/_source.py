@@ -114,22 +114,40 @@ def _split_lines(data: bytes) -> pa.BinaryArray:
     return lines
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
+def _drop_bom(chunk: bytes, stream: IO[bytes]) -> bytes:
+    while len(chunk) < len(_BOM):  # a stream may hand out fewer bytes than asked
+        more = stream.read(len(_BOM) - len(chunk))
+        if not more:
+            break
+        chunk += more
+    return chunk[len(_BOM) :] if chunk.startswith(_BOM) else chunk
+
+
 def iter_line_blocks(
     stream: IO[bytes], lines_per_block: int, chunk_bytes: int = _CHUNK_BYTES
 ) -> Iterator[tuple[int, pa.BinaryArray]]:
     """Yields `(first_line_number, lines)` with at most `lines_per_block` lines each.
 
     Line numbers are 1-based. Lines keep any "\\r" (callers strip it). A file
-    that does not end in "\\n" still yields its last line.
+    that does not end in "\\n" still yields its last line. A UTF-8 byte order
+    mark at the start of the file is dropped.
     """
     buf = bytearray()
     positions: list[np.ndarray] = []  # newline offsets into buf, per chunk read
     pending = 0
     line_no = 1
+    first_read = True
     while True:
         chunk = stream.read(chunk_bytes)
         if not chunk:
             break
+        if first_read:
+            first_read = False
+            if chunk.startswith(_BOM[: len(chunk)]):
+                chunk = _drop_bom(chunk, stream)
         base = len(buf)
         buf += chunk
         found = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == _NEWLINE)
