@@ -33,9 +33,10 @@ from transforms.beam.stats import STATS_FILE, ComputeStats
 
 __all__ = ["WriteShards", "infer_schema", "DEFAULT_STATS_BATCH_SIZES"]
 
-# Sort keys that travel with the rows to their shard: a random (or batch) key, then the row in its batch.
+# The sort key that travels with each row to its shard: random per row, or per batch without shuffle.
+# Rows with equal keys come from identical batches and are identical, so a stable sort by the key alone
+# gives the same shard bytes whatever order the runner delivers the parts in.
 _ORDER = "__sparseflow_order"
-_ROW = "__sparseflow_row"
 _SUFFIX = {"parquet": ".parquet", "tfrecord": ".tfrecord"}
 DEFAULT_STATS_BATCH_SIZES = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 _METRICS = "sparseflow.WriteShards"
@@ -118,13 +119,12 @@ class _AssignShardsFn(beam.DoFn):
             # The whole batch goes to one shard, in its order; the batch's digest
             # (or a random key) orders the batches within the shard.
             key = digest if digest is not None else int(rng.integers(2**63))
-            order = pa.array(np.full(n, key >> 1, dtype=np.int64))
-            batch = batch.append_column(_ORDER, order).append_column(_ROW, pa.array(np.arange(n)))
+            batch = batch.append_column(_ORDER, pa.array(np.full(n, key >> 1, dtype=np.int64)))
             yield int(rng.integers(shards)), batch
             return
         target = rng.integers(shards, size=n)
         keys = rng.integers(np.iinfo(np.int64).max, size=n, dtype=np.int64)
-        batch = batch.append_column(_ORDER, pa.array(keys)).append_column(_ROW, pa.array(np.arange(n)))
+        batch = batch.append_column(_ORDER, pa.array(keys))
         order = np.argsort(target, kind="stable")
         sorted_target = target[order]
         regrouped = batch.take(pa.array(order))
@@ -147,8 +147,8 @@ class _WriteShardFn(beam.DoFn):
         shards = self._num_shards or computed_shards
         schema = self._schema or inferred_schema
         table = pa.Table.from_batches(list(parts))
-        order = pa.compute.sort_indices(table, [(_ORDER, "ascending"), (_ROW, "ascending")])
-        table = table.take(order).drop_columns([_ORDER, _ROW])
+        keys = table.column(_ORDER).to_numpy()
+        table = table.drop_columns([_ORDER]).take(pa.array(np.argsort(keys, kind="stable")))
         path = FileSystems.join(self._output_dir, shard_name(index, shards, _SUFFIX[self._format]))
         rows = _write(
             path,
