@@ -20,7 +20,7 @@ _LAZY = {
     "HashIds": "transforms.beam.hash_ids",
     "hash_ids_arrow": "sparse_io.hashing",
     "ComputeVocabulary": "transforms.beam.vocabulary",
-    "ApplyVocabulary": "transforms.beam.vocabulary",
+    "ApplyVocabulary": "transforms.beam.lookup",
     "GroupHistories": "transforms.beam.histories",
     "ComputeStats": "transforms.beam.stats",
     "WriteShards": "transforms.beam.write_shards",

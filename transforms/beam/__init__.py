@@ -14,10 +14,11 @@ from sparse_io.hashing import hash_ids_arrow
 from transforms.beam.coders import RecordBatchCoder
 from transforms.beam.hash_ids import HashIds
 from transforms.beam.histories import GroupHistories
+from transforms.beam.lookup import ApplyVocabulary, VocabularyLookup
 from transforms.beam.read_logs import DEAD_LETTERS, ReadLogs
 from transforms.beam.runner import IN_PROCESS_RUNNER, in_process_options
 from transforms.beam.stats import ComputeStats
-from transforms.beam.vocabulary import ApplyVocabulary, ComputeVocabulary, VocabularyFile
+from transforms.beam.vocabulary import ComputeVocabulary, VocabularyFile
 from transforms.beam.write_shards import WriteShards, infer_schema
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "ReadLogs",
     "RecordBatchCoder",
     "VocabularyFile",
+    "VocabularyLookup",
     "WriteShards",
     "hash_ids_arrow",
     "in_process_options",
