@@ -15,8 +15,10 @@ How the capacities are bounded:
     not) produces them, holds at most that many ids, so padding to it can
     never overflow. It is computed from the exact row-length histogram.
   * `p99_9` is the 99.9th percentile of ids in a batch of `b` rows drawn at
-    random without replacement, i.e. what a shuffled reader sees, simulated
-    from the same exact histogram (20,000 batches, fixed seed); never above `max`.
+    random without replacement, i.e. what a shuffled reader sees. With at most
+    two distinct row lengths (single-valued features) it is exact (a
+    hypergeometric quantile); otherwise it is simulated from the same exact
+    histogram (20,000 batches, fixed seed). Never above `max`.
 
 Percentiles of ids per row use numpy's default (linear) interpolation and are
 exact. Distinct ids and top ids are exact up to `exact_limit` distinct ids per
