@@ -118,6 +118,8 @@ class _FeatureStatsFn(beam.CombineFn):
 
     def add_input(self, accumulator, element):
         feature, column = element
+        if feature == _ROWS:  # the row count rides along as one more key
+            return (accumulator or 0) + column
         if accumulator is None:
             accumulator = FeatureStats(feature, self._exact_limit)
         accumulator.add(column)
@@ -130,13 +132,15 @@ class _FeatureStatsFn(beam.CombineFn):
                 continue
             if merged is None:
                 merged = acc
+            elif isinstance(merged, int):
+                merged += acc
             else:
                 merged.merge(acc)
         return merged
 
     def extract_output(self, accumulator):
-        if accumulator is None:
-            return None
+        if accumulator is None or isinstance(accumulator, int):
+            return accumulator
         return accumulator.result(self._batch_sizes, self._top_k, self._seed)
 
 
@@ -168,7 +172,11 @@ def assemble_stats(
     }
 
 
+_ROWS = ""  # key of the row count; never a feature name (names are non-empty)
+
+
 def _columns_by_feature(batch: pa.RecordBatch, features: Sequence[str] | None):
+    yield _ROWS, (_ROWS, batch.num_rows)
     if features is None:
         features = _list_columns(batch.schema)
     require_columns(batch, features, "ComputeStats")
@@ -248,9 +256,11 @@ class ComputeStats(beam.PTransform):
             | "Summarise"
             >> beam.CombinePerKey(_FeatureStatsFn(sizes, self._top_k, self._exact_limit, self._seed))
         )
-        rows = batches | "Rows" >> beam.Map(lambda b: b.num_rows) | "CountRows" >> beam.CombineGlobally(sum)
-        stats = rows | "Assemble" >> beam.Map(
-            lambda n, found: assemble_stats(n, found, features, sizes), beam.pvalue.AsDict(per_feature)
+        stats = (
+            per_feature
+            | "Gather" >> beam.combiners.ToDict()
+            | "Assemble"
+            >> beam.Map(lambda found: assemble_stats(found.pop(_ROWS, 0), found, features, sizes))
         )
         if self._output_path:
             stats = stats | "Write" >> beam.Map(_write_stats, self._output_path)
