@@ -1,0 +1,118 @@
+"""WriteShards: every row written exactly once, globally shuffled, repeatable with a seed."""
+
+import json
+import os
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline as BeamPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from sparse_io import FeatureSpec, Schema, read_parquet_shard, read_tfrecord_shard, shard_name
+from transforms.beam import WriteShards, in_process_options, infer_schema
+
+SCHEMA = Schema(
+    [
+        FeatureSpec("label", "label", "int64"),
+        FeatureSpec("price", "dense", "float32"),
+        FeatureSpec("items", "sparse", "int64", weighted=True),
+    ]
+)
+
+
+def _batches(rows=200, size=23):
+    rng = np.random.default_rng(1)
+    items = [[int(v) for v in rng.integers(0, 1000, rng.integers(0, 4))] for _ in range(rows)]
+    table = pa.table(
+        {
+            "label": pa.array(np.arange(rows), pa.int64()),  # the row id, to check each row once
+            "price": pa.array(rng.random(rows).astype(np.float32), mask=rng.random(rows) < 0.2),
+            "items": pa.array(items, pa.list_(pa.int64())),
+            "items__weights": pa.array([[0.5] * len(r) for r in items], pa.list_(pa.float32())),
+        }
+    )
+    batches = table.to_batches(max_chunksize=size)
+    return table, batches + [batches[0].slice(0, 0)]
+
+
+def _run(*jobs):
+    """Runs one pipeline holding a WriteShards per (out, batches, kwargs) job."""
+    with BeamPipeline(options=in_process_options()) as p:
+        for i, (out, batches, kwargs) in enumerate(jobs):
+            summary = p | f"Create{i}" >> beam.Create(batches) | f"Write{i}" >> WriteShards(out, **kwargs)
+            rows = summary | f"Rows{i}" >> beam.Map(lambda s: s["num_rows"])
+            assert_that(rows, equal_to([sum(b.num_rows for b in batches)]), label=f"rows{i}")
+
+
+def test_parquet_shards_hold_each_row_once_shuffled_and_repeatable(tmp_path):
+    table, batches = _batches()
+    out = str(tmp_path / "a")
+    os.makedirs(out)
+    stale = os.path.join(out, shard_name(0, 9, ".parquet"))
+    open(stale, "w").close()  # from an earlier run with another shard count
+    open(os.path.join(out, ".tmp-abc-part-00000-of-00004.parquet"), "w").close()
+    options = dict(num_shards=4, schema=SCHEMA, row_group_size=16)
+    again, other = str(tmp_path / "b"), str(tmp_path / "c")
+    _run(
+        (out, batches, dict(seed=5, **options)),
+        (again, list(reversed(batches)), dict(seed=5, **options)),
+        (other, batches, dict(seed=6, **options)),
+    )
+    names = sorted(os.listdir(out))
+    assert names == [shard_name(i, 4, ".parquet") for i in range(4)] + ["schema.json", "stats.json"]
+    shards = [read_parquet_shard(os.path.join(out, n), SCHEMA) for n in names[:4]]
+    written = pa.concat_tables(shards)
+    assert sorted(written.column("label").to_pylist()) == list(range(200))
+    by_id = {r["label"]: r for r in written.to_pylist()}
+    for row in table.to_pylist():
+        assert by_id[row["label"]] == row
+    order = written.column("label").to_pylist()
+    assert order != sorted(order) and all(s.num_rows for s in shards)  # shuffled across and within shards
+    assert pq.ParquetFile(os.path.join(out, names[0])).metadata.row_group(0).num_rows <= 16
+    assert Schema.load(out) == SCHEMA
+    with open(os.path.join(out, "stats.json")) as f:
+        stats = json.load(f)
+    assert stats["num_rows"] == 200 and list(stats["features"]) == ["items"]
+    # The same seed and input (in another order) give identical shards; another seed other shards.
+    for name in names[:4]:
+        first = read_parquet_shard(os.path.join(out, name))
+        assert first.equals(read_parquet_shard(os.path.join(again, name)))
+    assert not all(
+        read_parquet_shard(os.path.join(out, n)).equals(read_parquet_shard(os.path.join(other, n)))
+        for n in names[:4]
+    )
+
+
+def test_tfrecord_shards_inferred_schema_counted_shards_and_empty_ones(tmp_path):
+    table, batches = _batches(rows=30, size=7)
+    out, many = str(tmp_path / "t"), str(tmp_path / "m")
+    _run(
+        (out, batches, dict(format="tfrecord", shuffle=False, rows_per_shard=10)),
+        (many, batches[:1], dict(num_shards=12, schema=SCHEMA)),
+    )
+    names = sorted(os.listdir(out))
+    assert names == [shard_name(i, 3, ".tfrecord") for i in range(3)] + ["schema.json", "stats.json"]
+    schema = Schema.load(out)
+    assert schema == infer_schema(batches[0].schema) == SCHEMA
+    written = pa.concat_tables([read_tfrecord_shard(os.path.join(out, n), schema) for n in names[:3]])
+    assert sorted(written.column("label").to_pylist()) == list(range(30))
+    # More shards than rows: the empty shards still exist, so readers can count on every index.
+    assert len([n for n in os.listdir(many) if n.startswith("part-")]) == 12
+    assert (
+        sum(read_parquet_shard(os.path.join(many, shard_name(i, 12, ".parquet"))).num_rows for i in range(12))
+        == 7
+    )
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="format"):
+        WriteShards("x", format="csv")
+    with pytest.raises(ValueError, match="num_shards"):
+        WriteShards("x", num_shards=0)
+    with pytest.raises(ValueError, match="schema"):
+        WriteShards("x", schema={"a": 1})
+    with pytest.raises(ValueError, match="cannot hold"):
+        infer_schema(pa.schema([("m", pa.map_(pa.string(), pa.int64()))]))

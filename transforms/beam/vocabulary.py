@@ -1,0 +1,200 @@
+"""ComputeVocabulary: frequency-ranked vocabulary files Keras can load.
+
+ComputeVocabulary counts every value of each feature with a combiner (each
+worker counts its batches with `pc.value_counts` before the shuffle, so only
+per-worker count tables cross it) and writes one text file per feature, a
+token a line, most frequent first (ties by value). `keras.layers.StringLookup`
+or `IntegerLookup(vocabulary=path, num_oov_indices=n)` then assigns exactly
+the indices ApplyVocabulary (`transforms.beam.lookup`) does: OOV indices
+`0..n-1`, the token on line `i` (from 0) index `n + i`.
+
+TensorFlow reads a vocabulary file a whole line per token and refuses empty
+lines, so the empty string, a token holding a newline and one ending in
+carriage return cannot be written; they are left out of the file (and so map
+to OOV both here and in Keras) and counted in the `unwritable_tokens` metric.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from apache_beam.io.filesystems import FileSystems
+
+from sparse_io.atomic import atomic_write_text
+from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
+from transforms.beam._columns import feature_names, require_columns
+from transforms.beam._counts import CountTable, list_values
+
+__all__ = ["ComputeVocabulary", "VocabularyFile", "check_int"]
+
+_METRICS = "sparseflow.ComputeVocabulary"
+
+
+@dataclasses.dataclass(frozen=True)
+class VocabularyFile:
+    """What ComputeVocabulary wrote for one feature.
+
+    Attributes:
+      feature: the column name.
+      path: the vocabulary file (one token a line).
+      size: tokens in the file.
+      num_oov_buckets: the OOV indices a lookup reserves before the tokens.
+      dtype: "string" or "int64" (the type of the counted values).
+    """
+
+    feature: str
+    path: str
+    size: int
+    num_oov_buckets: int
+    dtype: str
+
+
+def _writable(values: pa.Array) -> np.ndarray:
+    """bool mask: tokens a TensorFlow text-file vocabulary can hold as one line."""
+    if pa.types.is_integer(values.type):
+        return np.ones(len(values), dtype=bool)
+    text = values.cast(pa.large_binary())
+    bad = pc.or_(
+        pc.equal(pc.binary_length(text), 0),
+        pc.or_(pc.match_substring(text, "\n"), pc.ends_with(text, "\r")),
+    )
+    return ~bad.to_numpy(zero_copy_only=False)
+
+
+def _lines(tokens: pa.Array) -> str:
+    """The tokens as text, one a line (joined in Arrow, not token by token in Python)."""
+    if not len(tokens):
+        return ""
+    text = tokens.cast(pa.large_string())
+    one_row = pa.LargeListArray.from_arrays(pa.array([0, len(text)], pa.int64()), text)
+    return pc.binary_join(one_row, pa.scalar("\n", pa.large_string()))[0].as_py() + "\n"
+
+
+class _CountValuesFn(beam.CombineFn):
+    """Combiner: list-column arrays of one feature -> a CountTable of their values."""
+
+    def __init__(self, transform: str = "ComputeVocabulary"):
+        self._transform = transform
+
+    def create_accumulator(self) -> CountTable:
+        return CountTable()
+
+    def add_input(self, accumulator: CountTable, element: tuple[str, pa.Array]) -> CountTable:
+        feature, column = element
+        accumulator.add(list_values(column, feature, self._transform))
+        return accumulator
+
+    def merge_accumulators(self, accumulators) -> CountTable:
+        accumulators = iter(accumulators)
+        merged = next(accumulators)
+        for other in accumulators:
+            merged.merge(other)
+        return merged
+
+    def compact(self, accumulator: CountTable) -> CountTable:
+        accumulator.table()
+        return accumulator
+
+    def extract_output(self, accumulator: CountTable) -> CountTable:
+        return accumulator
+
+
+def _columns_by_feature(batch: pa.RecordBatch, features: Sequence[str], transform: str):
+    require_columns(batch, features, transform)
+    for name in features:
+        yield name, (name, batch.column(name))
+
+
+class _WriteVocabularyFn(beam.DoFn):
+    def __init__(self, output_dir: str, min_frequency: int, top_k: int | None, num_oov_buckets: int):
+        self._output_dir = output_dir
+        self._min_frequency = min_frequency
+        self._top_k = top_k
+        self._num_oov = num_oov_buckets
+        self._unwritable = beam.metrics.Metrics.counter(_METRICS, "unwritable_tokens")
+
+    def process(self, element: tuple[str, CountTable]):
+        feature, counts = element
+        table = counts.sorted(self._min_frequency)
+        values = table.column("value").combine_chunks()
+        dtype = "int64" if pa.types.is_integer(values.type) else "string"
+        keep = _writable(values)
+        if not keep.all():
+            self._unwritable.inc(int((~keep).sum()))
+            values = values.filter(pa.array(keep))
+        if self._top_k is not None:
+            values = values.slice(0, self._top_k)
+        path = FileSystems.join(self._output_dir, f"{feature}.txt")
+        atomic_write_text(path, _lines(values))
+        yield VocabularyFile(feature, path, len(values), self._num_oov, dtype)
+
+
+class ComputeVocabulary(beam.PTransform):
+    """Counts each feature's values and writes a Keras-loadable vocabulary file per feature.
+
+    Tokens are ordered by frequency (descending), ties by value (ascending:
+    byte order for strings); tokens seen fewer than `min_frequency` times are
+    dropped, then only the first `top_k` kept.
+
+    Args:
+      features: list<string>/list<int*> (or flat) column names to count.
+      output_dir: directory for `<feature>.txt` (local or any Beam filesystem).
+      min_frequency: minimum count for a token to be kept.
+      top_k: keep at most this many tokens (None: all).
+      num_oov_buckets: OOV indices a lookup reserves (recorded in the output
+        for ApplyVocabulary; pass the same as Keras `num_oov_indices`).
+
+    Input: PCollection[pa.RecordBatch]. Output: PCollection[VocabularyFile],
+    one per feature. Files are written atomically; a feature with no tokens
+    gets an empty file.
+
+    Raises: ValueError at construction for bad arguments; while running for a
+    missing column or a null id (naming feature and row).
+
+    Example:
+      >>> vocab = batches | ComputeVocabulary(["genre"], "/tmp/vocab")  # doctest: +SKIP
+      >>> keras.layers.StringLookup(vocabulary="/tmp/vocab/genre.txt")  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        features: str | Sequence[str],
+        output_dir: str,
+        min_frequency: int = 1,
+        top_k: int | None = None,
+        num_oov_buckets: int = 1,
+    ):
+        super().__init__()
+        self._features = feature_names(features, "ComputeVocabulary")
+        check_int("min_frequency", min_frequency, 1)
+        if top_k is not None:
+            check_int("top_k", top_k, 1)
+        check_int("num_oov_buckets", num_oov_buckets, 0)
+        if not output_dir:
+            raise ValueError("ComputeVocabulary: output_dir must be a directory path")
+        self._output_dir = output_dir
+        self._min_frequency = min_frequency
+        self._top_k = top_k
+        self._num_oov = num_oov_buckets
+
+    def expand(self, batches):
+        features = self._features
+        return (
+            batches
+            | "ColumnsByFeature" >> beam.FlatMap(_columns_by_feature, features, "ComputeVocabulary")
+            | "Count" >> beam.CombinePerKey(_CountValuesFn())
+            | "Write"
+            >> beam.ParDo(
+                _WriteVocabularyFn(self._output_dir, self._min_frequency, self._top_k, self._num_oov)
+            )
+        )
+
+
+def check_int(name: str, value, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
