@@ -309,6 +309,12 @@ def _parquet_batches(source: ParquetSource, num_epochs, columns, label, drop_rem
     return ds.map(regroup)
 
 
+def _to_sparse(ragged: tf.RaggedTensor) -> tf.SparseTensor:
+    sparse = ragged.to_sparse()
+    sparse.set_shape(ragged.shape)  # keep the static batch size
+    return sparse
+
+
 def _row_count(raw: dict, columns: Sequence[Column], label: Column | None):
     if label is not None:
         return tf.shape(raw[label.name], out_type=tf.int64)[0]
@@ -349,7 +355,7 @@ def finish_batches(
     def convert(raw_batch):
         feats = {k: raw_batch[k] for k in feature_keys}
         if output == "sparse":
-            feats = {k: v.to_sparse() if isinstance(v, tf.RaggedTensor) else v for k, v in feats.items()}
+            feats = {k: _to_sparse(v) if isinstance(v, tf.RaggedTensor) else v for k, v in feats.items()}
         elif output == "coo":
             feats = to_coo(feats, combiner, validate=False)
             if capacities:

@@ -20,6 +20,7 @@ import tensorflow as tf
 from sparse_io.schema import Schema, criteo_schema
 from transforms.tfdata.columns import Column, select_columns
 from transforms.tfdata.dataset import _capacities, _check_args, finish_batches
+from transforms.tfdata.epochs import draw_seed, epoch_seed, over_epochs
 from transforms.tfdata.ids import hash_ids, lookup_ids, vocabulary_table
 from transforms.tfdata.log_parsing import LineFormat, LineParser
 from transforms.tfdata.paths import list_files
@@ -177,15 +178,6 @@ def make_log_dataset(
     chosen = list(range(len(files))) if mine is None else mine
     chunk = lines_per_chunk or max(batch_size, 4096)
 
-    def numbered_chunks(path, skip):
-        lines = tf.data.TextLineDataset(path, compression_type=compression)
-        numbered = lines.skip(skip).enumerate(start=skip + 1)
-        if mine is None:
-            numbered = numbered.shard(shards, worker)
-        if shuffle:
-            numbered = numbered.shuffle(shuffle_buffer, seed=None if seed is None else seed + 1)
-        return numbered.batch(chunk).map(lambda numbers, text: (path, numbers, text))
-
     def parse(path, numbers, text):
         text = tf.strings.regex_replace(text, "\r$", "")
         ok, padded, fields = parser.validate(text)
@@ -205,19 +197,41 @@ def make_log_dataset(
             out[name] = fn(out[name])
         return out
 
-    paths = tf.data.Dataset.from_tensor_slices(
-        ([files[f] for f in chosen], tf.constant([skips[f] for f in chosen], tf.int64))
-    )
-    if shuffle and len(chosen) > 1:
-        paths = paths.shuffle(len(chosen), seed=seed, reshuffle_each_iteration=True)
-    chunks = paths.interleave(
-        numbered_chunks,
-        cycle_length=min(len(chosen), 4),
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=deterministic,
-    )
-    parsed = chunks.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
-    batches = rebatch(parsed, batch_size, drop_remainder=drop_remainder).repeat(num_epochs)
+    if shuffle and seed is None:
+        seed = draw_seed()
+
+    def one_epoch(epoch: tf.Tensor) -> tf.data.Dataset:
+        def numbered_chunks(path, skip, number):
+            lines = tf.data.TextLineDataset(path, compression_type=compression)
+            numbered = lines.skip(skip).enumerate(start=skip + 1)
+            if mine is None:
+                numbered = numbered.shard(shards, worker)
+            if shuffle:
+                # One seed per (epoch, file): files do not share a permutation pattern.
+                numbered = numbered.shuffle(shuffle_buffer, seed=epoch_seed(seed, epoch, 2 + number))
+            return numbered.batch(chunk).map(lambda numbers, text: (path, numbers, text))
+
+        paths = tf.data.Dataset.from_tensor_slices(
+            (
+                [files[f] for f in chosen],
+                tf.constant([skips[f] for f in chosen], tf.int64),
+                tf.constant(chosen, tf.int64),
+            )
+        )
+        if shuffle and len(chosen) > 1:
+            paths = paths.shuffle(
+                len(chosen), seed=epoch_seed(seed, epoch, 0), reshuffle_each_iteration=False
+            )
+        chunks = paths.interleave(
+            numbered_chunks,
+            cycle_length=min(len(chosen), 4),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=deterministic,
+        )
+        parsed = chunks.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+        return rebatch(parsed, batch_size, drop_remainder=drop_remainder)
+
+    batches = over_epochs(num_epochs, one_epoch)
     caps = _capacities(capacities, "", out_columns, batch_size, "max") if output == "coo" else None
     out = finish_batches(
         batches,

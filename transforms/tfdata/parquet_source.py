@@ -203,16 +203,15 @@ class ParquetSource:
             self.shuffle,
             self.seed if self.shuffle else None,
         )
-        self._start_epoch, self._start_row = 0, 0
-        if start is not None:
-            self._start_epoch, self._start_row = self._resolve_start(start)
-
         self._lock = threading.Lock()
         self._handles: dict[int, pq.ParquetFile] = {}
         self._loads: OrderedDict[int, concurrent.futures.Future] = OrderedDict()
         self._orders: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._perms: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._start_epoch, self._start_row = 0, 0
+        if start is not None:
+            self._start_epoch, self._start_row = self._resolve_start(start)
 
     # ---------------------------------------------------------------- the plan
 
@@ -280,11 +279,10 @@ class ParquetSource:
             )
         if start.shard >= len(self.units):
             raise ValueError(f"start: shard {start.shard} out of range (this worker has {len(self.units)})")
-        _, cum = self.epoch_order(start.epoch)
-        row = int(cum[start.shard]) + start.row
-        if start.row >= self.unit_rows[self.epoch_order(start.epoch)[0][start.shard]]:
+        order, cum = self.epoch_order(start.epoch)
+        if start.row >= self.unit_rows[order[start.shard]]:
             raise ValueError(f"start: row {start.row} is past the end of shard {start.shard}")
-        return start.epoch, row
+        return start.epoch, int(cum[start.shard]) + start.row
 
     # ----------------------------------------------------------------- loading
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from transforms.tfdata.columns import Column
+from transforms.tfdata.epochs import draw_seed, epoch_seed, over_epochs
 from transforms.tfdata.sharding import split_files
 
 __all__ = ["tfrecord_dataset", "parse_spec"]
@@ -124,32 +125,42 @@ def tfrecord_dataset(
     every `num_shards`-th record (`Dataset.shard`), so the union is still
     each record once. Shuffling permutes the files each epoch (when each
     worker has whole files) and then records through a buffer of
-    `shuffle_buffer`. Each epoch ends with its own partial batch unless
-    `drop_remainder`.
+    `shuffle_buffer`, with seeds derived from `seed` and the epoch number.
+    Each epoch ends with its own partial batch unless `drop_remainder`.
     """
     sizes = [tf.io.gfile.stat(f).length for f in files]
     mine = split_files([s > 0 for s in sizes], num_shards, index)
-    if mine is not None:
-        paths = [files[f] for f in mine]
-        names = tf.data.Dataset.from_tensor_slices(paths)
-        if shuffle and len(paths) > 1:
-            names = names.shuffle(len(paths), seed=seed, reshuffle_each_iteration=True)
-        records = names.interleave(
-            lambda path: tf.data.TFRecordDataset(path, compression_type=compression_type),
-            cycle_length=min(len(paths), 4),
-            num_parallel_calls=tf.data.AUTOTUNE,
-            deterministic=deterministic,
-        )
-    else:
-        # Every worker must see the records in the same order for shard() to split them.
-        records = tf.data.TFRecordDataset(list(files), compression_type=compression_type).shard(
-            num_shards, index
-        )
-    if shuffle:
-        records = records.shuffle(
-            shuffle_buffer, seed=None if seed is None else seed + 1, reshuffle_each_iteration=True
-        )
-    batches = records.batch(batch_size, drop_remainder=drop_remainder).repeat(num_epochs)
+    if shuffle and seed is None:
+        seed = draw_seed()
+
+    def one_epoch(epoch: tf.Tensor) -> tf.data.Dataset:
+        if mine is not None and shuffle:
+            paths = [files[f] for f in mine]
+            names = tf.data.Dataset.from_tensor_slices(paths)
+            if len(paths) > 1:
+                names = names.shuffle(
+                    len(paths), seed=epoch_seed(seed, epoch, 0), reshuffle_each_iteration=False
+                )
+            records = names.interleave(
+                lambda path: tf.data.TFRecordDataset(path, compression_type=compression_type),
+                cycle_length=min(len(paths), 4),
+                num_parallel_calls=tf.data.AUTOTUNE,
+                deterministic=deterministic,
+            )
+        elif mine is not None:
+            # Unshuffled: file after file, in name order.
+            records = tf.data.TFRecordDataset([files[f] for f in mine], compression_type=compression_type)
+        else:
+            # Every worker must see the records in the same order for shard() to split them.
+            records = tf.data.TFRecordDataset(list(files), compression_type=compression_type)
+            records = records.shard(num_shards, index)
+        if shuffle:
+            records = records.shuffle(
+                shuffle_buffer, seed=epoch_seed(seed, epoch, 1), reshuffle_each_iteration=False
+            )
+        return records.batch(batch_size, drop_remainder=drop_remainder)
+
+    batches = over_epochs(num_epochs, one_epoch)
     return batches.map(
         lambda serialized: parse_batch(serialized, columns, label),
         num_parallel_calls=tf.data.AUTOTUNE,
