@@ -1,0 +1,85 @@
+"""Small timing helpers for the benchmarks: interleave contenders, keep medians and spreads.
+
+A lone absolute time on a shared machine says little. Contenders are run in
+the same process, round-robin with a rotating order, so that a burst of
+load from elsewhere lands on all of them; results are medians with their
+min-max spread, compared as ratios.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+__all__ = ["Timing", "alternate", "markdown_table", "noisy", "ratio"]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds per call of one contender over `reps` calls."""
+
+    median_s: float
+    min_s: float
+    max_s: float
+    reps: int
+
+    @property
+    def spread_s(self) -> float:
+        return self.max_s - self.min_s
+
+    def as_dict(self) -> dict:
+        return {
+            "median_ms": self.median_s * 1e3,
+            "min_ms": self.min_s * 1e3,
+            "max_ms": self.max_s * 1e3,
+            "reps": self.reps,
+        }
+
+
+def alternate(
+    contenders: Mapping[str, Callable[[], object]], *, reps: int = 5, warmup: int = 1
+) -> dict[str, Timing]:
+    """Times each contender `reps` times after `warmup` untimed rounds.
+
+    Every round calls each contender once, starting one further along the
+    list each round. A contender must not return before its work is done
+    (fetch a host value, e.g. with `.numpy()`).
+    """
+    names = list(contenders)
+    for _ in range(warmup):
+        for name in names:
+            contenders[name]()
+    seconds: dict[str, list[float]] = {name: [] for name in names}
+    for round_index in range(reps):
+        start = round_index % len(names)
+        for name in names[start:] + names[:start]:
+            began = time.perf_counter()
+            contenders[name]()
+            seconds[name].append(time.perf_counter() - began)
+    return {
+        name: Timing(statistics.median(values), min(values), max(values), len(values))
+        for name, values in seconds.items()
+    }
+
+
+def ratio(ours: Timing, peer: Timing) -> float:
+    """Median over median; below 1 means `ours` takes less time."""
+    return ours.median_s / peer.median_s
+
+
+def noisy(a: Timing, b: Timing) -> bool:
+    """Whether either spread is wider than the gap between the medians (then the ratio is not settled)."""
+    return max(a.spread_s, b.spread_s) > abs(a.median_s - b.median_s)
+
+
+def markdown_table(rows: list[dict], columns: list[str]) -> str:
+    """`rows` as a markdown table with the given columns; floats shown to 3 significant digits."""
+
+    def cell(value: object) -> str:
+        return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+    lines += ["| " + " | ".join(cell(row.get(column, "")) for column in columns) + " |" for row in rows]
+    return "\n".join(lines)

@@ -1,0 +1,148 @@
+"""The arithmetic of convert_to_coo, on inputs that have already been checked.
+
+Every op used here has CPU and GPU kernels. Where a shape depends on the data
+(`tf.where`, `tf.cond` predicates) the GPU has to tell the host a count; that
+is inherent to a dedup whose output length is data-dependent, and is why the
+padded, fixed-length form (`ops.pad_coo`) exists for XLA.
+
+Names: N ids in, M entries out (M <= N), S samples (rows). Comments count the
+bytes a step allocates, since avoiding N-sized buffers is the point of the
+fast paths. Shifted copies are made with `tf.roll` (one buffer) rather than
+`x[1:]` and `x[:-1]` (TensorFlow copies both slices).
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+
+def ragged_rows(row_splits: tf.Tensor, n: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """(rows int32 [N], row_changes bool [N], ids_per_row int32 [S]) from row_splits [S + 1].
+
+    `starts[i]` counts the rows whose first id is at position i (position 0
+    always counts row 0's, when N > 0). Its running sum minus one is the row
+    of each id, and `starts > 0` marks where a new row begins. O(N + S) and
+    two N-element int32 buffers; no [S, max_row_length] mask as a
+    repeat-based value_rowids builds.
+    """
+    splits = tf.cast(row_splits, tf.int32)  # 4S
+    first = splits[:-1]
+    ids_per_row = splits[1:] - first  # 4S
+    # Empty rows at the end start at position N, past the last id: a negative
+    # segment id makes unsorted_segment_sum drop them.
+    first = tf.where(first < n, first, -1)  # 4S
+    starts = tf.math.unsorted_segment_sum(tf.ones_like(first), first, n)  # 4S + 4N
+    return tf.cumsum(starts) - 1, starts > 0, ids_per_row  # 4N (the -1 reuses it) + N
+
+
+def sorted_rows_changes(rows: tf.Tensor) -> tf.Tensor:
+    """bool [N]: True where a row differs from the previous id's row, and at position 0."""
+    at_zero = tf.reshape(tf.sequence_mask([1], tf.size(rows)), [-1])  # N
+    return tf.logical_or(tf.not_equal(rows, tf.roll(rows, 1, axis=0)), at_zero)  # 4N + N
+
+
+def run_starts(row_changes: tf.Tensor, values: tf.Tensor) -> tf.Tensor:
+    """bool [N]: True where an entry of the output begins (a new row or a different id)."""
+    changed = tf.not_equal(values, tf.roll(values, 1, axis=0))  # 8N (int64 ids) + N
+    return tf.logical_or(row_changes, changed)
+
+
+def merge_adjacent(
+    rows: tf.Tensor,
+    values: tf.Tensor,
+    is_start: tf.Tensor,
+    weights: tf.Tensor,
+    *,
+    scalar_weight: bool,
+    per_row: tf.Tensor | None = None,
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """Merges each run of equal consecutive (row, id) pairs into one entry.
+
+    Args:
+      rows: int32 [N]; values: ids [N]; is_start: bool [N] from `run_starts`.
+      weights: float32 [N], or the shared float32 scalar when `scalar_weight`.
+      per_row: single-weight paths only: float32 [S], the gain one id of each
+        row contributes (weight times the row's combiner scale).
+
+    Returns:
+      (rows [M], values [M], gains [M]). Per-id weights: a gain is the sum of
+      its run's weights (the caller applies any scale). Single weight: the run
+      length times `weights`, or times `per_row` of its row.
+      When no run is longer than one (usual for one-hot features) the inputs
+      are passed through with no `where` and no gather of ids.
+    """
+
+    def unmerged():
+        if not scalar_weight:
+            return rows, values, weights
+        if per_row is not None:
+            return rows, values, tf.gather(per_row, rows)  # 4N: the output gains
+        return rows, values, tf.fill(tf.shape(values), weights)  # 4N: the output gains
+
+    def merged():
+        starts = tf.reshape(tf.where(is_start), [-1])  # 8M
+        out_rows = tf.gather(rows, starts)  # 4M
+        out_values = tf.gather(values, starts)  # 8M
+        if scalar_weight:
+            # A run ends where the next one starts, and the last id ends one.
+            # (Not tf.roll: it has no GPU kernel for bool.)
+            is_last = tf.concat([is_start[1:], [True]], axis=0)  # 2N: bool slice and concat
+            lasts = tf.reshape(tf.where(is_last), [-1])  # 8M
+            lengths = tf.cast(lasts - starts + 1, tf.float32)  # 4M (the subtraction reuses `lasts`)
+            unit = tf.gather(per_row, out_rows) if per_row is not None else weights
+            return out_rows, out_values, lengths * unit
+        run_of = tf.cumsum(tf.cast(is_start, tf.int32)) - 1  # 8N
+        gains = tf.math.unsorted_segment_sum(weights, run_of, tf.size(starts))  # 4M
+        return out_rows, out_values, gains
+
+    return tf.cond(tf.reduce_all(is_start), unmerged, merged)
+
+
+def inverse_or_zero(total: tf.Tensor, combiner: str) -> tf.Tensor:
+    """mean: 1 / total; sqrtn: 1 / sqrt(total) (total is then a sum of squares); 0 where total is 0."""
+    root = tf.sqrt(total) if combiner == "sqrtn" else total
+    return tf.math.reciprocal_no_nan(root)
+
+
+def row_scale_per_id(
+    rows: tf.Tensor,
+    weights: tf.Tensor,
+    out_rows: tf.Tensor,
+    out_gains: tf.Tensor,
+    sample_count,
+    combiner: str,
+) -> tf.Tensor:
+    """float32 [S]: the combiner scale of each row, from per-id weights.
+
+    mean sums the merged gains (M elements: merging only regrouped the same
+    sum); sqrtn needs the squares of the original N weights.
+    """
+    if combiner == "mean":
+        total = tf.math.unsorted_segment_sum(out_gains, out_rows, sample_count)
+    else:
+        total = tf.math.unsorted_segment_sum(tf.square(weights), rows, sample_count)  # 4N
+    return inverse_or_zero(total, combiner)
+
+
+def row_unit_gain(ids_per_row: tf.Tensor, weight: tf.Tensor, combiner: str) -> tf.Tensor:
+    """float32 [S] (or scalar): weight times its row's scale, when every id weighs `weight`.
+
+    sum(w) over a row of k ids is k * w and sum(w^2) is k * w^2, so only the
+    id count of each row is needed, never an N-element weight array.
+    """
+    k = tf.cast(ids_per_row, tf.float32)
+    total = k * weight if combiner == "mean" else k * (weight * weight)
+    return weight * inverse_or_zero(total, combiner)
+
+
+def count_values(values: tf.Tensor, size) -> tf.Tensor:
+    """int32 [size]: how often each of 0..size-1 occurs in the int32 `values` (others ignored).
+
+    The raw op, because `tf.math.bincount` first takes a max over `values` to
+    size its output, an extra pass we do not need when the size is known.
+    Its buffers scale with `size` (S), not with the number of values.
+    """
+    size = tf.convert_to_tensor(size, dtype=tf.int32)
+    return tf.raw_ops.DenseBincount(
+        input=values, size=size, weights=tf.zeros([0], tf.int32), binary_output=False
+    )

@@ -1,0 +1,136 @@
+"""`pad_coo`: COO of data-dependent length to a fixed capacity, so XLA compiles once.
+
+Padding entries are (row_id = sample_count, col_id = 0, gain = 0). Both
+halves of that are deliberate, and a consumer may rely on either:
+
+- the row: segment ops given `num_segments = sample_count + 1` put every
+  padding entry into an extra last segment, which the consumer slices off
+  (`out[:sample_count]`). This is what `ops.embedding_bag` does; it is exact
+  even when table row 0 holds inf or NaN.
+- the gain: a consumer that sums `gains * table[col_ids]` into
+  `num_segments = sample_count` cannot take row `sample_count` (the CPU
+  kernel rejects it), but one that masks by row or multiplies first sees a
+  zero contribution (col_id 0 is always a valid table row to gather).
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from ops._coo_checks import ID_DTYPES, Checks, as_tensor, label, static_count
+
+__all__ = ["pad_coo", "OVERFLOW_MODES"]
+
+OVERFLOW_MODES = ("error", "drop")
+
+
+# Plain TF ops and Python control flow on static facts only: nothing for autograph to convert,
+# and converting it would multiply the tracing time.
+@tf.autograph.experimental.do_not_convert
+def pad_coo(
+    row_ids,
+    col_ids,
+    gains,
+    capacity: int,
+    *,
+    sample_count: int | tf.Tensor,
+    overflow: str = "error",
+    name: str | None = None,
+) -> tuple[tf.Tensor, ...]:
+    """Pads (or truncates) COO tensors to exactly `capacity` entries.
+
+    Args:
+      row_ids: int32 (or int64) `[M]`; returned as int32.
+      col_ids: int32 or int64 `[M]`; dtype kept.
+      gains: float32 `[M]`.
+      capacity: the fixed output length, a Python int >= 0 (it becomes the
+        static shape XLA compiles for; stats.json's `capacity[b]["max"]` is a
+        sound choice for batches of b rows).
+      sample_count: the number of samples S, a Python int or int scalar tensor:
+        the row id given to padding entries.
+      overflow: what to do when M > capacity. "error" raises
+        InvalidArgumentError. "drop" keeps the first `capacity` entries and
+        drops the rest (the kept gains of a row cut in two keep the scale
+        convert_to_coo gave them: they are not renormalised).
+      name: feature name for error messages.
+
+    Returns:
+      `(row_ids, col_ids, gains)`, each with static shape `[capacity]`; with
+      `overflow="drop"` also `dropped`, an int32 scalar (M - capacity, or 0).
+
+    Raises:
+      ValueError: capacity not a non-negative int, unknown overflow mode,
+        wrong dtypes, or lengths that differ in their static shapes.
+      tf.errors.InvalidArgumentError: lengths that differ at run time, or
+        M > capacity with overflow="error".
+
+    Example:
+      >>> rows, cols, gains = pad_coo(
+      ...     tf.constant([0, 2], tf.int32), tf.constant([5, 9]), tf.constant([1.0, 0.5]),
+      ...     4, sample_count=3)
+      >>> rows.numpy().tolist(), cols.numpy().tolist(), gains.numpy().tolist()
+      ([0, 2, 3, 3], [5, 9, 0, 0], [1.0, 0.5, 0.0, 0.0])
+    """
+    where = label("pad_coo", name)
+    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
+        raise ValueError(f"{where}: capacity must be a Python int >= 0, got {capacity!r}")
+    if overflow not in OVERFLOW_MODES:
+        raise ValueError(f"{where}: unknown overflow mode {overflow!r}; expected one of {OVERFLOW_MODES}")
+    count = static_count(sample_count, "sample_count", where)
+    row_ids, col_ids, gains = _coo(row_ids, col_ids, gains, where)
+
+    checks = Checks()
+    length = tf.shape(row_ids, out_type=tf.int32)[0]
+    static_lengths = {t.shape[0] for t in (row_ids, col_ids, gains)}
+    if None in static_lengths:
+        checks.add(
+            lambda: tf.logical_and(tf.equal(tf.size(col_ids), length), tf.equal(tf.size(gains), length)),
+            f"{where}: check equal_lengths failed: row_ids, col_ids and gains must have equal lengths",
+        )
+    elif len(static_lengths) > 1:
+        raise ValueError(
+            f"{where}: row_ids, col_ids and gains have lengths {row_ids.shape[0]}, "
+            f"{col_ids.shape[0]} and {gains.shape[0]}; they must be equal"
+        )
+
+    dropped = None
+    if overflow == "error":
+        checks.add(
+            lambda: length <= capacity,
+            f"{where}: check capacity failed: more COO entries than capacity={capacity} "
+            "(raise the capacity, or choose overflow=drop)",
+        )
+        kept = length
+    else:
+        kept = tf.minimum(length, capacity)
+        dropped = length - kept
+        row_ids, col_ids, gains = row_ids[:kept], col_ids[:kept], gains[:kept]
+
+    row_ids, col_ids, gains = checks.guard(row_ids, col_ids, gains)
+    tail = [[0, capacity - kept]]
+    padded = (
+        tf.pad(row_ids, tail, constant_values=tf.cast(count, tf.int32)),
+        tf.pad(col_ids, tail, constant_values=tf.zeros([], col_ids.dtype)),
+        tf.pad(gains, tail, constant_values=0.0),
+    )
+    for t in padded:
+        t.set_shape([capacity])
+    return padded if dropped is None else (*padded, dropped)
+
+
+def _coo(row_ids, col_ids, gains, where: str) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    row_ids = as_tensor(row_ids, tf.int32)
+    col_ids = as_tensor(col_ids, tf.int64)
+    gains = as_tensor(gains, tf.float32)
+    for what, t in (("row_ids", row_ids), ("col_ids", col_ids)):
+        if t.dtype not in ID_DTYPES:
+            raise ValueError(f"{where}: {what} must be int32 or int64, got {t.dtype.name}")
+    if gains.dtype != tf.float32:
+        raise ValueError(f"{where}: gains must be float32, got {gains.dtype.name}")
+    for what, t in (("row_ids", row_ids), ("col_ids", col_ids), ("gains", gains)):
+        if t.shape.rank not in (None, 1):
+            raise ValueError(f"{where}: {what} must be 1-D, got shape {t.shape}")
+    row_ids = tf.ensure_shape(row_ids, [None]) if row_ids.shape.rank is None else row_ids
+    col_ids = tf.ensure_shape(col_ids, [None]) if col_ids.shape.rank is None else col_ids
+    gains = tf.ensure_shape(gains, [None]) if gains.shape.rank is None else gains
+    return tf.cast(row_ids, tf.int32), col_ids, gains
