@@ -103,19 +103,13 @@ def test_pad_to_capacity_gives_static_lengths_from_stats_json(tmp_path):
     assert padded["items"].row_ids.shape == [30] and padded["user"].col_ids.shape == [8]
     n = len(reference_coo(rows, "items", True)[0])
     got_rows, got_cols, got_gains = _lists(padded["items"])
-    assert (
-        got_rows[n:] == [8] * (30 - n)
-        and got_gains[n:] == [0.0] * (30 - n)
-        and got_cols[n:] == [0] * (30 - n)
-    )
+    assert got_rows[n:] == [8] * (30 - n) and got_gains[n:] == [0.0] * (30 - n) and got_cols[n:] == [0] * (30 - n)
     assert got_cols[:n] == reference_coo(rows, "items", True)[1]
     assert load_stats(str(tmp_path / "stats.json"))["num_rows"] == 100
 
 
 def test_pad_to_capacity_overflow_raises_or_drops_and_counts():
-    coo = Coo(
-        tf.constant([0, 0, 1], tf.int32), tf.constant([4, 5, 6], tf.int64), tf.constant([1.0, 1.0, 1.0])
-    )
+    coo = Coo(tf.constant([0, 0, 1], tf.int32), tf.constant([4, 5, 6], tf.int64), tf.constant([1.0, 1.0, 1.0]))
     with pytest.raises(tf.errors.InvalidArgumentError, match="capacity"):
         pad_to_capacity({"f": coo}, {"f": 2}, sample_count=2)
     dropped = tf.Variable(0, dtype=tf.int64)

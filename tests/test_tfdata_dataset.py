@@ -28,9 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def _window_max(rows, feature, size):
     """Most ids in any `size` consecutive rows (what stats.json's capacity max bounds)."""
     counts = np.array([len(r[feature]) for r in rows])
-    sums = (
-        np.convolve(counts, np.ones(size, dtype=int), mode="valid") if len(counts) >= size else [counts.sum()]
-    )
+    sums = np.convolve(counts, np.ones(size, dtype=int), mode="valid") if len(counts) >= size else [counts.sum()]
     return int(max(sums))
 
 
@@ -47,9 +45,7 @@ def shard_dirs(tmp_path_factory):
             f: {
                 "rows": len(ROWS),
                 "ids_per_row": {"max": max(len(r[f]) for r in ROWS)},
-                "capacity": {
-                    str(b): {"max": _window_max(ROWS, f, b), "p99_9": _window_max(ROWS, f, b)} for b in (16,)
-                },
+                "capacity": {str(b): {"max": _window_max(ROWS, f, b), "p99_9": _window_max(ROWS, f, b)} for b in (16,)},
             }
             for f in ("user", "items")
         },
@@ -68,9 +64,7 @@ def _all_rows(ds):
 
 @pytest.mark.parametrize("fmt", ["parquet", "tfrecord"])
 @pytest.mark.parametrize("batch_size,shuffle", [(7, False), (32, True), (1000, True)])
-def test_every_row_comes_out_once_per_epoch_with_ids_weights_and_label_intact(
-    shard_dirs, fmt, batch_size, shuffle
-):
+def test_every_row_comes_out_once_per_epoch_with_ids_weights_and_label_intact(shard_dirs, fmt, batch_size, shuffle):
     ds = make_dataset(shard_dirs[fmt], batch_size, shuffle=shuffle, seed=2, num_epochs=2, output="ragged")
     rows = _all_rows(ds)
     assert len(rows) == 300
@@ -132,9 +126,7 @@ def test_coo_output_without_capacities_has_the_combiner_folded_in(shard_dirs):
 def test_simulated_workers_read_disjoint_parts_that_cover_the_data(shard_dirs, fmt, workers):
     seen = []
     for index in range(workers):
-        ds = make_dataset(
-            shard_dirs[fmt], 10, num_shards=workers, index=index, shuffle=True, seed=4, output="ragged"
-        )
+        ds = make_dataset(shard_dirs[fmt], 10, num_shards=workers, index=index, shuffle=True, seed=4, output="ragged")
         labels = [r["label"] for r in _all_rows(ds)]
         assert labels, f"worker {index} read nothing"
         seen += labels
@@ -181,9 +173,11 @@ def _free_ports(n):
     return ports
 
 
-def _start_worker(args, task, cluster):
+def _start(args, tf_config=None):
     path = os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")])
-    env = {**os.environ, "PYTHONPATH": path, "TF_CONFIG": json.dumps({"cluster": cluster, "task": task})}
+    env = {**os.environ, "PYTHONPATH": path}
+    if tf_config is not None:
+        env["TF_CONFIG"] = json.dumps(tf_config)
     return subprocess.Popen(
         [sys.executable, os.path.join(HERE, "tfdata_workers.py"), *args],
         env=env,
@@ -204,54 +198,45 @@ def _result(process, timeout=240):
     return json.loads(line[len("RESULT ") :])
 
 
-@pytest.fixture(scope="module")
-def fresh_processes(shard_dirs, tmp_path_factory):
-    """Input read up to a point and saved here, then two new processes: MWMS workers, task 0 also resuming.
-
-    Returns `(first, whole, results)`: labels read before saving, labels of an
-    uninterrupted pass, and each worker's JSON result.
-    """
+def test_stopping_mid_epoch_and_resuming_in_a_new_process_continues_exactly(shard_dirs, tmp_path):
     from tfdata_workers import RESUME_ARGS, labels
 
-    work = tmp_path_factory.mktemp("resume")
     whole = {fmt: labels(make_dataset(shard_dirs[fmt], **RESUME_ARGS)) for fmt in ("parquet", "tfrecord")}
+    assert sorted(whole["parquet"]) == sorted(whole["tfrecord"]) == sorted(list(range(150)) * 2)
     first = {}
     iterator = iter(make_dataset(shard_dirs["parquet"], return_position=True, **RESUME_ARGS))
     taken = [next(iterator) for _ in range(12)]  # into the second epoch (10 batches per epoch)
     first["parquet_state"] = labels(taken)
-    (work / "state.json").write_text(InputState.from_tensor(taken[-1][2]).to_json())
+    (tmp_path / "state.json").write_text(InputState.from_tensor(taken[-1][2]).to_json())
     for name, fmt in (("parquet_checkpoint", "parquet"), ("tfrecord_checkpoint", "tfrecord")):
         iterator = iter(make_dataset(shard_dirs[fmt], **RESUME_ARGS))
         first[name] = labels([next(iterator) for _ in range(5)])
-        tf.train.Checkpoint(iterator=iterator).write(str(work / name))
-    cluster = {"worker": [f"localhost:{p}" for p in _free_ports(2)]}
-    dirs = [shard_dirs["parquet"], shard_dirs["tfrecord"]]
-    procs = [
-        _start_worker(dirs + ([str(work)] if i == 0 else []), {"type": "worker", "index": i}, cluster)
-        for i in range(2)
-    ]
-    results = [_result(p) for p in procs]
-    return first, whole, sorted(results, key=lambda r: r["task"])
-
-
-def test_two_multi_worker_mirrored_workers_on_localhost_split_the_data(fresh_processes):
-    _, _, results = fresh_processes
-    assert [r["workers"] for r in results] == [2, 2]
-    first, second = (set(r["labels"]) for r in results)
-    assert first and second and not first & second
-    assert sorted(results[0]["labels"] + results[1]["labels"]) == list(range(150))
-
-
-def test_stopping_mid_epoch_and_resuming_in_a_new_process_continues_exactly(fresh_processes):
-    first, whole, results = fresh_processes
-    rest = results[0]["resume"]
-    assert sorted(whole["parquet"]) == sorted(list(range(150)) * 2)
+        tf.train.Checkpoint(iterator=iterator).write(str(tmp_path / name))
+    rest = _result(_start(["resume", shard_dirs["parquet"], shard_dirs["tfrecord"], str(tmp_path)]))
     for name, fmt in (
         ("parquet_state", "parquet"),
         ("parquet_checkpoint", "parquet"),
         ("tfrecord_checkpoint", "tfrecord"),
     ):
         assert first[name] + rest[name] == whole[fmt], name
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    os.environ.get("SPARSEFLOW_MULTIWORKER_TEST") != "1",
+    reason="two worker processes (~40 s on 2 busy cores); run with SPARSEFLOW_MULTIWORKER_TEST=1",
+)
+def test_two_multi_worker_mirrored_workers_on_localhost_split_the_data(shard_dirs):
+    cluster = {"worker": [f"localhost:{p}" for p in _free_ports(2)]}
+    procs = [
+        _start(["mwms", shard_dirs["parquet"]], {"cluster": cluster, "task": {"type": "worker", "index": i}})
+        for i in range(2)
+    ]
+    results = sorted((_result(p) for p in procs), key=lambda r: r["task"])
+    assert [r["workers"] for r in results] == [2, 2]
+    first, second = (set(r["labels"]) for r in results)
+    assert first and second and not first & second
+    assert sorted(results[0]["labels"] + results[1]["labels"]) == list(range(150))
 
 
 def test_dlpack_hand_over_aliases_aligned_arrays_and_copies_others():

@@ -15,9 +15,7 @@ WORDS = ["", "a", "05db9164", "ünïcödé", "日本語", "123", "-7", " spaced 
 @pytest.mark.parametrize("salt", [None, 7, (133, 137)])
 def test_hash_ids_gives_the_buckets_of_keras_hashing_on_strings(salt):
     rng = np.random.default_rng(1)
-    words = WORDS + [
-        "".join(chr(c) for c in rng.integers(32, 0x2FF, rng.integers(0, 12))) for _ in range(200)
-    ]
+    words = WORDS + ["".join(chr(c) for c in rng.integers(32, 0x2FF, rng.integers(0, 12))) for _ in range(200)]
     ours = hash_ids(tf.constant(words), 1009, salt=salt).numpy()
     theirs = np.asarray(keras.layers.Hashing(num_bins=1009, salt=salt)(tf.constant(words)))
     np.testing.assert_array_equal(ours, theirs.reshape(ours.shape))

@@ -37,8 +37,8 @@ def _source(paths, batch_size, **kwargs):
 
 
 def _rows(flat):
-    """Flat arrays of one batch back to row dicts (order: price, user, items(+weights), label, position)."""
-    price, user_splits, user, items_splits, items, weights, label, _ = flat
+    """Flat arrays of one batch back to row dicts (layout: user group, items group, price block, label, position)."""
+    user_splits, user, items_splits, items, weights, price, label, _ = flat
     out = []
     for r in range(len(label)):
         p = float(price[r])
@@ -158,9 +158,7 @@ def test_missing_or_mistyped_columns_name_the_file_and_column(tmp_path):
         _source([path], 4)
     table = to_table(random_rows(5)).set_column(2, "user", pa.array([["x"]] * 5, pa.list_(pa.string())))
     pq.write_table(table, path)
-    with pytest.raises(
-        ValueError, match=r"column 'user' has type list<element: string>, expected list<int64>"
-    ):
+    with pytest.raises(ValueError, match=r"column 'user' has type list<element: string>, expected list<int64>"):
         _source([path], 4)
 
 
@@ -188,4 +186,4 @@ def test_null_lists_are_empty_rows_and_null_prices_are_nan(tmp_path):
         {"label": 0, "price": None, "user": [], "items": [1, 2], "items__weights": [0.5, 1.5]},
         {"label": 1, "price": 2.5, "user": [4], "items": [], "items__weights": []},
     ]
-    assert np.isnan(_source([path], 2).read(0)[0][0])
+    assert np.isnan(_source([path], 2).read(0)[5][0])

@@ -1,8 +1,8 @@
-"""Test data for the tf.data stage: random rows, shards written straight from the contract, rows read back.
+"""Test data for the tf.data stage: random rows as plain Python, shards, rows read back.
 
-Shards are written with pyarrow and tf.train.Example directly (the column
-and record conventions of the shard contract), so the readers under test are
-checked against data they did not produce. Every row's label is its row
+Shards are written with the sparse_io writers; `example_bytes` builds a
+`tf.train.Example` straight from the shard contract, to check the reader
+against records no sparse_io code produced. Every row's label is its row
 number, which identifies it in what comes out.
 """
 
@@ -13,8 +13,8 @@ import os
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from sparse_io import shard_name, write_parquet_shard, write_tfrecord_shard
 from sparse_io.schema import FeatureSpec, Schema
 
 SCHEMA = Schema(
@@ -54,17 +54,15 @@ def to_table(rows: list[dict], schema: Schema = SCHEMA) -> pa.Table:
 
 
 def write_parquet_shards(directory: str, rows: list[dict], num_files: int, row_group_size: int) -> list[str]:
-    """Rows split in order over `num_files` files (some may be empty), plus schema.json."""
+    """Rows split in order over `num_files` shards (trailing ones may be empty), plus schema.json."""
     os.makedirs(directory, exist_ok=True)
     per = math.ceil(len(rows) / num_files) if rows else 0
     paths = []
     for k in range(num_files):
-        part = rows[k * per : (k + 1) * per]
-        path = os.path.join(directory, f"part-{k:05d}-of-{num_files:05d}.parquet")
-        pq.write_table(to_table(part), path, row_group_size=row_group_size, compression="zstd")
+        path = os.path.join(directory, shard_name(k, num_files, ".parquet"))
+        write_parquet_shard(path, [to_table(rows[k * per : (k + 1) * per])], SCHEMA, row_group_size=row_group_size)
         paths.append(path)
-    with open(os.path.join(directory, "schema.json"), "w") as f:
-        f.write(SCHEMA.to_json())
+    SCHEMA.save(directory)
     return paths
 
 
@@ -73,9 +71,7 @@ def example_bytes(row: dict) -> bytes:
 
     feature = {
         "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[row["label"]])),
-        "price": tf.train.Feature(
-            float_list=tf.train.FloatList(value=[] if row["price"] is None else [row["price"]])
-        ),
+        "price": tf.train.Feature(float_list=tf.train.FloatList(value=[] if row["price"] is None else [row["price"]])),
         "user": tf.train.Feature(int64_list=tf.train.Int64List(value=row["user"])),
         "items": tf.train.Feature(int64_list=tf.train.Int64List(value=row["items"])),
         "items__weights": tf.train.Feature(float_list=tf.train.FloatList(value=row["items__weights"])),
@@ -84,19 +80,15 @@ def example_bytes(row: dict) -> bytes:
 
 
 def write_tfrecord_shards(directory: str, rows: list[dict], num_files: int) -> list[str]:
-    import tensorflow as tf
-
+    """As `write_parquet_shards`, one tf.train.Example per row (sparse_io's writer)."""
     os.makedirs(directory, exist_ok=True)
     per = math.ceil(len(rows) / num_files) if rows else 0
     paths = []
     for k in range(num_files):
-        path = os.path.join(directory, f"part-{k:05d}-of-{num_files:05d}.tfrecord")
-        with tf.io.TFRecordWriter(path) as w:
-            for row in rows[k * per : (k + 1) * per]:
-                w.write(example_bytes(row))
+        path = os.path.join(directory, shard_name(k, num_files, ".tfrecord"))
+        write_tfrecord_shard(path, [to_table(rows[k * per : (k + 1) * per])], SCHEMA)
         paths.append(path)
-    with open(os.path.join(directory, "schema.json"), "w") as f:
-        f.write(SCHEMA.to_json())
+    SCHEMA.save(directory)
     return paths
 
 

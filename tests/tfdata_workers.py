@@ -1,11 +1,10 @@
-"""The program tf.data tests run in fresh processes: a MultiWorkerMirroredStrategy worker that,
-as task 0, also resumes input saved by the test process.
+"""Programs the tf.data tests run in fresh processes.
 
-Usage (TF_CONFIG set):
-  python tests/tfdata_workers.py <parquet_dir> <tfrecord_dir> [<work_dir to resume from>]
+Usage:
+  python tests/tfdata_workers.py resume <parquet_dir> <tfrecord_dir> <work_dir>
+  python tests/tfdata_workers.py mwms <parquet_dir>        (TF_CONFIG set)
 
-Prints one JSON line (prefixed "RESULT ") on stdout. Both jobs share one
-process because importing TensorFlow is most of the cost.
+Each prints one JSON line (prefixed "RESULT ") on stdout.
 """
 
 from __future__ import annotations
@@ -17,9 +16,9 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
-from transforms import InputState, make_dataset  # noqa: E402
+from transforms import InputState, make_dataset
 
 RESUME_ARGS = dict(batch_size=16, shuffle=True, seed=9, num_epochs=2, output="ragged")
 
@@ -64,8 +63,6 @@ def mwms(shard_dir: str) -> dict:
 
 
 if __name__ == "__main__":
-    parquet_dir, tfrecord_dir, *work_dir = sys.argv[1:]
-    out = mwms(parquet_dir)
-    if work_dir:
-        out["resume"] = resume(parquet_dir, tfrecord_dir, work_dir[0])
+    mode, *args = sys.argv[1:]
+    out = resume(*args) if mode == "resume" else mwms(*args)
     print("RESULT " + json.dumps(out), flush=True)

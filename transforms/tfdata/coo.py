@@ -2,8 +2,10 @@
 
 Pure TensorFlow graph code (no `py_function`), vectorised over the batch, so
 they run in any `tf.data` pipeline, in the tf.data service and on
-accelerator hosts. They wrap `ops.to_coo` and `ops.pad_coo` for whole
-feature dicts, the element structure `make_dataset` delivers.
+accelerator hosts. They apply `ops.convert_to_coo` and the padding rule of
+`ops.pad_coo` to whole feature dicts, the element structure `make_dataset`
+delivers, converting features that share id dtype, weighting and combiner
+in one call (see `grouped`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import tensorflow as tf
 
 import ops
 from sparse_io.schema import WEIGHTS_SUFFIX
+from transforms.tfdata.grouped import convert_group, group_ragged, pad_coo_features
 
 __all__ = ["Coo", "to_coo", "pad_to_capacity", "capacity_from_stats", "load_stats", "STATS_FILE"]
 
@@ -88,8 +91,7 @@ def to_coo(
         return Coo(*ops.to_coo(features, weights, combiner=combiner, validate=validate))
     if not isinstance(features, Mapping):
         raise ValueError(
-            "to_coo: expected a RaggedTensor, a SparseTensor or a dict of them, "
-            f"got {type(features).__name__}"
+            f"to_coo: expected a RaggedTensor, a SparseTensor or a dict of them, got {type(features).__name__}"
         )
     overrides = {} if weights is None else weights
     if not isinstance(overrides, Mapping):
@@ -104,20 +106,43 @@ def to_coo(
     consumed = {
         name
         for name in features
-        if name.endswith(WEIGHTS_SUFFIX)
-        and isinstance(features.get(name[: -len(WEIGHTS_SUFFIX)]), _SPARSE_TYPES)
+        if name.endswith(WEIGHTS_SUFFIX) and isinstance(features.get(name[: -len(WEIGHTS_SUFFIX)]), _SPARSE_TYPES)
     }
+    sparse, weights_of = {}, {}
+    for name, value in features.items():
+        if name in consumed or not isinstance(value, _SPARSE_TYPES):
+            continue
+        _check_ids(value, name)
+        w = overrides.get(name, features.get(name + WEIGHTS_SUFFIX))
+        if isinstance(value, tf.SparseTensor) or isinstance(w, tf.SparseTensor):
+            how = combiner.get(name, "sum") if isinstance(combiner, Mapping) else combiner
+            sparse[name] = Coo(*ops.to_coo(value, w, combiner=how, validate=validate, name=name))
+            continue
+        if validate and isinstance(w, tf.RaggedTensor):
+            # Grouping reads weights by position: they must line up with the ids.
+            check = tf.debugging.assert_equal(
+                value.row_splits,
+                tf.cast(w.row_splits, value.row_splits.dtype),
+                message=f"feature {name!r}: check 'weights row_splits' failed: weights do not line up with ids",
+            )
+            with tf.control_dependencies([check]):
+                w = w.with_flat_values(tf.identity(w.flat_values))
+        sparse[name] = value
+        weights_of[name] = w
+    ragged = {n: v for n, v in sparse.items() if isinstance(v, tf.RaggedTensor)}
+    converted = {}
+    for group in group_ragged(ragged, weights_of, combiner):
+        converted.update(convert_group(group, validate=validate))
     out = {}
     for name, value in features.items():
         if name in consumed:
             continue
-        if not isinstance(value, _SPARSE_TYPES):
+        if name in converted:
+            out[name] = converted[name]
+        elif name in sparse:
+            out[name] = sparse[name]
+        else:
             out[name] = value
-            continue
-        _check_ids(value, name)
-        w = overrides.get(name, features.get(name + WEIGHTS_SUFFIX))
-        how = combiner.get(name, "sum") if isinstance(combiner, Mapping) else combiner
-        out[name] = Coo(*ops.to_coo(value, w, combiner=how, validate=validate, name=name))
     return out
 
 
@@ -191,9 +216,7 @@ def _resolve_capacities(capacities, names: list[str], batch_size: int | None, ki
         capacities = load_stats(capacities)
     if isinstance(capacities, Mapping) and "features" in capacities and "format_version" in capacities:
         if batch_size is None:
-            raise ValueError(
-                "pad_to_capacity: capacities from stats.json need batch_size (the batch's row count)"
-            )
+            raise ValueError("pad_to_capacity: capacities from stats.json need batch_size (the batch's row count)")
         return {n: capacity_from_stats(capacities, n, batch_size, kind=kind) for n in names}
     if not isinstance(capacities, Mapping):
         raise ValueError(
@@ -264,18 +287,7 @@ def pad_to_capacity(
         coo_features = {"<input>": coo_features}
     names = [n for n, v in coo_features.items() if isinstance(v, Coo)]
     caps = _resolve_capacities(capacities, names, batch_size, kind)
-    out = {}
-    losses = []
-    for name, value in coo_features.items():
-        if not isinstance(value, Coo):
-            out[name] = value
-            continue
-        padded = ops.pad_coo(*value, caps[name], sample_count=sample_count, overflow=overflow, name=name)
-        out[name] = Coo(*padded[:3])
-        if overflow == "drop":
-            losses.append(tf.cast(padded[3], tf.int64))
-    if dropped is not None and losses:
-        update = dropped.assign_add(tf.add_n(losses))
-        with tf.control_dependencies([update]):
-            out = {n: Coo(*(tf.identity(t) for t in v)) if isinstance(v, Coo) else v for n, v in out.items()}
+    if overflow not in ("error", "drop"):
+        raise ValueError(f"pad_to_capacity: overflow must be 'error' or 'drop', got {overflow!r}")
+    out = pad_coo_features(coo_features, caps, sample_count=sample_count, overflow=overflow, dropped=dropped)
     return out["<input>"] if single else out

@@ -22,7 +22,9 @@ import tensorflow as tf
 
 from sparse_io.schema import FeatureSpec, Schema, weights_column
 from transforms.tfdata.columns import Column, select_columns
-from transforms.tfdata.coo import capacity_from_stats, load_stats, pad_to_capacity, to_coo
+from transforms.tfdata.coo import capacity_from_stats, load_stats
+from transforms.tfdata.epochs import draw_seed, plain
+from transforms.tfdata.grouped import SparseGroup, convert_group, group_ragged, pad_coo_features
 from transforms.tfdata.parquet_source import ALIGNMENT, ParquetSource
 from transforms.tfdata.paths import list_files, read_schema, shard_format
 from transforms.tfdata.sharding import resolve_worker
@@ -138,11 +140,23 @@ def make_dataset(
     shards, worker = resolve_worker(input_context, num_shards, index)
     caps = _capacities(capacities, directory, columns, batch_size, capacity_kind) if output == "coo" else None
 
+    if output == "coo":
+        strings = [c.name for c in columns if c.is_sparse and c.dtype == "string"]
+        if strings:
+            raise ValueError(
+                f"feature(s) {strings} hold string ids; output='coo' needs integer ids "
+                "(hash them in the Beam stage, or read output='ragged' and apply hash_ids)"
+            )
+    combiners = _combiners(combiner, columns)
     if fmt == "parquet":
         if shuffle and seed is None:
             if start is not None:
                 raise ValueError("start: resuming a shuffled Parquet dataset needs the seed it was made with")
-            seed = int(np.random.SeedSequence().entropy % (1 << 63))
+            seed = draw_seed()
+        keyed: dict[tuple, list[str]] = {}
+        for c in columns:
+            if c.is_sparse:
+                keyed.setdefault((c.dtype, c.weighted, combiners.get(c.name, "sum")), []).append(c.name)
         source = ParquetSource(
             files,
             columns,
@@ -154,8 +168,10 @@ def make_dataset(
             index=worker,
             drop_remainder=drop_remainder,
             start=start,
+            groups=list(keyed.values()),
         )
-        raw = _parquet_batches(source, num_epochs, columns, label_column, drop_remainder)
+        raw = _parquet_batches(source, num_epochs)
+        parts = _flat_parts(source, combiners, batch_size if drop_remainder else None)
     else:
         if start is not None or return_position:
             raise ValueError(
@@ -176,18 +192,19 @@ def make_dataset(
             deterministic=deterministic,
             shuffle_buffer=shuffle_buffer,
         )
+        parts = _column_parts(columns, label_column, combiners)
     out = finish_batches(
         raw,
+        parts,
         columns,
-        label_column,
         batch_size,
         output=output,
         drop_remainder=drop_remainder,
         deterministic=deterministic,
         capacities=caps,
-        combiner=combiner,
         overflow=overflow,
         dropped=dropped,
+        has_label=label_column is not None,
         return_position=return_position,
     )
     options = tf.data.Options()
@@ -203,9 +220,7 @@ def _check_args(batch_size, output, num_epochs, capacities, shuffle_buffer, over
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     if output not in OUTPUTS:
         raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
-    if num_epochs is not None and (
-        isinstance(num_epochs, bool) or not isinstance(num_epochs, int) or num_epochs < 1
-    ):
+    if num_epochs is not None and (isinstance(num_epochs, bool) or not isinstance(num_epochs, int) or num_epochs < 1):
         raise ValueError(f"num_epochs must be a positive integer or None, got {num_epochs!r}")
     if capacities is not None and output != "coo":
         raise ValueError("capacities pad COO batches: they need output='coo'")
@@ -213,6 +228,24 @@ def _check_args(batch_size, output, num_epochs, capacities, shuffle_buffer, over
         raise ValueError(f"shuffle_buffer must be a positive integer, got {shuffle_buffer!r}")
     if overflow not in ("error", "drop"):
         raise ValueError(f"overflow must be 'error' or 'drop', got {overflow!r}")
+
+
+def _combiners(combiner, columns: Sequence[Column]) -> dict[str, str]:
+    """feature -> combiner; raises ValueError for unknown combiners or features."""
+    sparse = [c.name for c in columns if c.is_sparse]
+    if isinstance(combiner, str):
+        chosen = dict.fromkeys(sparse, combiner)
+    elif isinstance(combiner, Mapping):
+        unknown = sorted(set(combiner) - set(sparse))
+        if unknown:
+            raise ValueError(f"combiner names feature(s) that are not sparse features read: {unknown}")
+        chosen = {name: combiner.get(name, "sum") for name in sparse}
+    else:
+        raise ValueError(f"combiner must be a string or a dict feature -> string, got {combiner!r}")
+    bad = sorted({c for c in chosen.values() if c not in ("sum", "mean", "sqrtn")})
+    if bad:
+        raise ValueError(f"unknown combiner(s) {bad}; expected 'sum', 'mean' or 'sqrtn'")
+    return chosen
 
 
 def _capacities(capacities, directory: str, columns: Sequence[Column], batch_size: int, kind: str):
@@ -251,9 +284,7 @@ def _schema_from_parquet(path: str) -> Schema:
                 continue
             inner = t.value_type
             dtype = "int64" if pa.types.is_int64(inner) else "int32" if pa.types.is_int32(inner) else "string"
-            specs.append(
-                FeatureSpec(field.name, "sparse", dtype, weighted=weights_column(field.name) in names)
-            )
+            specs.append(FeatureSpec(field.name, "sparse", dtype, weighted=weights_column(field.name) in names))
         else:
             dtype = "int64" if pa.types.is_integer(t) else "float32"
             kind = "label" if field.name == "label" else "dense"
@@ -270,43 +301,66 @@ def _tensor(array: np.ndarray):
     return tf.convert_to_tensor(array)
 
 
-def _parquet_batches(source: ParquetSource, num_epochs, columns, label, drop_remainder) -> tf.data.Dataset:
-    """`range -> map(py_function(source.read))`, then the flat arrays regrouped per column."""
+def _parquet_batches(source: ParquetSource, num_epochs) -> tf.data.Dataset:
+    """`range -> map(py_function(source.read))`: flat tuples of tensors, see `ParquetSource.read`."""
     dtypes = [tf.string if d == "string" else tf.as_dtype(d) for d in source.output_dtypes()]
     total = source.num_batches(num_epochs)
 
     def read(i):
         return [_tensor(a) for a in source.read(int(i))]
 
-    rows = source.batch_size if drop_remainder else None
-    splits_len = rows + 1 if rows is not None else None
-
-    def regroup(*flat):
-        flat = list(flat)
-        out = {}
-        at = 0
-        for c in columns:
-            if c.is_sparse:
-                splits = tf.ensure_shape(flat[at], [splits_len])
-                ids = tf.ensure_shape(flat[at + 1], [None])
-                out[c.name] = tf.RaggedTensor.from_row_splits(ids, splits, validate=False)
-                at += 2
-                if c.weighted:
-                    weights = tf.ensure_shape(flat[at], [None])
-                    out[c.weights_name] = tf.RaggedTensor.from_row_splits(weights, splits, validate=False)
-                    at += 1
-            else:
-                out[c.name] = tf.ensure_shape(flat[at], [rows])
-                at += 1
-        if label is not None:
-            out[label.name] = tf.ensure_shape(flat[at], [rows])
-            at += 1
-        out[POSITION] = tf.ensure_shape(flat[at], [4])
-        return out
-
     ds = tf.data.Dataset.range(_ENDLESS if total is None else total)
-    ds = ds.map(lambda i: tuple(tf.py_function(read, [i], dtypes)))
-    return ds.map(regroup)
+    return ds.map(plain(lambda i: tuple(tf.py_function(read, [i], dtypes))))
+
+
+def _flat_parts(source: ParquetSource, combiners: Mapping[str, str], static_rows: int | None):
+    """Turns `ParquetSource.read`'s flat tensors into (sparse groups, dense, label, position)."""
+
+    def parts(*flat):
+        flat = list(flat)
+        position = tf.ensure_shape(flat.pop(), [4])
+        label = None
+        if source.label is not None:
+            label = tf.ensure_shape(flat.pop(), [static_rows])
+        dense = {}
+        if source.dense:
+            count = len(source.dense)
+            block = tf.ensure_shape(flat.pop(), [None if static_rows is None else count * static_rows])
+            for c, column in zip(source.dense, tf.unstack(tf.reshape(block, [count, -1]), num=count)):
+                dense[c.name] = tf.ensure_shape(column, [static_rows])
+        groups, at = [], 0
+        for members in source.groups:
+            count = len(members)
+            splits = tf.ensure_shape(flat[at], [None if static_rows is None else count * static_rows + 1])
+            rows = (tf.size(splits, out_type=tf.int64) - 1) // count
+            weighted = members[0].weighted
+            groups.append(
+                SparseGroup(
+                    [c.name for c in members],
+                    combiners.get(members[0].name, "sum"),
+                    rows,
+                    row_splits=splits,
+                    values=tf.ensure_shape(flat[at + 1], [None]),
+                    weights=tf.ensure_shape(flat[at + 2], [None]) if weighted else None,
+                    weighted=weighted,
+                )
+            )
+            at += 3 if weighted else 2
+        return groups, dense, label, position
+
+    return parts
+
+
+def _column_parts(columns: Sequence[Column], label: Column | None, combiner):
+    """Turns a dict of per-feature columns (TFRecord, logs) into (sparse groups, dense, label, position)."""
+
+    def parts(raw):
+        sparse = {c.name: raw[c.name] for c in columns if c.is_sparse}
+        weights = {c.name: raw[c.weights_name] for c in columns if c.is_sparse and c.weighted}
+        dense = {c.name: raw[c.name] for c in columns if not c.is_sparse}
+        return group_ragged(sparse, weights, combiner), dense, raw[label.name] if label else None, None
+
+    return parts
 
 
 def _to_sparse(ragged: tf.RaggedTensor) -> tf.SparseTensor:
@@ -315,65 +369,54 @@ def _to_sparse(ragged: tf.RaggedTensor) -> tf.SparseTensor:
     return sparse
 
 
-def _row_count(raw: dict, columns: Sequence[Column], label: Column | None):
-    if label is not None:
-        return tf.shape(raw[label.name], out_type=tf.int64)[0]
-    c = columns[0]
-    value = raw[c.name]
-    if isinstance(value, tf.RaggedTensor):
-        return value.nrows()
-    return tf.shape(value, out_type=tf.int64)[0]
-
-
 def finish_batches(
     raw: tf.data.Dataset,
+    parts,
     columns: Sequence[Column],
-    label: Column | None,
     batch_size: int,
     *,
     output: str,
     drop_remainder: bool,
     deterministic: bool,
     capacities: Mapping[str, int] | None,
-    combiner,
     overflow: str,
     dropped: tf.Variable | None,
+    has_label: bool,
     return_position: bool = False,
 ) -> tf.data.Dataset:
-    """Turns batches of raw columns (ragged ids, dense, label) into the delivered elements.
+    """Turns raw batches into the delivered elements, the same for every reader.
 
-    Shared by `make_dataset` and `make_log_dataset`, so both deliver the same
-    structure: `(features, label)`, `features` alone when there is no label,
-    plus the position when asked.
+    `parts(element)` gives `(sparse groups, dense dict, label or None,
+    position or None)`. Elements are `(features, label)`, `features` alone
+    when there is no label, plus the position when asked.
     """
-    feature_keys = []
-    for c in columns:
-        feature_keys.append(c.name)
-        if c.is_sparse and c.weighted:
-            feature_keys.append(c.weights_name)
+    static_rows = batch_size if drop_remainder else None
+    weights_name = {c.name: c.weights_name for c in columns if c.is_sparse}
 
-    def convert(raw_batch):
-        feats = {k: raw_batch[k] for k in feature_keys}
-        if output == "sparse":
-            feats = {k: _to_sparse(v) if isinstance(v, tf.RaggedTensor) else v for k, v in feats.items()}
-        elif output == "coo":
-            feats = to_coo(feats, combiner, validate=False)
+    def convert(*raw_batch):
+        groups, dense, label, position = parts(*raw_batch)
+        feats = {}
+        if output == "coo":
+            for group in groups:
+                feats.update(convert_group(group))
+            feats.update(dense)
             if capacities:
-                rows = batch_size if drop_remainder else _row_count(raw_batch, columns, label)
-                feats = pad_to_capacity(
-                    feats,
-                    capacities,
-                    sample_count=rows,
-                    batch_size=batch_size,
-                    overflow=overflow,
-                    dropped=dropped,
-                )
-        parts = [feats]
-        if label is not None:
-            parts.append(raw_batch[label.name])
+                rows = batch_size if drop_remainder else groups[0].rows if groups else tf.shape(label)[0]
+                feats = pad_coo_features(feats, capacities, sample_count=rows, overflow=overflow, dropped=dropped)
+        else:
+            for group in groups:
+                for f, name in enumerate(group.names):
+                    ids, weights = group.feature(f, static_rows)
+                    feats[name] = _to_sparse(ids) if output == "sparse" else ids
+                    if weights is not None:
+                        feats[weights_name[name]] = _to_sparse(weights) if output == "sparse" else weights
+            feats.update(dense)
+        out = [feats]
+        if has_label:
+            out.append(label)
         if return_position:
-            parts.append(raw_batch[POSITION])
-        return tuple(parts) if len(parts) > 1 else feats
+            out.append(position)
+        return tuple(out) if len(out) > 1 else feats
 
-    ds = raw.map(convert, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+    ds = raw.map(plain(convert), num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
     return ds.prefetch(tf.data.AUTOTUNE)

@@ -1,9 +1,10 @@
 """`make_log_dataset`: raw Criteo/CSV logs straight into training batches, graph-native.
 
 TextLineDataset -> numbered chunks of lines -> one regex check per line ->
-split, convert, hash (or look up) -> bad lines counted and skipped, or an
-error naming file, line, field and rule -> re-batched to exactly
-`batch_size` rows -> the same `(features, label)` elements as `make_dataset`.
+bad lines counted and skipped, or an error naming file, line, field and rule
+-> valid lines re-cut into batches of exactly `batch_size` -> split,
+convert, hash (or look up) -> the same `(features, label)` elements as
+`make_dataset`.
 No Python runs per batch, so it works inside the tf.data service (when the
 bad-line counter is not used: a dataset that captures a variable cannot be
 sent to the service).
@@ -19,8 +20,8 @@ import tensorflow as tf
 
 from sparse_io.schema import Schema, criteo_schema
 from transforms.tfdata.columns import Column, select_columns
-from transforms.tfdata.dataset import _capacities, _check_args, finish_batches
-from transforms.tfdata.epochs import draw_seed, epoch_seed, over_epochs
+from transforms.tfdata.dataset import _capacities, _check_args, _column_parts, _combiners, finish_batches
+from transforms.tfdata.epochs import draw_seed, epoch_seed, over_epochs, plain
 from transforms.tfdata.ids import hash_ids, lookup_ids, vocabulary_table
 from transforms.tfdata.log_parsing import LineFormat, LineParser
 from transforms.tfdata.paths import list_files
@@ -128,9 +129,7 @@ def make_log_dataset(
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     for what, var in (("bad_lines", bad_lines), ("padded_lines", padded_lines)):
-        if var is not None and (
-            not isinstance(var, tf.Variable) or var.dtype != tf.int64 or var.shape.rank != 0
-        ):
+        if var is not None and (not isinstance(var, tf.Variable) or var.dtype != tf.int64 or var.shape.rank != 0):
             raise ValueError(f"{what} must be an int64 scalar tf.Variable")
     if on_error == "skip" and bad_lines is None:
         raise ValueError(
@@ -160,14 +159,11 @@ def make_log_dataset(
     columns, label_column = select_columns(schema, features, label)
     id_maps = _id_maps(schema, columns, hash_bins, salt, vocabularies, num_oov_indices)
     out_columns = [
-        Column(c.name, c.kind, "int64" if c.is_sparse and c.name in id_maps else c.dtype, c.weighted)
-        for c in columns
+        Column(c.name, c.kind, "int64" if c.is_sparse and c.name in id_maps else c.dtype, c.weighted) for c in columns
     ]
     for c in out_columns:
         if c.is_sparse and c.dtype == "string" and output == "coo":
-            raise ValueError(
-                f"feature {c.name!r}: string ids need hash_bins or a vocabulary for output='coo'"
-            )
+            raise ValueError(f"feature {c.name!r}: string ids need hash_bins or a vocabulary for output='coo'")
     keep = [c.name for c in columns] + [c.weights_name for c in columns if c.is_sparse and c.weighted]
     if label_column is not None:
         keep.append(label_column.name)
@@ -178,20 +174,23 @@ def make_log_dataset(
     chosen = list(range(len(files))) if mine is None else mine
     chunk = lines_per_chunk or max(batch_size, 4096)
 
-    def parse(path, numbers, text):
+    def check(path, numbers, text):
+        """The valid lines of a chunk; bad ones counted (or an error naming the first)."""
         text = tf.strings.regex_replace(text, "\r$", "")
-        ok, padded, fields = parser.validate(text)
-        n_bad = tf.reduce_sum(tf.cast(tf.logical_not(ok), tf.int64))
+        ok, padded = parser.validate(text)
         effects = []
         if on_error == "raise":
             effects.append(_raise_on_bad(ok, path, numbers, text, parser))
         else:
-            effects.append(bad_lines.assign_add(n_bad))
+            effects.append(bad_lines.assign_add(tf.reduce_sum(tf.cast(tf.logical_not(ok), tf.int64))))
         if padded_lines is not None:
             effects.append(padded_lines.assign_add(tf.reduce_sum(tf.cast(padded, tf.int64))))
         with tf.control_dependencies(effects):
-            good = tf.boolean_mask(fields, ok)
-        cols = parser.columns(good)
+            return {"line": tf.boolean_mask(text, ok)}
+
+    def parse(batch):
+        """Columns of a batch of valid lines (hashed or looked up)."""
+        cols = parser.columns(parser.split(batch["line"])[0])
         out = {k: cols[k] for k in keep}
         for name, fn in id_maps.items():
             out[name] = fn(out[name])
@@ -209,7 +208,7 @@ def make_log_dataset(
             if shuffle:
                 # One seed per (epoch, file): files do not share a permutation pattern.
                 numbered = numbered.shuffle(shuffle_buffer, seed=epoch_seed(seed, epoch, 2 + number))
-            return numbered.batch(chunk).map(lambda numbers, text: (path, numbers, text))
+            return numbered.batch(chunk).map(plain(lambda numbers, text: (path, numbers, text)))
 
         paths = tf.data.Dataset.from_tensor_slices(
             (
@@ -219,32 +218,33 @@ def make_log_dataset(
             )
         )
         if shuffle and len(chosen) > 1:
-            paths = paths.shuffle(
-                len(chosen), seed=epoch_seed(seed, epoch, 0), reshuffle_each_iteration=False
-            )
+            paths = paths.shuffle(len(chosen), seed=epoch_seed(seed, epoch, 0), reshuffle_each_iteration=False)
         chunks = paths.interleave(
-            numbered_chunks,
-            cycle_length=min(len(chosen), 4),
+            plain(numbered_chunks),
+            # Unshuffled input is read file after file, in name order.
+            cycle_length=min(len(chosen), 4) if shuffle else 1,
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=deterministic,
         )
-        parsed = chunks.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
-        return rebatch(parsed, batch_size, drop_remainder=drop_remainder)
+        valid = chunks.map(plain(check), num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+        # Lines are re-cut into exact batches before parsing: one string column to carry, not forty.
+        lines = rebatch(valid, batch_size, drop_remainder=drop_remainder)
+        return lines.map(plain(parse), num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
 
     batches = over_epochs(num_epochs, one_epoch)
     caps = _capacities(capacities, "", out_columns, batch_size, "max") if output == "coo" else None
     out = finish_batches(
         batches,
+        _column_parts(out_columns, label_column, _combiners(combiner, out_columns)),
         out_columns,
-        label_column,
         batch_size,
         output=output,
         drop_remainder=drop_remainder,
         deterministic=deterministic,
         capacities=caps,
-        combiner=combiner,
         overflow=overflow,
         dropped=dropped,
+        has_label=label_column is not None,
     )
     options = tf.data.Options()
     options.deterministic = deterministic
@@ -323,9 +323,7 @@ def _id_maps(schema, columns: Sequence[Column], hash_bins, salt, vocabularies, n
     sparse = {c.name for c in columns if c.is_sparse}
     unknown = sorted((set(bins) | set(vocabularies)) - sparse)
     if unknown:
-        raise ValueError(
-            f"hash_bins/vocabularies name feature(s) that are not sparse features read: {unknown}"
-        )
+        raise ValueError(f"hash_bins/vocabularies name feature(s) that are not sparse features read: {unknown}")
     both = sorted(set(bins) & set(vocabularies))
     if both:
         raise ValueError(f"feature(s) {both} have both hash_bins and a vocabulary; choose one")

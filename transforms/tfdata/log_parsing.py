@@ -141,22 +141,26 @@ class LineParser:
         """`(fields [n, F] strings, field_count [n])`; short lines padded with "", quotes removed."""
         ragged = tf.strings.split(lines, self.format.delimiter)
         counts = ragged.row_lengths()
-        fields = ragged.to_tensor(default_value="", shape=[None, len(self.fields)])
+        fields = ragged.to_tensor(default_value="", shape=[lines.shape[0], len(self.fields)])
         if self.format.quotes:
             fields = tf.strings.regex_replace(fields, '^"(.*)"$', r"\1")
         return fields, counts
 
-    def validate(self, lines: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """`(ok [n] bool, padded [n] bool, fields [n, F])` for a batch of lines."""
+    def validate(self, lines: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """`(ok [n] bool, padded [n] bool)` for a batch of lines: valid, and valid but short."""
         ok = tf.strings.regex_full_match(lines, self.line_pattern)
-        fields, counts = self.split(lines)
-        padded = counts < len(self.fields)
-        for spec in self.schema.sparse:
-            if spec.weighted:
+        counts = tf.strings.length(lines) - tf.strings.length(
+            tf.strings.regex_replace(lines, _escape(self.format.delimiter), "")
+        )
+        padded = tf.logical_and(ok, counts + 1 < len(self.fields))
+        weighted = [spec for spec in self.schema.sparse if spec.weighted]
+        if weighted:
+            fields, _ = self.split(lines)
+            for spec in weighted:
                 ids = self._lengths(fields[:, self.positions[spec.name]])
                 weights = self._lengths(fields[:, self.positions[weights_column(spec.name)]])
                 ok = tf.logical_and(ok, tf.equal(ids, weights))
-        return ok, tf.logical_and(ok, padded), fields
+        return ok, padded
 
     def _lengths(self, column: tf.Tensor) -> tf.Tensor:
         seps = tf.strings.length(column) - tf.strings.length(
@@ -164,21 +168,47 @@ class LineParser:
         )
         return tf.where(tf.equal(column, ""), tf.zeros_like(seps), seps + 1)
 
-    def _ids(self, column: tf.Tensor, single: bool) -> tf.RaggedTensor:
+    def _list_ids(self, column: tf.Tensor) -> tf.RaggedTensor:
+        """A `[n]` column of separator-joined lists ("" = empty) as a `[n, None]` ragged of strings."""
         present = tf.not_equal(column, "")
-        if single:
-            return tf.RaggedTensor.from_row_lengths(
-                tf.boolean_mask(column, present), tf.cast(present, tf.int64), validate=False
-            )
         parts = tf.strings.split(tf.boolean_mask(column, present), self.format.list_separator)
         where = tf.where(present)
         lengths = tf.scatter_nd(where, parts.row_lengths(), tf.shape(column, out_type=tf.int64))
         return tf.RaggedTensor.from_row_lengths(parts.flat_values, lengths, validate=False)
 
+    def _single_ids(self, block: tf.Tensor) -> list[tf.RaggedTensor]:
+        """A `[n, r]` block of zero-or-one-id fields as r `[n, None]` ragged columns, in a few ops."""
+        by_column = tf.transpose(block)  # [r, n]
+        present = tf.not_equal(by_column, "")
+        values = tf.boolean_mask(tf.reshape(by_column, [-1]), tf.reshape(present, [-1]))  # column after column
+        counts = tf.reduce_sum(tf.cast(present, tf.int64), axis=1)
+        splits = tf.concat(
+            [tf.zeros([block.shape[1], 1], tf.int64), tf.cumsum(tf.cast(present, tf.int64), axis=1)], axis=1
+        )
+        parts = tf.split(values, counts, num=block.shape[1])
+        rows = tf.unstack(splits, num=block.shape[1])
+        return [tf.RaggedTensor.from_row_splits(v, r, validate=False) for v, r in zip(parts, rows)]
+
     def columns(self, fields: tf.Tensor) -> dict:
         """Columns of valid lines' fields: sparse -> `[n, None]` ragged (string or int64 ids,
-        float32 weights under `f__weights`), dense -> float32 `[n]` (NaN if missing), label `[n]`."""
+        float32 weights under `f__weights`), dense -> float32 `[n]` (NaN if missing), label `[n]`.
+
+        Dense fields are converted as one block, and so are zero-or-one-id
+        (Criteo hex) fields: the graph has a few ops per kind, not per column.
+        """
         out = {}
+        dense = [spec.name for spec in self.schema.dense]
+        if dense:
+            block = tf.gather(fields, [self.positions[n] for n in dense], axis=1)
+            empty = tf.equal(block, "")
+            values = tf.strings.to_number(tf.where(empty, "0", block), tf.float32)
+            values = tf.where(empty, tf.fill(tf.shape(values), float("nan")), values)
+            for j, column in enumerate(tf.unstack(values, num=len(dense), axis=1)):
+                out[dense[j]] = column
+        single = [s.name for s in self.schema.sparse if self.format.hex32]
+        if single:
+            block = tf.gather(fields, [self.positions[n] for n in single], axis=1)
+            out.update(zip(single, self._single_ids(block)))
         for spec in self.schema:
             column = fields[:, self.positions[spec.name]]
             if spec.kind == "label":
@@ -187,19 +217,15 @@ class LineParser:
                     out[spec.name] = tf.cast(value, tf.int32) if spec.dtype == "int32" else value
                 else:
                     out[spec.name] = tf.strings.to_number(column, tf.float32)
-            elif spec.kind == "dense":
-                empty = tf.equal(column, "")
-                value = tf.strings.to_number(tf.where(empty, "0", column), tf.float32)
-                out[spec.name] = tf.where(empty, tf.fill(tf.shape(value), float("nan")), value)
-            else:
-                ids = self._ids(column, single=self.format.hex32)
+            elif spec.is_sparse and spec.name not in out:
+                ids = self._list_ids(column)
                 if spec.dtype != "string":
                     ids = ids.with_flat_values(tf.strings.to_number(ids.flat_values, tf.int64))
                     if spec.dtype == "int32":
                         ids = ids.with_flat_values(tf.cast(ids.flat_values, tf.int32))
                 out[spec.name] = ids
                 if spec.weighted:
-                    w = self._ids(fields[:, self.positions[weights_column(spec.name)]], single=False)
+                    w = self._list_ids(fields[:, self.positions[weights_column(spec.name)]])
                     out[weights_column(spec.name)] = tf.RaggedTensor.from_row_splits(
                         tf.strings.to_number(w.flat_values, tf.float32), ids.row_splits, validate=False
                     )
@@ -209,10 +235,14 @@ class LineParser:
         """A scalar string saying why one bad line fails: the first failing field and its rule."""
         fields, counts = self.split(tf.reshape(line, [1]))
         count = counts[0]
-        patterns = [self._quoted(f.pattern) for f in self.fields]
-        oks = tf.stack(
-            [tf.strings.regex_full_match(fields[0, j], patterns[j]) for j in range(len(self.fields))]
-        )
+        # One regex op per distinct rule (a handful), not one per field.
+        by_rule: dict[str, list[int]] = {}
+        for j, f in enumerate(self.fields):
+            by_rule.setdefault(self._quoted(f.pattern), []).append(j)
+        oks = tf.zeros([len(self.fields)], tf.bool)
+        for pattern, where in by_rule.items():
+            matched = tf.strings.regex_full_match(tf.gather(fields[0], where), pattern)
+            oks = tf.tensor_scatter_nd_update(oks, [[j] for j in where], matched)
         first = tf.argmin(tf.cast(oks, tf.int32), output_type=tf.int32)
         names = tf.constant([f.name or f"column {j}" for j, f in enumerate(self.fields)])
         checks = tf.constant([f.check for f in self.fields])

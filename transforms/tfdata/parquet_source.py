@@ -88,17 +88,13 @@ def _arrow_kind(t: pa.DataType) -> str:
     return str(t)
 
 
-def _check_schema(
-    path: str, arrow_schema: pa.Schema, columns: Sequence[Column], label: Column | None
-) -> None:
+def _check_schema(path: str, arrow_schema: pa.Schema, columns: Sequence[Column], label: Column | None) -> None:
     """Raises ValueError naming the file and feature when a column is missing or mistyped."""
     names = set(arrow_schema.names)
     expected = []
     for c in columns:
         if c.is_sparse:
-            expected.append(
-                (c.name, {"int64": "list<int64>", "int32": "list<int32>"}.get(c.dtype, "list<string>"))
-            )
+            expected.append((c.name, {"int64": "list<int64>", "int32": "list<int32>"}.get(c.dtype, "list<string>")))
             if c.weighted:
                 expected.append((c.weights_name, "list<float>"))
         else:
@@ -110,9 +106,7 @@ def _check_schema(
             raise ValueError(f"{path}: column {name!r} is missing (the file has {arrow_schema.names})")
         got = _arrow_kind(arrow_schema.field(name).type)
         if got != kind:
-            raise ValueError(
-                f"{path}: column {name!r} has type {arrow_schema.field(name).type}, expected {kind}"
-            )
+            raise ValueError(f"{path}: column {name!r} has type {arrow_schema.field(name).type}, expected {kind}")
 
 
 class _Arena:
@@ -145,6 +139,9 @@ class ParquetSource:
         user gives none).
       num_shards, index: the worker (see `sharding.plan_units`).
       start: resume here (an `InputState` of this plan).
+      groups: sparse feature names to lay end to end in one set of arrays
+        (each group sharing id dtype and weighting); default: one group per
+        (id dtype, weighted) pair, in column order.
 
     Raises:
       ValueError: a file lacks a column or has a wrong type, the worker's
@@ -165,6 +162,7 @@ class ParquetSource:
         index: int,
         drop_remainder: bool,
         start: InputState | None = None,
+        groups: Sequence[Sequence[str]] | None = None,
     ):
         self.files = list(files)
         self.columns = list(columns)
@@ -173,6 +171,8 @@ class ParquetSource:
         self.shuffle = bool(shuffle)
         self.seed = int(seed)
         self.drop_remainder = bool(drop_remainder)
+        self.groups = _check_groups(self.columns, groups)
+        self.dense = [c for c in self.columns if not c.is_sparse]
         self._read_names = []
         for c in self.columns:
             self._read_names.append(c.name)
@@ -328,9 +328,7 @@ class ParquetSource:
             future = self._loads.get(unit_id)
             if future is None:
                 if self._executor is None:
-                    self._executor = concurrent.futures.ThreadPoolExecutor(
-                        1, thread_name_prefix="parquet-read"
-                    )
+                    self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="parquet-read")
                 future = self._executor.submit(self._load, unit_id)
                 self._loads[unit_id] = future
                 while len(self._loads) > _CACHED_UNITS:
@@ -363,13 +361,13 @@ class ParquetSource:
     def output_dtypes(self) -> list[np.dtype | str]:
         """The flat dtypes `read` returns, in order (see `read`)."""
         out: list[np.dtype | str] = []
-        for c in self.columns:
-            if c.is_sparse:
-                out += [np.dtype(np.int64), "string" if c.dtype == "string" else np.dtype(c.dtype)]
-                if c.weighted:
-                    out.append(np.dtype(np.float32))
-            else:
+        for group in self.groups:
+            first = group[0]
+            out += [np.dtype(np.int64), "string" if first.dtype == "string" else np.dtype(first.dtype)]
+            if first.weighted:
                 out.append(np.dtype(np.float32))
+        if self.dense:
+            out.append(np.dtype(np.float32))
         if self.label is not None:
             out.append(np.dtype(self.label.dtype))
         out.append(np.dtype(np.int64))
@@ -393,50 +391,84 @@ class ParquetSource:
     def read(self, i: int) -> list[np.ndarray]:
         """Batch `i` as flat arrays.
 
-        Per feature in `columns` order: sparse -> row_splits int64 `[n + 1]`,
-        ids `[nnz]`, then weights float32 `[nnz]` when weighted; dense ->
-        float32 `[n]` (NaN where missing). Then the label `[n]` if any, and
-        last the position after this batch, int64 `[4]`
+        Per group of F sparse features (`groups`), laid end to end: row_splits
+        int64 `[F*n + 1]` (feature f's rows are `f*n .. f*n + n`), ids, and
+        float32 weights when weighted. Then the dense features as one float32
+        `[D*n]` block, feature after feature (NaN where missing), if any; the
+        label `[n]` if any; last the position after this batch, int64 `[4]`
         (epoch, shard, row, fingerprint). Numeric arrays are 64-byte aligned
         and freshly allocated (safe to alias).
         """
         epoch, begin, end = self.locate(int(i))
         pieces = self.pieces(epoch, begin, end)
         n = end - begin
-        layouts = []  # per column: per piece layout
+        layouts = []  # per group: per feature: per piece layout
         sizes: list[tuple[int, np.dtype]] = []
-        for c in self.columns:
-            if c.is_sparse:
-                per_piece = [_sparse_layout(loaded.columns[c.name], rows) for loaded, rows in pieces]
-                nnz = sum(p[2] for p in per_piece)
-                layouts.append((per_piece, nnz))
-                sizes.append((n + 1, np.dtype(np.int64)))
-                if c.dtype != "string":
-                    sizes.append((nnz, np.dtype(c.dtype)))
-                if c.weighted:
-                    sizes.append((nnz, np.dtype(np.float32)))
-            else:
-                layouts.append(None)
-                sizes.append((n, np.dtype(np.float32)))
+        for group in self.groups:
+            per_feature = [[_sparse_layout(loaded.columns[c.name], rows) for loaded, rows in pieces] for c in group]
+            nnz = [sum(p[2] for p in per_piece) for per_piece in per_feature]
+            layouts.append((per_feature, nnz))
+            sizes.append((len(group) * n + 1, np.dtype(np.int64)))
+            if group[0].dtype != "string":
+                sizes.append((sum(nnz), np.dtype(group[0].dtype)))
+            if group[0].weighted:
+                sizes.append((sum(nnz), np.dtype(np.float32)))
+        if self.dense:
+            sizes.append((len(self.dense) * n, np.dtype(np.float32)))
         if self.label is not None:
             sizes.append((n, np.dtype(self.label.dtype)))
         arrays = iter(_Arena(sizes).arrays)
         out: list[np.ndarray] = []
-        for c, layout in zip(self.columns, layouts):
-            if c.is_sparse:
-                per_piece, nnz = layout
-                splits = next(arrays)
-                ids = next(arrays) if c.dtype != "string" else None
-                weights = next(arrays) if c.weighted else None
-                ids = _fill_sparse(pieces, c.name, per_piece, splits, ids, weights, nnz)
-                out += [splits, ids] + ([weights] if c.weighted else [])
-            else:
-                out.append(_fill_rows(pieces, c.name, next(arrays)))
+        for group, (per_feature, nnz) in zip(self.groups, layouts):
+            splits = next(arrays)
+            ids = next(arrays) if group[0].dtype != "string" else None
+            weights = next(arrays) if group[0].weighted else None
+            strings, start = [], 0
+            for f, (c, per_piece) in enumerate(zip(group, per_feature)):
+                stop = start + nnz[f]
+                filled = _fill_sparse(
+                    pieces,
+                    c.name,
+                    per_piece,
+                    splits[f * n : (f + 1) * n + 1],
+                    None if ids is None else ids[start:stop],
+                    None if weights is None else weights[start:stop],
+                    start,
+                )
+                strings.append(filled)
+                start = stop
+            if ids is None:
+                ids = np.concatenate(strings) if strings else np.zeros(0, dtype=object)
+            out += [splits, ids] + ([weights] if weights is not None else [])
+        if self.dense:
+            block = next(arrays)
+            for j, c in enumerate(self.dense):
+                _fill_rows(pieces, c.name, block[j * n : (j + 1) * n])
+            out.append(block)
         if self.label is not None:
             out.append(_fill_rows(pieces, self.label.name, next(arrays)))
         state = self.position(epoch, end)
         out.append(np.array([state.epoch, state.shard, state.row, state.fingerprint], dtype=np.int64))
         return out
+
+
+def _check_groups(columns: Sequence[Column], groups: Sequence[Sequence[str]] | None) -> list[list[Column]]:
+    sparse = {c.name: c for c in columns if c.is_sparse}
+    if groups is None:
+        keyed: dict[tuple, list[Column]] = {}
+        for c in sparse.values():
+            keyed.setdefault((c.dtype, c.weighted), []).append(c)
+        return list(keyed.values())
+    named = [name for group in groups for name in group]
+    if sorted(named) != sorted(sparse):
+        raise ValueError(f"groups must name every sparse feature once: got {named}, features {sorted(sparse)}")
+    out = []
+    for group in groups:
+        members = [sparse[name] for name in group]
+        if len({(c.dtype, c.weighted) for c in members}) != 1:
+            raise ValueError(f"group {list(group)}: features of a group share id dtype and weighting")
+        out.append(members)
+    return [g for g in out if g]
 
 
 def _dense(column: pa.ChunkedArray) -> np.ndarray:
@@ -471,9 +503,10 @@ def _sparse_layout(sparse: _Sparse, rows: slice | np.ndarray) -> tuple:
     return ("take", (starts, lengths), int(lengths.sum()))
 
 
-def _fill_sparse(pieces, name, per_piece, splits, ids, weights, nnz) -> np.ndarray:
-    """Writes one sparse column of a batch; returns the ids array (an object array for strings)."""
-    splits[0] = 0
+def _fill_sparse(pieces, name, per_piece, splits, ids, weights, start: int) -> np.ndarray:
+    """Writes one sparse column of a batch: `splits` `[n + 1]` from `start`, ids and weights
+    (views into the group's arrays). Returns the ids (an object array for strings)."""
+    splits[0] = start
     row, base = 0, 0
     strings = []
     for (loaded, _rows), (kind, info, count) in zip(pieces, per_piece):
@@ -481,7 +514,7 @@ def _fill_sparse(pieces, name, per_piece, splits, ids, weights, nnz) -> np.ndarr
         if kind == "slice":
             sub = info
             r = len(sub) - 1
-            np.subtract(sub[1:], sub[0] - base, out=splits[row + 1 : row + 1 + r])
+            np.subtract(sub[1:], sub[0] - base - start, out=splits[row + 1 : row + 1 + r])
             src = slice(int(sub[0]), int(sub[0]) + count)
             if ids is not None:
                 np.copyto(ids[base : base + count], sparse.values[src])
@@ -494,7 +527,7 @@ def _fill_sparse(pieces, name, per_piece, splits, ids, weights, nnz) -> np.ndarr
             r = len(starts)
             seg = splits[row + 1 : row + 1 + r]
             np.cumsum(lengths, out=seg)
-            seg += base
+            seg += base + start
             index = _gather_index(starts, lengths, count)
             if ids is not None:
                 np.take(sparse.values, index, out=ids[base : base + count], mode="clip")

@@ -38,9 +38,7 @@ def list_files(path: str | Sequence[str], suffixes: Sequence[str] | None = None)
         files = [f for f in tf.io.gfile.glob(path) if not os.path.basename(f).startswith(".")]
     files = sorted(set(files))
     if not files:
-        raise ValueError(
-            f"no input files match {path!r}" + (f" (looking for {list(suffixes)})" if suffixes else "")
-        )
+        raise ValueError(f"no input files match {path!r}" + (f" (looking for {list(suffixes)})" if suffixes else ""))
     return files
 
 

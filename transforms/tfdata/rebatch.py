@@ -1,35 +1,37 @@
 """Re-batching in the graph: batches of any row count to batches of exactly `batch_size`.
 
 Elements are dicts of columns with a common row count: dense `[n]` tensors
-and `[n, None]` RaggedTensors. A `Dataset.scan` carries the rows left over
-from the previous input and emits, per input, the full batches it completes
-(as one `[k, B, ...]` nested ragged value that is then unbatched at the
-batch level): the work is a few ops per column per input batch, never per row.
-Used where rows get dropped after batching (bad log lines), so batch sizes
-stay exact.
+and `[n, None]` RaggedTensors. Columns are first packed by dtype (dense
+columns into one `[n, k]` matrix, ragged ones into one `[n, r, None]` value
+whose ids are laid out row by row), so the work per input batch is a few ops
+per dtype, not per column: a Criteo batch has 40 columns but 3 groups.
+
+A `Dataset.scan` carries the rows left over from the previous input and
+emits, per input, the full batches it completes (one nested ragged value,
+then unbatched at the batch level, never per row). Used where rows get
+dropped after batching (bad log lines), so batch sizes stay exact.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
+from transforms.tfdata.epochs import plain
+
 __all__ = ["rebatch"]
 
 
-def _empty(spec) -> object:
-    if isinstance(spec, tf.RaggedTensorSpec):
-        return (tf.zeros([0], tf.int64), tf.constant([], dtype=spec.dtype))
-    return tf.constant([], dtype=spec.dtype)
-
-
-def _flatten(value) -> object:
-    if isinstance(value, tf.RaggedTensor):
-        return (tf.cast(value.row_lengths(), tf.int64), value.flat_values)
-    return value
+def _groups(specs: dict) -> tuple[dict, dict]:
+    """`(dense, ragged)`: dtype name -> sorted column names."""
+    dense, ragged = {}, {}
+    for k in sorted(specs):
+        target = ragged if isinstance(specs[k], tf.RaggedTensorSpec) else dense
+        target.setdefault(specs[k].dtype.name, []).append(k)
+    return dense, ragged
 
 
 def rebatch(dataset: tf.data.Dataset, batch_size: int, *, drop_remainder: bool) -> tf.data.Dataset:
-    """Re-cuts each pass over `dataset` into batches of exactly `batch_size` rows.
+    """Re-cuts `dataset` into batches of exactly `batch_size` rows.
 
     Rows keep their order; the last batch is smaller (or dropped with
     `drop_remainder`). `rebatch(one_epoch, ...).repeat(n)` gives every epoch
@@ -52,35 +54,47 @@ def rebatch(dataset: tf.data.Dataset, batch_size: int, *, drop_remainder: bool) 
     specs = dataset.element_spec
     if not isinstance(specs, dict) or not specs:
         raise ValueError("rebatch: elements must be non-empty dicts of columns")
-    keys = sorted(specs)
-    for k in keys:
-        spec = specs[k]
+    for k, spec in specs.items():
         ragged = isinstance(spec, tf.RaggedTensorSpec)
         if ragged and (spec.ragged_rank != 1 or spec.shape.rank != 2):
             raise ValueError(f"rebatch: column {k!r} must be [n, None] with ragged_rank 1, got {spec}")
         if not ragged and (not isinstance(spec, tf.TensorSpec) or spec.shape.rank != 1):
-            raise ValueError(
-                f"rebatch: column {k!r} must be a [n] Tensor or [n, None] RaggedTensor, got {spec}"
-            )
+            raise ValueError(f"rebatch: column {k!r} must be a [n] Tensor or [n, None] RaggedTensor, got {spec}")
+    dense, ragged = _groups(specs)
     b = tf.constant(batch_size, tf.int64)
-    first_key = keys[0]
 
-    def flagged(x):
-        return {k: _flatten(x[k]) for k in keys}, tf.constant(False)
+    def pack(x):
+        state = {}
+        for dtype, names in dense.items():
+            state["d_" + dtype] = tf.stack([x[k] for k in names], axis=1)  # [n, k]
+        for dtype, names in ragged.items():
+            wide = tf.ragged.stack([x[k] for k in names], axis=1)  # [n, r, None], ids row by row
+            state["r_" + dtype] = (
+                tf.reshape(tf.cast(wide.values.row_lengths(), tf.int64), [-1, len(names)]),
+                wide.flat_values,
+            )
+        return state, tf.constant(False)
 
-    empty = {k: _empty(specs[k]) for k in keys}
-    marked = dataset.map(flagged).concatenate(tf.data.Dataset.from_tensors((empty, tf.constant(True))))
+    def empty():
+        state = {}
+        for dtype, names in dense.items():
+            state["d_" + dtype] = tf.zeros([0, len(names)], tf.as_dtype(dtype))
+        for dtype, names in ragged.items():
+            state["r_" + dtype] = (tf.zeros([0, len(names)], tf.int64), tf.zeros([0], tf.as_dtype(dtype)))
+        return state
+
+    marked = dataset.map(plain(pack)).concatenate(tf.data.Dataset.from_tensors((empty(), tf.constant(True))))
 
     def step(state, inputs):
         x, flush = inputs
         joined = {}
-        for k in keys:
-            if isinstance(specs[k], tf.RaggedTensorSpec):
-                joined[k] = (tf.concat([state[k][0], x[k][0]], 0), tf.concat([state[k][1], x[k][1]], 0))
+        for key, value in state.items():
+            if key.startswith("d_"):
+                joined[key] = tf.concat([value, x[key]], 0)
             else:
-                joined[k] = tf.concat([state[k], x[k]], 0)
-        head = joined[first_key]
-        n = tf.size(head[0] if isinstance(head, tuple) else head, out_type=tf.int64)
+                joined[key] = (tf.concat([value[0], x[key][0]], 0), tf.concat([value[1], x[key][1]], 0))
+        first = next(iter(joined.values()))
+        n = tf.shape(first[0] if isinstance(first, tuple) else first, out_type=tf.int64)[0]
         full = n // b
         rest = n - full * b
         partial = tf.logical_and(flush, rest > 0) if not drop_remainder else tf.constant(False)
@@ -89,35 +103,43 @@ def rebatch(dataset: tf.data.Dataset, batch_size: int, *, drop_remainder: bool) 
         emit = full * b + extra * rest
         keep_from = tf.where(flush, n, emit)  # a flush ends the pass: nothing is carried over
         out, new_state = {}, {}
-        for k in keys:
-            if isinstance(specs[k], tf.RaggedTensorSpec):
-                row_lengths, values = joined[k]
-                m = tf.reduce_sum(row_lengths[:emit])
-                total = tf.size(values, out_type=tf.int64)
-                inner = tf.RaggedTensor.from_row_lengths(values[:m], row_lengths[:emit], validate=False)
-                out[k] = tf.RaggedTensor.from_row_lengths(inner, lengths, validate=False)
-                values_from = tf.where(flush, total, m)
-                new_state[k] = (row_lengths[keep_from:], values[values_from:])
+        for key, value in joined.items():
+            if key.startswith("d_"):
+                out[key] = tf.RaggedTensor.from_row_lengths(value[:emit], lengths, validate=False)
+                new_state[key] = value[keep_from:]
             else:
-                out[k] = tf.RaggedTensor.from_row_lengths(joined[k][:emit], lengths, validate=False)
-                new_state[k] = joined[k][keep_from:]
+                row_lengths, values = value
+                width = tf.shape(row_lengths, out_type=tf.int64)[1]
+                emitted = row_lengths[:emit]
+                m = tf.reduce_sum(emitted)
+                inner = tf.RaggedTensor.from_row_lengths(values[:m], tf.reshape(emitted, [-1]), validate=False)
+                rows = tf.RaggedTensor.from_uniform_row_length(inner, width, validate=False)
+                out[key] = tf.RaggedTensor.from_row_lengths(rows, lengths, validate=False)
+                values_from = tf.where(flush, tf.size(values, out_type=tf.int64), m)
+                new_state[key] = (row_lengths[keep_from:], values[values_from:])
         return new_state, out
 
-    groups = marked.scan(empty, step)
+    groups = marked.scan(empty(), plain(step))
     batches = groups.flat_map(tf.data.Dataset.from_tensor_slices)
     rows = batch_size if drop_remainder else None
 
-    def shape(batch):
+    def unpack(batch):
         out = {}
-        for k in keys:
-            value = batch[k]
-            if isinstance(specs[k], tf.RaggedTensorSpec):
-                splits = tf.ensure_shape(value.row_splits, [None if rows is None else rows + 1])
-                out[k] = tf.RaggedTensor.from_row_splits(value.flat_values, splits, validate=False)
-            else:
-                if isinstance(value, tf.RaggedTensor):
-                    value = value.flat_values
-                out[k] = tf.ensure_shape(value, [rows])
+        for dtype, names in dense.items():
+            matrix = batch["d_" + dtype]
+            if isinstance(matrix, tf.RaggedTensor):
+                matrix = matrix.to_tensor()
+            matrix = tf.ensure_shape(matrix, [rows, len(names)])
+            for j, k in enumerate(names):
+                out[k] = matrix[:, j]
+        for dtype, names in ragged.items():
+            wide = batch["r_" + dtype]  # [b, r, None] with uniform r
+            by_row = wide.values  # [b * r, None]
+            count = wide.nrows()
+            for j, k in enumerate(names):
+                picked = tf.gather(by_row, tf.range(j, count * len(names), len(names), dtype=tf.int64))
+                splits = tf.ensure_shape(picked.row_splits, [None if rows is None else rows + 1])
+                out[k] = tf.RaggedTensor.from_row_splits(picked.flat_values, splits, validate=False)
         return out
 
-    return batches.map(shape)
+    return batches.map(plain(unpack))

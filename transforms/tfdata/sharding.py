@@ -31,9 +31,7 @@ class Unit:
         return self.stop - self.start
 
 
-def resolve_worker(
-    input_context=None, num_shards: int | None = None, index: int | None = None
-) -> tuple[int, int]:
+def resolve_worker(input_context=None, num_shards: int | None = None, index: int | None = None) -> tuple[int, int]:
     """Returns `(num_shards, index)` from a `tf.distribute.InputContext` or explicit values.
 
     Raises:

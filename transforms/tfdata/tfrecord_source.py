@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from transforms.tfdata.columns import Column
-from transforms.tfdata.epochs import draw_seed, epoch_seed, over_epochs
+from transforms.tfdata.epochs import draw_seed, epoch_seed, over_epochs, plain
 from transforms.tfdata.sharding import split_files
 
 __all__ = ["tfrecord_dataset", "parse_spec"]
@@ -80,8 +80,7 @@ def parse_batch(serialized: tf.Tensor, columns: Sequence[Column], label: Column 
             checks.append(
                 _check_rows(
                     lengths <= 1,
-                    f"feature {c.name!r}: check 'one value per row' failed: "
-                    "a dense feature holds 0 or 1 values",
+                    f"feature {c.name!r}: check 'one value per row' failed: a dense feature holds 0 or 1 values",
                 )
             )
             first = value.to_tensor(default_value=float("nan"), shape=[None, 1])[:, 0]
@@ -92,10 +91,7 @@ def parse_batch(serialized: tf.Tensor, columns: Sequence[Column], label: Column 
     if not checks:
         return features
     with tf.control_dependencies(checks):
-        return {
-            k: tf.identity(v) if isinstance(v, tf.Tensor) else _ragged_identity(v)
-            for k, v in features.items()
-        }
+        return {k: tf.identity(v) if isinstance(v, tf.Tensor) else _ragged_identity(v) for k, v in features.items()}
 
 
 def _ragged_identity(r: tf.RaggedTensor) -> tf.RaggedTensor:
@@ -138,11 +134,9 @@ def tfrecord_dataset(
             paths = [files[f] for f in mine]
             names = tf.data.Dataset.from_tensor_slices(paths)
             if len(paths) > 1:
-                names = names.shuffle(
-                    len(paths), seed=epoch_seed(seed, epoch, 0), reshuffle_each_iteration=False
-                )
+                names = names.shuffle(len(paths), seed=epoch_seed(seed, epoch, 0), reshuffle_each_iteration=False)
             records = names.interleave(
-                lambda path: tf.data.TFRecordDataset(path, compression_type=compression_type),
+                plain(lambda path: tf.data.TFRecordDataset(path, compression_type=compression_type)),
                 cycle_length=min(len(paths), 4),
                 num_parallel_calls=tf.data.AUTOTUNE,
                 deterministic=deterministic,
@@ -155,14 +149,12 @@ def tfrecord_dataset(
             records = tf.data.TFRecordDataset(list(files), compression_type=compression_type)
             records = records.shard(num_shards, index)
         if shuffle:
-            records = records.shuffle(
-                shuffle_buffer, seed=epoch_seed(seed, epoch, 1), reshuffle_each_iteration=False
-            )
+            records = records.shuffle(shuffle_buffer, seed=epoch_seed(seed, epoch, 1), reshuffle_each_iteration=False)
         return records.batch(batch_size, drop_remainder=drop_remainder)
 
     batches = over_epochs(num_epochs, one_epoch)
     return batches.map(
-        lambda serialized: parse_batch(serialized, columns, label),
+        plain(lambda serialized: parse_batch(serialized, columns, label)),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=deterministic,
     )
