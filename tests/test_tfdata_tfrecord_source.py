@@ -1,4 +1,4 @@
-"""The graph-native TFRecord reader: contract Examples parsed exactly, bad records named, runs in the tf.data service."""
+"""The graph-native TFRecord reader: contract Examples parsed exactly, bad records named, tf.data service."""
 
 import math
 

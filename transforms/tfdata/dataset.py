@@ -405,8 +405,7 @@ def finish_batches(
                 feats = pad_coo_features(feats, capacities, sample_count=rows, overflow=overflow, dropped=dropped)
         else:
             for group in groups:
-                for f, name in enumerate(group.names):
-                    ids, weights = group.feature(f, static_rows)
+                for name, (ids, weights) in zip(group.names, group.features(static_rows)):
                     feats[name] = _to_sparse(ids) if output == "sparse" else ids
                     if weights is not None:
                         feats[weights_name[name]] = _to_sparse(weights) if output == "sparse" else weights

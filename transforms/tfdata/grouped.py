@@ -54,21 +54,25 @@ class SparseGroup:
                 self.weights = tf.concat([w.flat_values for w in self.ragged_weights], 0)
         return self.row_splits, self.values, self.weights
 
-    def feature(self, f: int, static_rows: int | None) -> tuple[tf.RaggedTensor, tf.RaggedTensor | None]:
-        """Feature f as `(ids, weights or None)` ragged `[n, None]`."""
+    def features(self, static_rows: int | None) -> list[tuple[tf.RaggedTensor, tf.RaggedTensor | None]]:
+        """Every feature as `(ids, weights or None)`, ragged `[n, None]`; a handful of ops in all."""
         if self.ragged is not None:
-            return self.ragged[f], self.ragged_weights[f] if self.weighted else None
-        n = self.rows
-        splits = self.row_splits[f * n : (f + 1) * n + 1]
-        start, end = splits[0], splits[-1]
-        local = splits - start
+            weights = self.ragged_weights if self.weighted else [None] * len(self.ragged)
+            return list(zip(self.ragged, weights))
+        count, n = len(self.names), tf.cast(self.rows, tf.int64)
+        bounds = tf.gather(self.row_splits, tf.range(count + 1, dtype=tf.int64) * n)  # [F + 1]
+        starts = tf.reshape(self.row_splits[:-1], [count, -1])  # [F, n]
+        local = tf.concat([starts, tf.expand_dims(bounds[1:], 1)], 1) - tf.expand_dims(bounds[:-1], 1)
         if static_rows is not None:
-            local = tf.ensure_shape(local, [static_rows + 1])
-        ids = tf.RaggedTensor.from_row_splits(self.values[start:end], local, validate=False)
-        weights = None
-        if self.weighted:
-            weights = tf.RaggedTensor.from_row_splits(self.weights[start:end], local, validate=False)
-        return ids, weights
+            local = tf.ensure_shape(local, [count, static_rows + 1])
+        sizes = bounds[1:] - bounds[:-1]
+        values = tf.split(self.values, sizes, num=count)
+        weights = tf.split(self.weights, sizes, num=count) if self.weighted else [None] * count
+        out = []
+        for splits, v, w in zip(tf.unstack(local, num=count), values, weights):
+            ids = tf.RaggedTensor.from_row_splits(v, splits, validate=False)
+            out.append((ids, None if w is None else tf.RaggedTensor.from_row_splits(w, splits, validate=False)))
+        return out
 
 
 def group_ragged(
@@ -111,30 +115,43 @@ def convert_group(group: SparseGroup, *, validate: bool = False) -> dict:
         ]
         with tf.control_dependencies(checks):
             group.rows = tf.identity(group.rows)
-    if group.ragged is not None and len(group.names) == 1:
-        w = group.ragged_weights[0] if group.weighted else group.scalar
-        name = group.names[0]
-        return {name: Coo(*ops.to_coo(group.ragged[0], w, combiner=group.combiner, validate=validate, name=name))}
     splits, values, weights = group.concatenated()
     n = tf.cast(group.rows, tf.int64)
     count = len(group.names)
     w = weights if group.weighted else tf.constant([group.scalar], tf.float32)
-    rows, cols, gains = ops.convert_to_coo(
-        splits,
-        values,
-        w,
-        sample_count=n * count,
-        combiner=group.combiner,
-        validate=validate,
-        name=group.names[0] if count == 1 else None,
-    )
+    name = group.names[0] if count == 1 else None
+    lengths = splits[1:] - splits[:-1]
+
+    def at_most_one_id_per_row():
+        # Nothing can merge: convert_to_coo's dense path (one id per sample) over the
+        # rows that have an id, then those samples mapped back to their rows.
+        present = tf.where(lengths > 0)[:, 0]
+        rows, cols, gains = ops.convert_to_coo(
+            tf.zeros([0], tf.int64),
+            values,
+            w,
+            sample_count=tf.size(present),
+            combiner=group.combiner,
+            validate=False,
+            name=name,
+        )
+        return tf.cast(tf.gather(present, rows), tf.int32), cols, gains
+
+    def general():
+        return ops.convert_to_coo(
+            splits, values, w, sample_count=n * count, combiner=group.combiner, validate=validate, name=name
+        )
+
+    # One-hot features (Criteo's) take the cheap path; a batch with any longer row the general one.
+    longest = tf.reduce_max(tf.concat([lengths, tf.zeros([1], tf.int64)], 0))
+    rows, cols, gains = tf.cond(longest <= 1, at_most_one_id_per_row, general)
+    if count == 1:
+        return {group.names[0]: Coo(rows, cols, gains)}
     bounds = tf.searchsorted(tf.cast(rows, tf.int64), tf.range(count + 1, dtype=tf.int64) * n, side="left")
     sizes = bounds[1:] - bounds[:-1]
-    parts = zip(tf.split(rows, sizes, num=count), tf.split(cols, sizes, num=count), tf.split(gains, sizes, num=count))
-    out = {}
-    for f, (name, (r, c, g)) in enumerate(zip(group.names, parts)):
-        out[name] = Coo(r - tf.cast(f * n, tf.int32), c, g)
-    return out
+    local = tf.math.floormod(rows, tf.cast(tf.maximum(n, 1), tf.int32))  # row f*n + r is row r of feature f
+    parts = zip(tf.split(local, sizes, num=count), tf.split(cols, sizes, num=count), tf.split(gains, sizes, num=count))
+    return {name: Coo(r, c, g) for name, (r, c, g) in zip(group.names, parts)}
 
 
 def pad_coo_features(
