@@ -38,7 +38,7 @@ def _source(paths, batch_size, **kwargs):
 
 def _rows(flat):
     """Flat arrays of one batch back to row dicts (layout: user group, items group, price block, label, position)."""
-    user_splits, user, items_splits, items, weights, price, label, _ = flat
+    user_splits, user, items_splits, items, weights, price, label, _, _ = flat
     out = []
     for r in range(len(label)):
         p = float(price[r])
@@ -65,7 +65,7 @@ def _epochs(source, num_epochs=1):
 def test_every_row_comes_out_once_per_epoch_intact(shards, batch_size, shuffle, drop):
     source = _source(shards, batch_size, shuffle=shuffle, seed=5, drop_remainder=drop)
     batches, rows = _epochs(source, num_epochs=2)
-    sizes = [len(b[-2]) for b in batches]
+    sizes = [len(b[-3]) for b in batches]
     per_epoch = 97 // batch_size if drop else math.ceil(97 / batch_size)
     assert len(batches) == 2 * per_epoch
     last = batch_size if drop else 97 - (per_epoch - 1) * batch_size
@@ -143,7 +143,7 @@ def test_batch_arrays_are_aligned_and_ids_are_copied_once(tmp_path):
         peak = tracemalloc.get_traced_memory()[1] - base
     finally:
         tracemalloc.stop()
-    numeric = flat[:-1]
+    numeric = flat[:-2]
     assert all(a.ctypes.data % ALIGNMENT == 0 and a.flags.writeable for a in numeric)
     payload = sum(a.nbytes for a in numeric)
     # One allocation holds every column once (plus alignment padding); nothing else of that size.
@@ -187,3 +187,23 @@ def test_null_lists_are_empty_rows_and_null_prices_are_nan(tmp_path):
         {"label": 1, "price": 2.5, "user": [4], "items": [], "items__weights": []},
     ]
     assert np.isnan(_source([path], 2).read(0)[5][0])
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_coo_batches_follow_the_contract_for_the_rows_they_hold(shards, shuffle):
+    from tfdata_data import reference_coo
+
+    source = _source(shards, 13, shuffle=shuffle, seed=6, coo={"user": "sum", "items": "mean"})
+    for i in range(source.num_batches(1)):
+        flat = source.read(i)
+        batch = [ROWS[int(y)] for y in flat[9]]  # label after two groups of 4 arrays and the price block
+        for g, (name, weighted) in enumerate((("user", False), ("items", True))):
+            rows, cols, gains, counts = flat[4 * g : 4 * g + 4]
+            want_rows, want_cols, want_gains = reference_coo(batch, name, weighted)
+            if name == "items":
+                totals = [sum(r["items__weights"]) for r in batch]
+                want_gains = [gain / totals[r] for r, gain in zip(want_rows, want_gains)]
+            assert counts.tolist() == [len(want_rows)]
+            assert rows.tolist() == want_rows and cols.tolist() == want_cols
+            np.testing.assert_allclose(gains, want_gains, rtol=1e-5)
+            assert rows.ctypes.data % ALIGNMENT == 0 and cols.ctypes.data % ALIGNMENT == 0

@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from sparse_io.schema import FeatureSpec, Schema, weights_column
 from transforms.tfdata.columns import Column, select_columns
-from transforms.tfdata.coo import capacity_from_stats, load_stats
+from transforms.tfdata.coo import Coo, capacity_from_stats, load_stats
 from transforms.tfdata.epochs import draw_seed, plain
 from transforms.tfdata.grouped import SparseGroup, convert_group, group_ragged, pad_coo_features
 from transforms.tfdata.parquet_source import ALIGNMENT, ParquetSource
@@ -169,6 +169,7 @@ def make_dataset(
             drop_remainder=drop_remainder,
             start=start,
             groups=list(keyed.values()),
+            coo=combiners if output == "coo" else None,
         )
         raw = _parquet_batches(source, num_epochs)
         parts = _flat_parts(source, combiners, batch_size if drop_remainder else None)
@@ -314,11 +315,14 @@ def _parquet_batches(source: ParquetSource, num_epochs) -> tf.data.Dataset:
 
 
 def _flat_parts(source: ParquetSource, combiners: Mapping[str, str], static_rows: int | None):
-    """Turns `ParquetSource.read`'s flat tensors into (sparse groups, dense, label, position)."""
+    """Turns `ParquetSource.read`'s flat tensors into (sparse groups, dense, label, position, rows)."""
 
     def parts(*flat):
         flat = list(flat)
         position = tf.ensure_shape(flat.pop(), [4])
+        rows = tf.reshape(flat.pop(), [])
+        if static_rows is not None:
+            rows = static_rows
         label = None
         if source.label is not None:
             label = tf.ensure_shape(flat.pop(), [static_rows])
@@ -329,10 +333,17 @@ def _flat_parts(source: ParquetSource, combiners: Mapping[str, str], static_rows
             for c, column in zip(source.dense, tf.unstack(tf.reshape(block, [count, -1]), num=count)):
                 dense[c.name] = tf.ensure_shape(column, [static_rows])
         groups, at = [], 0
+        if source.coo is not None:
+            for members in source.groups:
+                row_ids, cols, gains, counts = (tf.ensure_shape(t, [None]) for t in flat[at : at + 4])
+                count = len(members)
+                split = [tf.split(t, counts, num=count) for t in (row_ids, cols, gains)]
+                groups.append({c.name: Coo(*(s[f] for s in split)) for f, c in enumerate(members)})
+                at += 4
+            return groups, dense, label, position, rows
         for members in source.groups:
             count = len(members)
             splits = tf.ensure_shape(flat[at], [None if static_rows is None else count * static_rows + 1])
-            rows = (tf.size(splits, out_type=tf.int64) - 1) // count
             weighted = members[0].weighted
             groups.append(
                 SparseGroup(
@@ -346,19 +357,23 @@ def _flat_parts(source: ParquetSource, combiners: Mapping[str, str], static_rows
                 )
             )
             at += 3 if weighted else 2
-        return groups, dense, label, position
+        return groups, dense, label, position, rows
 
     return parts
 
 
 def _column_parts(columns: Sequence[Column], label: Column | None, combiner):
-    """Turns a dict of per-feature columns (TFRecord, logs) into (sparse groups, dense, label, position)."""
+    """Turns a dict of per-feature columns (TFRecord, logs) into (sparse groups, dense, label, None, rows)."""
 
     def parts(raw):
         sparse = {c.name: raw[c.name] for c in columns if c.is_sparse}
         weights = {c.name: raw[c.weights_name] for c in columns if c.is_sparse and c.weighted}
         dense = {c.name: raw[c.name] for c in columns if not c.is_sparse}
-        return group_ragged(sparse, weights, combiner), dense, raw[label.name] if label else None, None
+        groups = group_ragged(sparse, weights, combiner)
+        y = raw[label.name] if label else None
+        first = next(iter(raw.values()))
+        rows = first.nrows() if isinstance(first, tf.RaggedTensor) else tf.shape(first, out_type=tf.int64)[0]
+        return groups, dense, y, None, rows
 
     return parts
 
@@ -387,21 +402,21 @@ def finish_batches(
     """Turns raw batches into the delivered elements, the same for every reader.
 
     `parts(element)` gives `(sparse groups, dense dict, label or None,
-    position or None)`. Elements are `(features, label)`, `features` alone
+    position or None, rows)`; a group is a `SparseGroup` (CSR) or, from the
+    Parquet reader with output="coo", a dict of finished `Coo`s. Elements are `(features, label)`, `features` alone
     when there is no label, plus the position when asked.
     """
     static_rows = batch_size if drop_remainder else None
     weights_name = {c.name: c.weights_name for c in columns if c.is_sparse}
 
     def convert(*raw_batch):
-        groups, dense, label, position = parts(*raw_batch)
+        groups, dense, label, position, rows = parts(*raw_batch)
         feats = {}
         if output == "coo":
             for group in groups:
-                feats.update(convert_group(group))
+                feats.update(group if isinstance(group, dict) else convert_group(group))
             feats.update(dense)
             if capacities:
-                rows = batch_size if drop_remainder else groups[0].rows if groups else tf.shape(label)[0]
                 feats = pad_coo_features(feats, capacities, sample_count=rows, overflow=overflow, dropped=dropped)
         else:
             for group in groups:

@@ -27,7 +27,7 @@ import dataclasses
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 from sparse_io.arrow import csr_from_arrow
 from sparse_io.csr import SparseValidationError
 from transforms.tfdata.columns import Column
+from transforms.tfdata.numpy_coo import piece_coo
 from transforms.tfdata.sharding import Unit, plan_units
 from transforms.tfdata.state import InputState, fingerprint
 
@@ -60,6 +61,15 @@ class _Loaded:
 
     num_rows: int
     columns: dict[str, _Sparse | np.ndarray]
+    one_hot: dict[int, np.ndarray | None] = dataclasses.field(default_factory=dict)
+
+    def presence(self, key: int, group: Sequence[Column]) -> np.ndarray | None:
+        """bool `[F, rows]` (row has an id) when every feature of the group has at most one id
+        per row in this unit, else None; computed once per unit."""
+        if key not in self.one_hot:
+            lengths = np.stack([np.diff(self.columns[c.name].splits) for c in group])
+            self.one_hot[key] = lengths.astype(bool) if lengths.size == 0 or lengths.max() <= 1 else None
+        return self.one_hot[key]
 
 
 def _open(path: str) -> pq.ParquetFile:
@@ -142,6 +152,8 @@ class ParquetSource:
       groups: sparse feature names to lay end to end in one set of arrays
         (each group sharing id dtype and weighting); default: one group per
         (id dtype, weighted) pair, in column order.
+      coo: feature -> combiner: deliver COO (`numpy_coo`) instead of CSR,
+        every feature of a group sharing its combiner.
 
     Raises:
       ValueError: a file lacks a column or has a wrong type, the worker's
@@ -163,6 +175,7 @@ class ParquetSource:
         drop_remainder: bool,
         start: InputState | None = None,
         groups: Sequence[Sequence[str]] | None = None,
+        coo: Mapping[str, str] | None = None,
     ):
         self.files = list(files)
         self.columns = list(columns)
@@ -172,6 +185,12 @@ class ParquetSource:
         self.seed = int(seed)
         self.drop_remainder = bool(drop_remainder)
         self.groups = _check_groups(self.columns, groups)
+        self.coo = None if coo is None else dict(coo)
+        if self.coo is not None:
+            for group in self.groups:
+                combiners = {self.coo.get(c.name, "sum") for c in group}
+                if len(combiners) != 1 or group[0].dtype == "string":
+                    raise ValueError(f"coo: group {[c.name for c in group]} needs integer ids and one combiner")
         self.dense = [c for c in self.columns if not c.is_sparse]
         self._read_names = []
         for c in self.columns:
@@ -363,6 +382,9 @@ class ParquetSource:
         out: list[np.dtype | str] = []
         for group in self.groups:
             first = group[0]
+            if self.coo is not None:
+                out += [np.dtype(np.int32), np.dtype(first.dtype), np.dtype(np.float32), np.dtype(np.int64)]
+                continue
             out += [np.dtype(np.int64), "string" if first.dtype == "string" else np.dtype(first.dtype)]
             if first.weighted:
                 out.append(np.dtype(np.float32))
@@ -370,7 +392,7 @@ class ParquetSource:
             out.append(np.dtype(np.float32))
         if self.label is not None:
             out.append(np.dtype(self.label.dtype))
-        out.append(np.dtype(np.int64))
+        out += [np.dtype(np.int64), np.dtype(np.int64)]
         return out
 
     def pieces(self, epoch: int, begin: int, end: int) -> list[tuple[_Loaded, slice | np.ndarray]]:
@@ -395,13 +417,16 @@ class ParquetSource:
         int64 `[F*n + 1]` (feature f's rows are `f*n .. f*n + n`), ids, and
         float32 weights when weighted. Then the dense features as one float32
         `[D*n]` block, feature after feature (NaN where missing), if any; the
-        label `[n]` if any; last the position after this batch, int64 `[4]`
-        (epoch, shard, row, fingerprint). Numeric arrays are 64-byte aligned
-        and freshly allocated (safe to alias).
+        label `[n]` if any; n as int64 `[1]`; last the position after this
+        batch, int64 `[4]` (epoch, shard, row, fingerprint). Numeric arrays
+        of the groups, dense block and label are 64-byte aligned and freshly
+        allocated (safe to alias).
         """
         epoch, begin, end = self.locate(int(i))
         pieces = self.pieces(epoch, begin, end)
         n = end - begin
+        if self.coo is not None:
+            return self._read_coo(pieces, n, epoch, end)
         layouts = []  # per group: per feature: per piece layout
         sizes: list[tuple[int, np.dtype]] = []
         for group in self.groups:
@@ -440,6 +465,11 @@ class ParquetSource:
             if ids is None:
                 ids = np.concatenate(strings) if strings else np.zeros(0, dtype=object)
             out += [splits, ids] + ([weights] if weights is not None else [])
+        return out + self._rest(pieces, n, arrays, epoch, end)
+
+    def _rest(self, pieces, n: int, arrays, epoch: int, end: int) -> list[np.ndarray]:
+        """The dense block, the label and the position, after the sparse groups."""
+        out = []
         if self.dense:
             block = next(arrays)
             for j, c in enumerate(self.dense):
@@ -447,9 +477,100 @@ class ParquetSource:
             out.append(block)
         if self.label is not None:
             out.append(_fill_rows(pieces, self.label.name, next(arrays)))
+        out.append(np.array([n], dtype=np.int64))
         state = self.position(epoch, end)
         out.append(np.array([state.epoch, state.shard, state.row, state.fingerprint], dtype=np.int64))
         return out
+
+    def _read_coo(self, pieces, n: int, epoch: int, end: int) -> list[np.ndarray]:
+        """Per group: row_ids int32, col_ids, gains float32 (features end to end) and entries per
+        feature int64 `[F]`; then as `read`. The ids are copied once, into the arena (twice when
+        shuffled rows of a multi-id feature must be gathered before merging).
+
+        Groups whose features hold at most one id per row in a unit (one-hot, as Criteo's)
+        are handled for all features at once: no merge can happen, so the entries are just
+        the rows that have an id."""
+        planned = []  # per group: per feature: [(row offset, rows, ids source, gains)]
+        sizes: list[tuple[int, np.dtype]] = []
+        for key, group in enumerate(self.groups):
+            combiner = self.coo.get(group[0].name, "sum")
+            per_feature: list[list] = [[] for _ in group]
+            offset = 0
+            for loaded, rows in pieces:
+                presence = loaded.presence(key, group)
+                count = (rows.stop - rows.start) if isinstance(rows, slice) else len(rows)
+                if presence is not None:
+                    _plan_one_hot(per_feature, loaded, group, presence, rows, offset, combiner)
+                else:
+                    for f, c in enumerate(group):
+                        lengths, ids, weights = _piece_csr(loaded.columns[c.name], rows)
+                        p = piece_coo(lengths, ids, weights, combiner)
+                        per_feature[f].append((offset, p.rows, (p.ids, p.starts), p.gains))
+                offset += count
+            total = sum(len(item[1]) for items in per_feature for item in items)
+            planned.append(per_feature)
+            sizes += [(total, np.dtype(np.int32)), (total, np.dtype(group[0].dtype)), (total, np.dtype(np.float32))]
+            sizes.append((len(group), np.dtype(np.int64)))
+        if self.dense:
+            sizes.append((len(self.dense) * n, np.dtype(np.float32)))
+        if self.label is not None:
+            sizes.append((n, np.dtype(self.label.dtype)))
+        arrays = iter(_Arena(sizes).arrays)
+        out: list[np.ndarray] = []
+        for per_feature in planned:
+            rows, cols, gains, counts = next(arrays), next(arrays), next(arrays), next(arrays)
+            at = 0
+            for f, items in enumerate(per_feature):
+                first = at
+                for offset, item_rows, (ids, where), item_gains in items:
+                    seg = slice(at, at + len(item_rows))
+                    np.add(item_rows, np.int32(offset), out=rows[seg], casting="unsafe")
+                    if where is None:
+                        np.copyto(cols[seg], ids)
+                    else:
+                        np.take(ids, where, out=cols[seg], mode="clip")
+                    if isinstance(item_gains, np.ndarray):
+                        np.copyto(gains[seg], item_gains)
+                    else:
+                        gains[seg] = item_gains
+                    at += len(item_rows)
+                counts[f] = at - first
+            out += [rows, cols, gains, counts]
+        return out + self._rest(pieces, n, arrays, epoch, end)
+
+
+def _plan_one_hot(per_feature, loaded: _Loaded, group, presence: np.ndarray, rows, offset: int, combiner: str):
+    """Plans the entries of a one-hot group's piece: the rows with an id, all features at once."""
+    for f, c in enumerate(group):
+        sparse: _Sparse = loaded.columns[c.name]
+        present = presence[f, rows]  # the piece's rows of feature f: a contiguous slice, or gathered
+        item_rows = np.flatnonzero(present)
+        if isinstance(rows, slice):
+            first = int(sparse.splits[rows.start])
+            source = slice(first, first + len(item_rows))
+            ids, where = sparse.values[source], None
+            w = None if sparse.weights is None else sparse.weights[source]
+        else:
+            where = sparse.splits[rows][present]
+            ids = sparse.values
+            w = None if sparse.weights is None else sparse.weights[where]
+        if w is None:
+            gain = _one_id_gain(np.float32(1.0), combiner)
+        else:
+            gain = w.astype(np.float32) if combiner == "sum" else _one_id_gain(w, combiner)
+        per_feature[f].append((offset, item_rows, (ids, where), gain))
+
+
+def _one_id_gain(w, combiner: str):
+    """The gain of a row's only id: w, scaled by 1/w (mean) or 1/|w| (sqrtn), 0 when w is 0."""
+    if combiner == "sum":
+        return w
+    w = np.asarray(w, dtype=np.float32)
+    total = w if combiner == "mean" else w * w
+    scale = np.zeros_like(total)
+    np.divide(np.float32(1.0), total if combiner == "mean" else np.sqrt(total), out=scale, where=total != 0)
+    out = w * scale
+    return out if out.ndim else np.float32(out)
 
 
 def _check_groups(columns: Sequence[Column], groups: Sequence[Sequence[str]] | None) -> list[list[Column]]:
@@ -540,6 +661,21 @@ def _fill_sparse(pieces, name, per_piece, splits, ids, weights, start: int) -> n
     if ids is None:
         return np.concatenate(strings) if strings else np.zeros(0, dtype=object)
     return ids
+
+
+def _piece_csr(sparse: _Sparse, rows: slice | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | float]:
+    """`(row lengths, ids, weights or 1.0)` of some rows: views for a slice, gathered copies for an index."""
+    splits = sparse.splits
+    if isinstance(rows, slice):
+        sub = splits[rows.start : rows.stop + 1]
+        src = slice(int(sub[0]), int(sub[-1]))
+        weights = 1.0 if sparse.weights is None else sparse.weights[src]
+        return np.diff(sub), sparse.values[src], weights
+    starts = splits[rows]
+    lengths = splits[rows + 1] - starts
+    index = _gather_index(starts, lengths, int(lengths.sum()))
+    weights = 1.0 if sparse.weights is None else sparse.weights[index]
+    return lengths, sparse.values[index], weights
 
 
 def _gather_index(starts: np.ndarray, lengths: np.ndarray, count: int) -> np.ndarray:
