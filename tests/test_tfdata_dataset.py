@@ -223,8 +223,8 @@ def test_stopping_mid_epoch_and_resuming_in_a_new_process_continues_exactly(shar
 
 @pytest.mark.slow
 @pytest.mark.skipif(
-    os.environ.get("SPARSEFLOW_MULTIWORKER_TEST") != "1",
-    reason="two worker processes (~40 s on 2 busy cores); run with SPARSEFLOW_MULTIWORKER_TEST=1",
+    os.environ.get("SPARSEFLOW_SKIP_MULTIWORKER") == "1",
+    reason="two worker processes (10-40 s on 2 busy cores); skipped on request (SPARSEFLOW_SKIP_MULTIWORKER=1)",
 )
 def test_two_multi_worker_mirrored_workers_on_localhost_split_the_data(shard_dirs):
     cluster = {"worker": [f"localhost:{p}" for p in _free_ports(2)]}
