@@ -21,3 +21,17 @@ def test_the_tfdata_names_are_exported_lazily_from_transforms():
     for name in ("make_dataset", "make_log_dataset", "to_coo", "pad_to_capacity", "hash_ids", "truncate"):
         assert getattr(transforms, name) is getattr(tfdata, name)
         assert name in dir(transforms)
+
+
+def test_the_docstring_examples_run():
+    import doctest
+    import importlib
+
+    import numpy as np
+    import pyarrow as pa
+    import tensorflow as tf
+
+    for name in ("sharding", "state", "ids", "coo", "numpy_coo", "rebatch", "dataset", "log_dataset"):
+        module = importlib.import_module(f"transforms.tfdata.{name}")
+        results = doctest.testmod(module, extraglobs={"tf": tf, "np": np, "pa": pa}, optionflags=doctest.ELLIPSIS)
+        assert results.failed == 0, name

@@ -59,7 +59,7 @@ def hash_ids(ids, num_bins: int, salt: int | Sequence[int] | None = None):
 
     Example:
       >>> hash_ids(tf.ragged.constant([["a", "b"], []]), 10).to_list()
-      [[1, 3], []]
+      [[9, 2], []]
     """
     if isinstance(num_bins, bool) or not isinstance(num_bins, int) or num_bins < 1:
         raise ValueError(f"num_bins must be a positive integer, got {num_bins!r}")

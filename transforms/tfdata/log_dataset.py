@@ -121,7 +121,7 @@ def make_log_dataset(
     Example:
       >>> bad = tf.Variable(0, dtype=tf.int64)
       >>> ds = make_log_dataset("day_0*.tsv", "criteo", 4096, hash_bins=1 << 20,
-      ...                       on_error="skip", bad_lines=bad)
+      ...                       on_error="skip", bad_lines=bad)  # doctest: +SKIP
     """
     if format not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {format!r}")

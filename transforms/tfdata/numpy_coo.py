@@ -59,7 +59,7 @@ def piece_coo(lengths: np.ndarray, ids: np.ndarray, weights: np.ndarray | float,
 
     Example:
       >>> p = piece_coo(np.array([3, 0, 1]), np.array([7, 7, 2, 5]), 1.0, "mean")
-      >>> p.rows.tolist(), p.ids[p.starts].tolist(), p.gains.round(4).tolist()
+      >>> p.rows.tolist(), p.ids[p.starts].tolist(), [round(float(g), 4) for g in p.gains]
       ([0, 0, 2], [7, 2, 5], [0.6667, 0.3333, 1.0])
     """
     scalar = not isinstance(weights, np.ndarray)
