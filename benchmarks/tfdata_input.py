@@ -16,8 +16,9 @@ gains per feature):
   pyarrow.parquet  pq.read_table of the same Parquet shards: the decode limit;
   memcpy         numpy copy of the same number of id bytes: the physical limit.
 Iterators are started and warmed up once; a timed repetition is one pass
-over the data. Contenders alternate (benchmarks._timing); medians, min-max
-and ratios are reported, and the peak RSS of the process.
+over the data. Contenders alternate, with a pause outside the timing so one
+pipeline's background threads do not run on another's clock; medians,
+min-max and ratios are reported, and the peak RSS of the process.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from benchmarks._timing import alternate, markdown_table
+from benchmarks._timing import Timing, markdown_table
 from sparse_io import shard_name, write_parquet_shard, write_tfrecord_shard
 from sparse_io.schema import FeatureSpec, Schema, weights_column
 
@@ -132,6 +133,29 @@ def standard_dataset(tfrecord_dir: str, schema: Schema):
     return ds.repeat().prefetch(tf.data.AUTOTUNE)
 
 
+def _alternate_settled(contenders: dict, *, reps: int, warmup: int, settle_s: float) -> dict:
+    """Round-robin timing (rotating order) with a pause before each call, outside the timing.
+
+    tf.data pipelines keep working in background threads until their buffers
+    are full; the pause lets that finish so it does not land on the next
+    contender's clock. (A pipeline then starts its pass with a few batches
+    ready, the same for every tf.data contender: a few percent of a pass.)
+    """
+    names = list(contenders)
+    for _ in range(warmup):
+        for name in names:
+            contenders[name]()
+    seconds = {name: [] for name in names}
+    for round_index in range(reps):
+        start = round_index % len(names)
+        for name in names[start:] + names[:start]:
+            time.sleep(settle_s)
+            began = time.perf_counter()
+            contenders[name]()
+            seconds[name].append(time.perf_counter() - began)
+    return {name: Timing(float(np.median(v)), min(v), max(v), len(v)) for name, v in seconds.items()}
+
+
 def _pass(iterator, batches: int):
     def one_pass():
         for _ in range(batches):
@@ -185,7 +209,7 @@ def bench_set(name: str, schema: Schema, table: pa.Table, ids: int, reps: int, t
             next(it)
     source = np.arange(ids, dtype=np.int64)
     target = np.empty_like(source)
-    timings = alternate(
+    timings = _alternate_settled(
         {
             "ours parquet": _pass(ours_parquet, batches),
             "ours graph (tfrecord)": _pass(ours_graph, batches),
@@ -195,6 +219,7 @@ def bench_set(name: str, schema: Schema, table: pa.Table, ids: int, reps: int, t
         },
         reps=reps,
         warmup=1,
+        settle_s=0.5,
     )
     results = []
     for contender, t in timings.items():

@@ -268,3 +268,14 @@ def test_bad_arguments_are_refused_with_clear_messages(shard_dirs, tmp_path):
         make_dataset(shard_dirs["parquet"], 8, features=["nope"])
     with pytest.raises(ValueError, match="no capacity for sparse feature"):
         make_dataset(shard_dirs["parquet"], 8, capacities={"user": 4})
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "tfrecord"])
+def test_padding_of_a_last_partial_batch_points_at_its_own_row_count(shard_dirs, fmt):
+    ds = make_dataset(shard_dirs[fmt], 64, shuffle=False, capacities={"user": 64, "items": 400})
+    *_, (features, label) = list(ds)
+    rows = int(label.shape[0])
+    assert rows == 150 - 2 * 64
+    n = len(reference_coo(ROWS[128:], "items", weighted=True)[0])
+    assert features["items"].row_ids.numpy()[n:].tolist() == [rows] * (400 - n)
+    assert features["items"].row_ids.shape == [400]
