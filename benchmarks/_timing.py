@@ -39,13 +39,19 @@ class Timing:
 
 
 def alternate(
-    contenders: Mapping[str, Callable[[], object]], *, reps: int = 5, warmup: int = 1
+    contenders: Mapping[str, Callable[[], object]],
+    *,
+    reps: int = 5,
+    warmup: int = 1,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, Timing]:
     """Times each contender `reps` times after `warmup` untimed rounds.
 
     Every round calls each contender once, starting one further along the
     list each round. A contender must not return before its work is done
-    (fetch a host value, e.g. with `.numpy()`).
+    (fetch a host value, e.g. with `.numpy()`). `clock` may be
+    `time.process_time` to count the CPU seconds of all the process's
+    threads: the work done, which other processes' load barely changes.
     """
     names = list(contenders)
     for _ in range(warmup):
@@ -55,9 +61,9 @@ def alternate(
     for round_index in range(reps):
         start = round_index % len(names)
         for name in names[start:] + names[:start]:
-            began = time.perf_counter()
+            began = clock()
             contenders[name]()
-            seconds[name].append(time.perf_counter() - began)
+            seconds[name].append(clock() - began)
     return {
         name: Timing(statistics.median(values), min(values), max(values), len(values))
         for name, values in seconds.items()

@@ -18,7 +18,7 @@ ID_DTYPES = (tf.int32, tf.int64)
 
 
 def label(op: str, name: str | None) -> str:
-    """`convert_to_coo` or `convert_to_coo(feature 'C1')`: the prefix of every message."""
+    """`convert_to_coo`, or `convert_to_coo (feature C1)`: the prefix of every message."""
     # No quotes: graph-mode Assert messages escape them.
     return f"{op} (feature {name})" if name else op
 
@@ -131,6 +131,12 @@ def after(checks: list[tf.Tensor | tf.Operation | None], *tensors: tf.Tensor) ->
     pending = [c for c in checks if c is not None]
     if not pending:
         return tensors
+    for t in tensors:
+        # On a GPU, int32 Identity runs in host memory; and guarding a bitcast of it does not
+        # work: grappler folds Bitcast(Identity(Bitcast(x))) to x and drops the dependency.
+        # Callers guard an int64, uint32 or float tensor and derive their int32 from it.
+        if t.dtype == tf.int32:
+            raise TypeError("guard the int64 or uint32 tensor an int32 one is derived from")
     with tf.control_dependencies(pending):
         return tuple(tf.identity(t) for t in tensors)
 

@@ -10,6 +10,8 @@ computes no scale.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import tensorflow as tf
 
@@ -72,9 +74,12 @@ def convert_to_coo(
         unsorted or out-of-range sparse rows, bad row_splits; the message names
         the check and the first offending row or position.
 
-    Runs eagerly, inside `tf.function` and inside `tf.data.Dataset.map`. Its
-    output length depends on the data, so it is not for `jit_compile=True`
-    functions: pad the result with `ops.pad_coo` first.
+    Runs eagerly, inside `tf.function` and inside `tf.data.Dataset.map`. Every
+    op has a CPU and a GPU kernel, and on a GPU all N-sized data stays in
+    device memory; the host only reads scalars: each check's verdict, whether
+    any ids merge (a cond), and how many entries remain (`tf.where`), which
+    a data-dependent output length cannot avoid. For the same reason it is
+    not for `jit_compile=True` functions: pad its result with `ops.pad_coo`.
 
     Example:
       >>> rows, cols, gains = convert_to_coo(
@@ -101,10 +106,12 @@ def convert_to_coo(
             return call.by_weights(kind, index)
         # A rank-1 index of unknown size: empty means dense, anything else is row_splits
         # (row_splits always has sample_count + 1 >= 1 elements).
-        return tf.cond(
-            tf.equal(tf.size(index), 0),
-            lambda: call.by_weights("dense", index),
-            lambda: call.by_weights("ragged", index),
+        return core.cond(
+            tf.equal(tf.size(core.as_bits(index)), 0),
+            lambda index, values: call.with_values(values).by_weights("dense", index),
+            lambda index, values: call.with_values(values).by_weights("ragged", index),
+            index,
+            call.values,
         )
 
 
@@ -155,8 +162,15 @@ class _Call:
         self.combiner = combiner
         self.validate = validate
         self.where = where
-        self.n = tf.size(values)
+        # Sizes and shapes are taken of uint32 bits: for int32 input their GPU kernels read host memory.
+        self.n = tf.size(core.as_bits(values))
         self.n_static = values.shape[0]
+
+    def with_values(self, values: tf.Tensor) -> _Call:
+        """The same call on `values` as received inside a cond branch."""
+        other = copy.copy(self)
+        other.values = values
+        return other
 
     def kind_of(self, index: tf.Tensor) -> str | None:
         """ "dense", "sparse" or "ragged" from static shapes; None if only the data can tell."""
@@ -205,10 +219,16 @@ class _Call:
         with tf.control_dependencies([check] if check is not None else []):
             if size is not None:  # known, but not 1: the per-id path
                 return self.convert(kind, index, self.weights, scalar=False)
-            return tf.cond(
+            return core.cond(
                 tf.equal(w_size, 1),
-                lambda: self.convert(kind, index, tf.reshape(self.weights[:1], []), scalar=True),
-                lambda: self.convert(kind, index, self.weights, scalar=False),
+                lambda index, values: self.with_values(values).convert(
+                    kind, index, tf.reshape(self.weights[:1], []), scalar=True
+                ),
+                lambda index, values: self.with_values(values).convert(
+                    kind, index, self.weights, scalar=False
+                ),
+                index,
+                self.values,
             )
 
     def convert(self, kind: str, index: tf.Tensor, w: tf.Tensor, scalar: bool):
@@ -219,7 +239,7 @@ class _Call:
             rows, row_changes, ids_per_row = self._sparse_rows(checks, index)
         else:
             rows, row_changes, ids_per_row = self._ragged_rows(checks, index)
-        is_start = core.run_starts(row_changes, self.values)
+        is_start = core.run_starts(row_changes, self.values, force_first=kind == "sparse")
         if scalar:
             # The combiner folds into one gain per row, applied while merging.
             per_row = None if self.combiner == "sum" else core.row_unit_gain(ids_per_row(), w, self.combiner)
@@ -241,54 +261,58 @@ class _Call:
         if self.combiner != "sum":
             w = core.row_unit_gain(1.0, w, self.combiner)
         gains = tf.fill([self.n], w) if scalar else w
-        rows = tf.range(self.n, dtype=tf.int32)
-        return checks.guard(rows, self.values, gains)
+        # An int64 range: TensorFlow keeps an int32 range in host memory on a GPU.
+        positions, gains = checks.guard(tf.range(tf.cast(self.n, tf.int64)), gains)
+        return tf.cast(positions, tf.int32), self.values, gains
 
     def _sparse_rows(self, checks: Checks, index: tf.Tensor):
         where, n = self.where, self.n
         if self.validate:
             if index.shape[1] is None:
                 checks.add(
-                    lambda: tf.equal(tf.shape(index)[1], 2),
+                    lambda: tf.equal(tf.shape(core.as_bits(index))[1], 2),
                     f"{where}: check indices_shape failed: sparse indices must be [N, 2]",
                 )
             if index.shape[0] is None or self.n_static is None:
                 checks.add(
-                    lambda: tf.equal(tf.shape(index, out_type=tf.int32)[0], n),
+                    lambda: tf.equal(tf.shape(core.as_bits(index))[0], n),
                     f"{where}: check indices_length failed: one sparse index per value is needed",
                 )
-        first_column = index[:, 0]
+        # Sliced as uint32 bits when int32: int32 slices run in host memory on a GPU.
+        first_column = core.as_bits(index)[:, 0]
         if self.validate:
-            falls = first_column[1:] < first_column[:-1]
+            # Compared as int64, for the same reason.
+            column = tf.cast(_signed(first_column), tf.int64)
+            falls = column[1:] < column[:-1]
             checks.add(
                 lambda: tf.logical_not(tf.reduce_any(falls)),
                 f"{where}: check rows_sorted failed: sparse indices must be sorted by row "
                 "(column 0 non-decreasing)",
                 lambda: first_true(falls) + 1,
             )
-            count = tf.cast(self.count, index.dtype)
+            count = tf.cast(self.count, tf.int64)
             bound = f"={self.count}" if isinstance(self.count, int) else ""
             # Sorted rows are in range when the first and the last are.
             checks.add(
-                lambda: tf.logical_and(
-                    tf.reduce_all(first_column[:1] >= 0), tf.reduce_all(first_column[-1:] < count)
-                ),
+                lambda: tf.logical_and(tf.reduce_all(column[:1] >= 0), tf.reduce_all(column[-1:] < count)),
                 f"{where}: check rows_in_range failed: sparse rows must be in [0, sample_count{bound})",
-                lambda: first_true(tf.logical_or(first_column < 0, first_column >= count)),
+                lambda: first_true(tf.logical_or(column < 0, column >= count)),
             )
         (first_column,) = checks.guard(first_column)
-        rows = tf.cast(first_column, tf.int32)
-        return rows, core.sorted_rows_changes(rows), lambda: core.count_values(rows, self.count)
+        rows = tf.cast(_signed(first_column), tf.int32)
+        return rows, core.sorted_rows_changes(first_column), lambda: core.count_values(rows, self.count)
 
     def _ragged_rows(self, checks: Checks, splits: tf.Tensor):
         where, n, count = self.where, self.n, self.count
+        # int64 throughout: int32 comparisons and slices run in host memory on a GPU.
+        splits = tf.cast(splits, tf.int64)
         if self.validate:
             if not (splits.shape[0] is not None and isinstance(count, int)):
                 checks.add(
                     lambda: tf.equal(tf.size(splits), count + 1),
                     f"{where}: check row_splits_length failed: row_splits must have sample_count + 1 entries",
                 )
-            n_of_splits = tf.cast(n, splits.dtype)
+            n_of_splits = tf.cast(n, tf.int64)
             falls = splits[1:] < splits[:-1]
             checks.add(
                 lambda: tf.reduce_all(tf.equal(splits[:1], 0)),
@@ -307,3 +331,8 @@ class _Call:
         (splits,) = checks.guard(splits)
         rows, row_changes, ids_per_row = core.ragged_rows(splits, n)
         return rows, row_changes, lambda: ids_per_row
+
+
+def _signed(x: tf.Tensor) -> tf.Tensor:
+    """uint32 bits back to int32 (no copy); int64 unchanged."""
+    return tf.bitcast(x, tf.int32) if x.dtype == tf.uint32 else x

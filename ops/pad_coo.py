@@ -1,16 +1,16 @@
 """`pad_coo`: COO of data-dependent length to a fixed capacity, so XLA compiles once.
 
-Padding entries are (row_id = sample_count, col_id = 0, gain = 0). Both
-halves of that are deliberate, and a consumer may rely on either:
+Padding entries are (row_id = sample_count, col_id = 0, gain = 0), so that a
+consumer can ignore them either way:
 
-- the row: segment ops given `num_segments = sample_count + 1` put every
-  padding entry into an extra last segment, which the consumer slices off
-  (`out[:sample_count]`). This is what `ops.embedding_bag` does; it is exact
-  even when table row 0 holds inf or NaN.
-- the gain: a consumer that sums `gains * table[col_ids]` into
-  `num_segments = sample_count` cannot take row `sample_count` (the CPU
-  kernel rejects it), but one that masks by row or multiplies first sees a
-  zero contribution (col_id 0 is always a valid table row to gather).
+- by row (exact, the recommended way, and the one `ops.embedding_bag` is
+  meant to use): a segment sum with `num_segments = sample_count + 1` puts
+  every padding entry into one extra last segment, which the consumer slices
+  off (`out[:sample_count]`). Exact even when table row 0 holds inf or NaN.
+  (With `num_segments = sample_count` the CPU kernel rejects the padding rows
+  and the GPU kernel drops them: do not rely on either.)
+- by gain: `gains * table[col_ids]` is exactly 0 for a padding entry when
+  table row 0 is finite (col_id 0 is always a valid row to gather).
 """
 
 from __future__ import annotations
@@ -78,21 +78,25 @@ def pad_coo(
         raise ValueError(f"{where}: unknown overflow mode {overflow!r}; expected one of {OVERFLOW_MODES}")
     count = static_count(sample_count, "sample_count", where)
     row_ids, col_ids, gains = _coo(row_ids, col_ids, gains, where)
-
-    checks = Checks()
-    length = tf.shape(row_ids, out_type=tf.int32)[0]
     static_lengths = {t.shape[0] for t in (row_ids, col_ids, gains)}
-    if None in static_lengths:
-        checks.add(
-            lambda: tf.logical_and(tf.equal(tf.size(col_ids), length), tf.equal(tf.size(gains), length)),
-            f"{where}: check equal_lengths failed: row_ids, col_ids and gains must have equal lengths",
-        )
-    elif len(static_lengths) > 1:
+    if None not in static_lengths and len(static_lengths) > 1:
         raise ValueError(
             f"{where}: row_ids, col_ids and gains have lengths {row_ids.shape[0]}, "
             f"{col_ids.shape[0]} and {gains.shape[0]}; they must be equal"
         )
+    # On a GPU, TensorFlow runs int32 sizes, slices and concatenations with host-memory
+    # kernels, and has no Pad kernel for int64. So int32 ids are handled as uint32 bits
+    # (tf.bitcast shares the buffer) and padding is a concatenation: nothing leaves the device.
+    col_dtype = col_ids.dtype
+    row_bits, col_bits = _bits(row_ids), _bits(col_ids)
 
+    checks = Checks()
+    length = tf.size(row_bits)
+    if None in static_lengths:
+        checks.add(
+            lambda: tf.logical_and(tf.equal(tf.size(col_bits), length), tf.equal(tf.size(gains), length)),
+            f"{where}: check equal_lengths failed: row_ids, col_ids and gains must have equal lengths",
+        )
     dropped = None
     if overflow == "error":
         checks.add(
@@ -104,18 +108,39 @@ def pad_coo(
     else:
         kept = tf.minimum(length, capacity)
         dropped = length - kept
-        row_ids, col_ids, gains = row_ids[:kept], col_ids[:kept], gains[:kept]
+        row_bits, col_bits, gains = row_bits[:kept], col_bits[:kept], gains[:kept]
 
-    row_ids, col_ids, gains = checks.guard(row_ids, col_ids, gains)
-    tail = [[0, capacity - kept]]
+    # The padding length waits for the checks too: a negative one would fail first, in Fill.
+    missing = tf.cast(capacity - kept, tf.int64)
+    row_bits, col_bits, gains, missing = checks.guard(row_bits, col_bits, gains, missing)
     padded = (
-        tf.pad(row_ids, tail, constant_values=tf.cast(count, tf.int32)),
-        tf.pad(col_ids, tail, constant_values=tf.zeros([], col_ids.dtype)),
-        tf.pad(gains, tail, constant_values=0.0),
+        _signed(_append(row_bits, missing, count), tf.int32),
+        _signed(_append(col_bits, missing, 0), col_dtype),
+        _append(gains, missing, 0.0),
     )
     for t in padded:
         t.set_shape([capacity])
     return padded if dropped is None else (*padded, dropped)
+
+
+def _bits(x: tf.Tensor) -> tf.Tensor:
+    return tf.bitcast(x, tf.uint32) if x.dtype == tf.int32 else x
+
+
+def _signed(x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+    return tf.bitcast(x, tf.int32) if dtype == tf.int32 else x
+
+
+def _append(x: tf.Tensor, count: tf.Tensor, value) -> tf.Tensor:
+    """`x` (float32, int64 or uint32 bits of int32) followed by `count` copies of `value`."""
+    if x.dtype == tf.float32:
+        tail = tf.fill([count], tf.cast(value, tf.float32))
+    else:
+        # Fill has GPU kernels for int64 but not for (u)int32: fill int64, then narrow.
+        tail = tf.fill([count], tf.cast(value, tf.int64))
+        if x.dtype == tf.uint32:
+            tail = tf.bitcast(tf.cast(tail, tf.int32), tf.uint32)
+    return tf.concat([x, tail], axis=0)
 
 
 def _coo(row_ids, col_ids, gains, where: str) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:

@@ -124,7 +124,7 @@ def _from_ragged(x: tf.RaggedTensor, weights, combiner, validate, name, where):
             f"{where}: weights for a RaggedTensor must be None, a float or a RaggedTensor, "
             f"got {type(weights).__name__}"
         )
-    (splits,) = checks.guard(x.row_splits)
+    (splits,) = checks.guard(tf.cast(x.row_splits, tf.int64))
     return convert_to_coo(
         splits,
         x.flat_values,
@@ -175,7 +175,8 @@ def _static_same(a: tf.TensorShape, b: tf.TensorShape, what: str, where: str) ->
 
 def _same(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
     """True when two integer tensors have the same shape and elements (any int dtypes)."""
-    b = tf.cast(b, a.dtype)
+    # int64: int32 tensors would be pinned to host memory on a GPU (and as cond arguments).
+    a, b = tf.cast(a, tf.int64), tf.cast(b, tf.int64)
     return tf.cond(
         tf.reduce_all(tf.equal(tf.shape(a), tf.shape(b))),
         lambda: tf.reduce_all(tf.equal(a, b)),

@@ -6,6 +6,7 @@ import importlib
 import numpy as np
 import pytest
 import tensorflow as tf
+from coo_reference import graph_nodes, host_memory_data, ops_without_gpu_kernel
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -122,6 +123,19 @@ def test_padding_gain_is_zero_so_a_weighted_sum_ignores_it():
     table = tf.reshape(tf.range(10, dtype=tf.float32), [10, 1])
     contributions = tf.gather(table, padded[1])[:, 0] * padded[2]
     assert contributions.numpy().tolist() == [6.0, 2.0, 0.0, 0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("overflow", ["error", "drop"])
+@pytest.mark.parametrize("col_dtype", [tf.int32, tf.int64])
+def test_runs_on_gpu_kernels_with_its_data_in_device_memory(overflow, col_dtype):
+    @tf.function
+    def pad(rows, cols, gains, sample_count):
+        return ops.pad_coo(rows, cols, gains, 64, sample_count=sample_count, overflow=overflow)
+
+    specs = [tf.TensorSpec([None], dtype) for dtype in (tf.int32, col_dtype, tf.float32)]
+    traced = pad.get_concrete_function(*specs, tf.TensorSpec([], tf.int32))
+    assert not ops_without_gpu_kernel(graph_nodes(traced))
+    assert not host_memory_data(traced)
 
 
 def test_overflow_error_raises_inside_tf_function():
