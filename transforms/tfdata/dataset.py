@@ -1,10 +1,11 @@
 """`make_dataset`: shards written by the Beam stage (or sparse_io) to training batches.
 
-Which reader runs depends on the shard format:
+Which reader runs depends on the shard format (the README has the full table):
 
 | | Parquet shards | TFRecord shards |
 |---|---|---|
-| reader | Python (pyarrow in a `tf.py_function`) | graph-native (TFRecordDataset, parse_example) |
+| reader | Python (pyarrow in a `tf.py_function`, numpy per batch) | graph-native (TFRecordDataset, parse_example) |
+| COO | numpy while the batch is assembled (`numpy_coo`) | `ops.convert_to_coo`, features grouped |
 | tf.data service | no (needs the Python process) | yes |
 | `tf.train.Checkpoint(iterator=...)` | yes | yes |
 | explicit `InputState` (`start=`, `return_position=`) | yes | no |
