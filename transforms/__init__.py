@@ -1,13 +1,13 @@
 """transforms: the Beam and tf.data steps of the flow.
 
-Nothing heavy is imported here: `transforms.HashIds` imports Beam (not
-TensorFlow) on first use, and the tf.data names import TensorFlow (not Beam),
-so a Beam worker never pays for TensorFlow and a trainer never for Beam.
+Nothing heavy is imported here: each public name loads the module that
+defines it on first use, so a Beam worker never imports TensorFlow and a
+trainer never imports Beam.
 
 Example:
   >>> import transforms
-  >>> transforms.HashIds.__module__
-  'transforms.beam.hash_ids'
+  >>> transforms.make_dataset.__module__
+  'transforms.tfdata.dataset'
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import importlib
 
 # public name -> module that defines it
 _LAZY = {
+    # Beam stage (imports Beam, never TensorFlow)
     "ReadLogs": "transforms.beam.read_logs",
     "HashIds": "transforms.beam.hash_ids",
     "hash_ids_arrow": "sparse_io.hashing",
@@ -25,6 +26,14 @@ _LAZY = {
     "ComputeStats": "transforms.beam.stats",
     "WriteShards": "transforms.beam.write_shards",
     "in_process_options": "transforms.beam.runner",
+    # tf.data input stage (imports TensorFlow, never Beam)
+    "make_dataset": "transforms.tfdata.dataset",
+    "make_log_dataset": "transforms.tfdata.log_dataset",
+    "to_coo": "transforms.tfdata.coo",
+    "pad_to_capacity": "transforms.tfdata.coo",
+    "hash_ids": "transforms.tfdata.ids",
+    "truncate": "transforms.tfdata.ids",
+    "InputState": "transforms.tfdata.state",
 }
 
 __all__ = sorted(_LAZY)

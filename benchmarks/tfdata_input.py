@@ -1,0 +1,295 @@
+"""Shards to ready COO batches (batch 4096): make_dataset against the standard tf.data input path.
+
+    python -m benchmarks.tfdata_input [--quick] [--json out.json]
+
+Two synthetic data sets, each written once as Parquet and as TFRecord
+shards (sparse_io writers):
+  criteo: label, 13 dense floats, 26 single-id features (10% missing);
+  multi:  label, 8 weighted features of ~10 ids a row (Poisson).
+
+Contenders, per data set, each from files to COO batches (row_ids, col_ids,
+gains per feature):
+  ours parquet   make_dataset over the Parquet shards (pyarrow reader, output="coo");
+  ours graph     make_dataset over the TFRecord shards (graph-native, output="coo");
+  standard       TFRecordDataset -> batch -> tf.io.parse_example (VarLenFeature)
+                 -> SparseTensors -> the combine inputs (row ids, ids, weights) per feature;
+  pyarrow.parquet  pq.read_table of the same Parquet shards: the decode limit;
+  memcpy         numpy copy of the same number of id bytes: the physical limit.
+Iterators are started and warmed up once; a timed repetition is one pass
+over the data. Contenders alternate, with a pause outside the timing so one
+pipeline's background threads do not run on another's clock; medians,
+min-max and ratios are reported, and the peak RSS of the process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+import tracemalloc
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from benchmarks._timing import Timing, markdown_table
+from sparse_io import shard_name, write_parquet_shard, write_tfrecord_shard
+from sparse_io.schema import FeatureSpec, Schema, weights_column
+
+BATCH = 4096
+SHARDS = 4
+
+
+def _lists(lengths: np.ndarray, values: np.ndarray) -> pa.ListArray:
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))
+
+
+def criteo_like(rows: int, seed: int = 0) -> tuple[Schema, pa.Table, int]:
+    """label, I1..I13, C1..C26 (one id or none): the table and its id count."""
+    rng = np.random.default_rng(seed)
+    specs = [FeatureSpec("label", "label", "int64")]
+    cols = {"label": pa.array(rng.integers(0, 2, rows))}
+    for i in range(1, 14):
+        specs.append(FeatureSpec(f"I{i}", "dense", "float32"))
+        values = rng.random(rows, dtype=np.float32) * 100
+        cols[f"I{i}"] = pa.array(values, mask=rng.random(rows) < 0.2)
+    ids = 0
+    for i in range(1, 27):
+        specs.append(FeatureSpec(f"C{i}", "sparse", "int64"))
+        lengths = (rng.random(rows) > 0.1).astype(np.int32)
+        n = int(lengths.sum())
+        cols[f"C{i}"] = _lists(lengths, rng.zipf(1.2, n).astype(np.int64) % (1 << 22))
+        ids += n
+    return Schema(specs), pa.table(cols), ids
+
+
+def multi_valued(rows: int, seed: int = 1) -> tuple[Schema, pa.Table, int]:
+    """label and M0..M7: weighted id lists of ~10 ids a row."""
+    rng = np.random.default_rng(seed)
+    specs = [FeatureSpec("label", "label", "int64")]
+    cols = {"label": pa.array(rng.integers(0, 2, rows))}
+    ids = 0
+    for k in range(8):
+        name = f"M{k}"
+        specs.append(FeatureSpec(name, "sparse", "int64", weighted=True))
+        lengths = rng.poisson(10, rows).astype(np.int32)
+        n = int(lengths.sum())
+        cols[name] = _lists(lengths, rng.zipf(1.2, n).astype(np.int64) % (1 << 22))
+        cols[weights_column(name)] = _lists(lengths, rng.integers(1, 6, n).astype(np.float32))
+        ids += n
+    return Schema(specs), pa.table(cols), ids
+
+
+def write_shards(directory: str, schema: Schema, table: pa.Table) -> tuple[str, str]:
+    parquet, tfrecord = os.path.join(directory, "parquet"), os.path.join(directory, "tfrecord")
+    per = -(-table.num_rows // SHARDS)
+    for path in (parquet, tfrecord):
+        os.makedirs(path)
+        schema.save(path)
+    for k in range(SHARDS):
+        part = table.slice(k * per, per)
+        write_parquet_shard(os.path.join(parquet, shard_name(k, SHARDS, ".parquet")), [part], schema)
+        write_tfrecord_shard(os.path.join(tfrecord, shard_name(k, SHARDS, ".tfrecord")), [part], schema)
+    return parquet, tfrecord
+
+
+def standard_dataset(tfrecord_dir: str, schema: Schema):
+    """What users write today: parse Examples into SparseTensors, then the inputs of a weighted combine."""
+    import tensorflow as tf
+
+    files = sorted(tf.io.gfile.glob(os.path.join(tfrecord_dir, "*.tfrecord")))
+    spec = {}
+    for f in schema:
+        if f.kind == "label":
+            spec[f.name] = tf.io.FixedLenFeature([], tf.int64)
+        elif f.kind == "dense":
+            spec[f.name] = tf.io.VarLenFeature(tf.float32)
+        else:
+            spec[f.name] = tf.io.VarLenFeature(tf.int64)
+            if f.weighted:
+                spec[weights_column(f.name)] = tf.io.VarLenFeature(tf.float32)
+
+    def combine_inputs(serialized):
+        parsed = tf.io.parse_example(serialized, spec)
+        out = {}
+        for f in schema.sparse:
+            ids = parsed[f.name]
+            weights = parsed[weights_column(f.name)].values if f.weighted else tf.ones_like(ids.values, tf.float32)
+            out[f.name] = (tf.cast(ids.indices[:, 0], tf.int32), ids.values, weights)
+        for f in schema.dense:
+            out[f.name] = tf.sparse.to_dense(parsed[f.name], default_value=float("nan"))[:, 0]
+        return out, parsed["label"]
+
+    ds = tf.data.TFRecordDataset(files).batch(BATCH).map(combine_inputs, num_parallel_calls=tf.data.AUTOTUNE)
+    return ds.repeat().prefetch(tf.data.AUTOTUNE)
+
+
+def _alternate_settled(contenders: dict, *, reps: int, warmup: int, settle_s: float) -> dict:
+    """Round-robin timing (rotating order) with a pause before each call, outside the timing.
+
+    tf.data pipelines keep working in background threads until their buffers
+    are full; the pause lets that finish so it does not land on the next
+    contender's clock. (A pipeline then starts its pass with a few batches
+    ready, the same for every tf.data contender: a few percent of a pass.)
+    """
+    names = list(contenders)
+    for _ in range(warmup):
+        for name in names:
+            contenders[name]()
+    seconds = {name: [] for name in names}
+    for round_index in range(reps):
+        start = round_index % len(names)
+        for name in names[start:] + names[:start]:
+            time.sleep(settle_s)
+            began = time.perf_counter()
+            contenders[name]()
+            seconds[name].append(time.perf_counter() - began)
+    return {name: Timing(float(np.median(v)), min(v), max(v), len(v)) for name, v in seconds.items()}
+
+
+def _pass(iterator, batches: int):
+    def one_pass():
+        for _ in range(batches):
+            next(iterator)
+
+    return one_pass
+
+
+def _allocation_per_batch(parquet_dir: str, schema: Schema) -> dict:
+    """Python-side bytes allocated to read one COO batch, against the bytes it hands to TensorFlow.
+
+    The arrays are then aliased by DLPack (no tensor copy), so allocated / handed-over near 1.0
+    means the ids were copied once, from the Arrow buffer into the batch's arena.
+    """
+    from transforms.tfdata.columns import select_columns
+    from transforms.tfdata.parquet_source import ParquetSource
+
+    files = sorted(os.path.join(parquet_dir, f) for f in os.listdir(parquet_dir) if f.endswith(".parquet"))
+    columns, label = select_columns(schema, None, None)
+    coo = {c.name: "sum" for c in columns if c.is_sparse}
+    source = ParquetSource(
+        files, columns, label, BATCH, shuffle=False, seed=0, num_shards=1, index=0, drop_remainder=False, coo=coo
+    )
+    source.read(0)
+    source.read(1)
+    time.sleep(0.2)  # let the read-ahead thread finish outside the measurement
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    tracemalloc.reset_peak()
+    flat = source.read(1)
+    peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    handed = sum(a.nbytes for a in flat)
+    return {"allocated_bytes": peak, "handed_over_bytes": handed, "allocated_over_handed_over": peak / handed}
+
+
+def bench_set(name: str, schema: Schema, table: pa.Table, ids: int, reps: int, tmp: str) -> tuple[list, dict]:
+    from transforms import make_dataset
+
+    directory = os.path.join(tmp, name)
+    os.makedirs(directory)
+    parquet, tfrecord = write_shards(directory, schema, table)
+    rows = table.num_rows
+    batches = -(-rows // BATCH)  # one pass: shard boundaries give no extra partial batch (rows divide evenly)
+    parquet_files = sorted(os.path.join(parquet, f) for f in os.listdir(parquet) if f.endswith(".parquet"))
+    ours_parquet = iter(make_dataset(parquet, BATCH, shuffle=False, num_epochs=None, output="coo"))
+    ours_graph = iter(make_dataset(tfrecord, BATCH, shuffle=False, num_epochs=None, output="coo"))
+    standard = iter(standard_dataset(tfrecord, schema))
+    for it in (ours_parquet, ours_graph, standard):  # start-up and warm-up outside the timing
+        for _ in range(3):
+            next(it)
+    source = np.arange(ids, dtype=np.int64)
+    target = np.empty_like(source)
+    timings = _alternate_settled(
+        {
+            "ours parquet": _pass(ours_parquet, batches),
+            "ours graph (tfrecord)": _pass(ours_graph, batches),
+            "standard (parse_example)": _pass(standard, batches),
+            "pyarrow.parquet read": lambda: pq.read_table(parquet_files),
+            "memcpy ids": lambda: np.copyto(target, source),
+        },
+        reps=reps,
+        warmup=1,
+        settle_s=0.5,
+    )
+    results = []
+    for contender, t in timings.items():
+        results.append(
+            {
+                "set": name,
+                "contender": contender,
+                "median_s": t.median_s,
+                "min_s": t.min_s,
+                "max_s": t.max_s,
+                "rows_per_s": rows / t.median_s,
+                "ids_per_s": ids / t.median_s,
+            }
+        )
+    by = {r["contender"]: r for r in results}
+    ratios = {
+        "parquet_vs_standard": by["ours parquet"]["rows_per_s"] / by["standard (parse_example)"]["rows_per_s"],
+        "graph_vs_standard": by["ours graph (tfrecord)"]["rows_per_s"] / by["standard (parse_example)"]["rows_per_s"],
+        "parquet_vs_pyarrow_read": by["ours parquet"]["rows_per_s"] / by["pyarrow.parquet read"]["rows_per_s"],
+        "parquet_vs_memcpy": by["ours parquet"]["ids_per_s"] / by["memcpy ids"]["ids_per_s"],
+    }
+    ratios["allocation"] = _allocation_per_batch(parquet, schema)
+    return results, ratios
+
+
+def run(quick: bool) -> dict:
+    """Both data sets; returns a JSON-able dict and prints a markdown table."""
+    rows = {"criteo": 40_960 if quick else 409_600, "multi": 20_480 if quick else 204_800}
+    reps = 2 if quick else 4
+    all_results, ratios = [], {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, make in (("criteo", criteo_like), ("multi", multi_valued)):
+            schema, table, ids = make(rows[name])
+            results, set_ratios = bench_set(name, schema, table, ids, reps, tmp)
+            all_results += results
+            ratios[name] = set_ratios
+    peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(markdown_table(all_results, ["set", "contender", "median_s", "min_s", "max_s", "rows_per_s", "ids_per_s"]))
+    print()
+    for name, r in ratios.items():
+        print(
+            f"{name}: ours parquet {r['parquet_vs_standard']:.2f}x standard, "
+            f"ours graph {r['graph_vs_standard']:.2f}x standard, "
+            f"ours parquet {r['parquet_vs_pyarrow_read']:.2f}x pyarrow.parquet read, "
+            f"{r['parquet_vs_memcpy']:.3f}x memcpy; "
+            f"Python-side allocation per batch {r['allocation']['allocated_bytes'] / 2**20:.1f} MiB "
+            f"= {r['allocation']['allocated_over_handed_over']:.2f}x what it hands to TensorFlow"
+        )
+    print(f"peak RSS {peak_rss_mib:.0f} MiB")
+    return {
+        "benchmark": "tfdata_input",
+        "quick": quick,
+        "batch_size": BATCH,
+        "rows": rows,
+        "results": all_results,
+        "ratios": ratios,
+        "peak_rss_mib": peak_rss_mib,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, well under a minute")
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args(argv)
+    results = run(args.quick)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

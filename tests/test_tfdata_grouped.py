@@ -1,0 +1,93 @@
+"""Grouped conversion and padding: many features in one call give what the contract gives per feature."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from transforms.tfdata.coo import Coo
+from transforms.tfdata.grouped import SparseGroup, convert_group, group_ragged, pad_coo_features
+
+
+def _reference(rows, weights, combiner):
+    """COO of one feature from the contract: adjacent equal ids in a row merge; mean/sqrtn scale per row."""
+    out_rows, out_cols, out_gains = [], [], []
+    for r, (ids, ws) in enumerate(zip(rows, weights)):
+        total = sum(ws) if combiner == "mean" else np.sqrt(sum(w * w for w in ws)) if combiner == "sqrtn" else 1.0
+        scale = 1.0 if combiner == "sum" else (0.0 if total == 0 else 1.0 / total)
+        previous = None
+        for i, w in zip(ids, ws):
+            if i == previous:
+                out_gains[-1] += w * scale
+            else:
+                out_rows.append(r)
+                out_cols.append(i)
+                out_gains.append(w * scale)
+            previous = i
+    return out_rows, out_cols, out_gains
+
+
+def _ragged(rows, dtype):
+    flat = [v for r in rows for v in r]
+    return tf.RaggedTensor.from_row_lengths(tf.constant(flat, dtype), tf.constant([len(r) for r in rows], tf.int64))
+
+
+feature = st.lists(st.lists(st.integers(0, 4), max_size=5), min_size=3, max_size=3)  # 3 rows, small ids: duplicates
+
+
+@settings(max_examples=20)
+@given(
+    features=st.lists(feature, min_size=1, max_size=4),
+    combiner=st.sampled_from(["sum", "mean", "sqrtn"]),
+    weighted=st.booleans(),
+)
+def test_a_group_converts_like_each_feature_on_its_own(features, combiner, weighted):
+    rng = np.random.default_rng(len(features))
+    weights = [[[float(np.float32(w)) for w in rng.random(len(r)) + 0.25] for r in f] for f in features]
+    names = [f"f{k}" for k in range(len(features))]
+    ids = {n: _ragged(f, tf.int64) for n, f in zip(names, features)}
+    ws = {n: _ragged(w, tf.float32) for n, w in zip(names, weights)} if weighted else {}
+    (group,) = group_ragged(ids, ws, combiner)
+    out = convert_group(group)
+    for n, f, w in zip(names, features, weights):
+        want = _reference(f, w if weighted else [[1.0] * len(r) for r in f], combiner)
+        got = out[n]
+        assert got.row_ids.numpy().tolist() == want[0] and got.col_ids.numpy().tolist() == want[1]
+        np.testing.assert_allclose(got.gains.numpy(), want[2], rtol=1e-5)
+
+
+def test_the_concatenated_layout_converts_and_slices_like_the_ragged_one():
+    a, b = [[1, 1, 2], [], [3]], [[4], [5, 5], []]
+    splits = tf.constant([0, 3, 3, 4, 5, 7, 7], tf.int64)
+    values = tf.constant([1, 1, 2, 3, 4, 5, 5], tf.int64)
+    group = SparseGroup(["a", "b"], "sum", tf.constant(3, tf.int64), row_splits=splits, values=values)
+    out = convert_group(group)
+    assert out["a"].col_ids.numpy().tolist() == [1, 2, 3] and out["a"].gains.numpy().tolist() == [2.0, 1.0, 1.0]
+    assert out["b"].row_ids.numpy().tolist() == [0, 1] and out["b"].gains.numpy().tolist() == [1.0, 2.0]
+    (got_a, _), (got_b, _) = group.features(3)
+    assert got_a.to_list() == a and got_b.to_list() == b
+
+
+def _coo(rows, cols):
+    return Coo(tf.constant(rows, tf.int32), tf.constant(cols, tf.int64), tf.ones([len(rows)], tf.float32))
+
+
+def test_padding_many_features_at_once_follows_the_pad_rule_per_feature():
+    coo = {"a": _coo([0, 1], [7, 8]), "b": _coo([], []), "c": _coo([0, 0, 2], [1, 2, 3]), "dense": tf.zeros([3])}
+    out = pad_coo_features(coo, {"a": 3, "b": 2, "c": 3}, sample_count=3, overflow="error", dropped=None)
+    assert out["a"].row_ids.numpy().tolist() == [0, 1, 3] and out["a"].col_ids.numpy().tolist() == [7, 8, 0]
+    assert out["b"].row_ids.numpy().tolist() == [3, 3] and out["b"].gains.numpy().tolist() == [0.0, 0.0]
+    assert out["c"].col_ids.numpy().tolist() == [1, 2, 3] and out["c"].row_ids.shape == [3]
+    assert out["dense"] is coo["dense"]
+
+
+def test_overflow_names_the_feature_or_drops_and_counts():
+    coo = {"a": _coo([0, 1], [7, 8]), "c": _coo([0, 0, 2], [1, 2, 3])}
+    message = r"check 'capacity' failed: feature 'c' has 3 COO entries, more than its capacity 2"
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+        pad_coo_features(coo, {"a": 2, "c": 2}, sample_count=3, overflow="error", dropped=None)
+    dropped = tf.Variable(0, dtype=tf.int64)
+    out = pad_coo_features(coo, {"a": 1, "c": 2}, sample_count=3, overflow="drop", dropped=dropped)
+    assert out["a"].col_ids.numpy().tolist() == [7] and out["c"].col_ids.numpy().tolist() == [1, 2]
+    assert int(dropped.numpy()) == 2

@@ -1,0 +1,28 @@
+"""tf.data input stage: shards and raw logs to COO, ragged or sparse training batches.
+
+`make_dataset` reads the shards the Beam stage writes; `make_log_dataset`
+reads raw Criteo/CSV logs graph-natively. The map functions (`to_coo`,
+`pad_to_capacity`, `hash_ids`, `lookup_ids`, `truncate`) are plain graph code
+for any tf.data pipeline.
+"""
+
+from transforms.tfdata.coo import Coo, capacity_from_stats, load_stats, pad_to_capacity, to_coo
+from transforms.tfdata.dataset import make_dataset
+from transforms.tfdata.ids import hash_ids, lookup_ids, truncate, vocabulary_table
+from transforms.tfdata.log_dataset import make_log_dataset
+from transforms.tfdata.state import InputState
+
+__all__ = [
+    "Coo",
+    "InputState",
+    "capacity_from_stats",
+    "hash_ids",
+    "load_stats",
+    "lookup_ids",
+    "make_dataset",
+    "make_log_dataset",
+    "pad_to_capacity",
+    "to_coo",
+    "truncate",
+    "vocabulary_table",
+]

