@@ -165,6 +165,10 @@ BAD = [
     ("weights missing", '{"clicked": 1, "items": [1]}', "items__weights: 0 weights for 1 ids"),
     ("duplicate key", '{"clicked": 1, "clicked": 0}', "invalid JSON"),
     ("whitespace line", "   ", "empty line"),
+    ("null line", "null", "invalid JSON: a line must hold one JSON object"),
+    ("number line", "17", "invalid JSON: a line must hold one JSON object"),
+    ("list line", "[1, 2]", "invalid JSON: a line must hold one JSON object"),
+    ("two objects", '{"clicked": 1} {"clicked": 0}', "expected one JSON object per line"),
     ("bad utf-8", b'{"clicked": 1, "tags": ["\xff"]}', "invalid UTF-8 at byte 25"),
 ]
 
@@ -176,6 +180,13 @@ def test_bad_line_is_a_dead_letter_with_its_line_number(tmp_path, case, line, re
     assert len(rows) == 3 and sink.records == 4 and sink.bad == 1
     (letter,) = sink.letters
     assert letter.line == 3 and reason in letter.reason, letter.reason
+
+
+@pytest.mark.parametrize("first", ["null", " null", "nullx"])
+def test_a_block_starting_with_null_is_read_not_crashed_on(tmp_path, first):
+    # pyarrow.json aborts the process on a block that starts with a bare null
+    rows, sink = _read(_write(tmp_path, [first, '{"clicked": 1}']))
+    assert len(rows) == 1 and [d.line for d in sink] == [1]
 
 
 def test_empty_file_yields_nothing(tmp_path):

@@ -28,6 +28,7 @@ import pyarrow.json as pj
 from sparse_io.readers._convert import (
     RowProblems,
     list_parts,
+    np_mask,
     scalar_column,
     scalar_parts,
     sparse_column,
@@ -121,6 +122,19 @@ def _read_keys_one_by_one(data: pa.Buffer, keys: dict[str, str]) -> pa.Table:
     return pa.table(columns)
 
 
+def _objects_only(lines: pa.StringArray, problems: RowProblems) -> pa.StringArray:
+    """Lines that are not JSON objects marked bad and replaced by `{}`.
+
+    pyarrow.json reads a bare `null` line as a row of nulls, and crashes the
+    process on a block that starts with one, so such lines never reach it.
+    """
+    not_object = ~np_mask(pc.match_substring_regex(lines, r"^[ \t\r]*\{"), null_as=False)
+    if not not_object.any():
+        return lines
+    problems.add(not_object, lambda _: "invalid JSON: a line must hold one JSON object")
+    return pc.if_else(pa.array(~not_object), lines, pa.scalar("{}"))
+
+
 def parse_jsonl_block(lines: pa.StringArray, schema: Schema) -> tuple[pa.RecordBatch, RowProblems]:
     """Parses JSON lines into a batch with `schema.arrow_schema()`; marks bad rows.
 
@@ -130,6 +144,8 @@ def parse_jsonl_block(lines: pa.StringArray, schema: Schema) -> tuple[pa.RecordB
         an unusable type): the caller isolates the offending lines.
     """
     n = len(lines)
+    problems = RowProblems(n)
+    lines = _objects_only(lines, problems)
     joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, n], pa.int32()), lines), "\n")
     data = joined[0].as_buffer()
     keys = _keys(schema)
@@ -150,7 +166,6 @@ def parse_jsonl_block(lines: pa.StringArray, schema: Schema) -> tuple[pa.RecordB
             return pa.nulls(n)
         return table.column(name).combine_chunks()
 
-    problems = RowProblems(n)
     out = []
     for spec in schema:
         if not spec.is_sparse:
