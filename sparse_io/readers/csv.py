@@ -22,9 +22,9 @@ import pyarrow.csv as pcsv
 
 from sparse_io.readers._convert import (
     RowProblems,
-    np_mask,
     empty_to_null,
     list_parts,
+    np_mask,
     scalar_column,
     sparse_column,
     weights_column_values,
