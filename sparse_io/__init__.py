@@ -6,6 +6,7 @@ TensorFlow is only imported when a TensorFlow bridge or a TFRecord reader is fir
 from sparse_io.arrow import csr_from_arrow, csr_to_arrow
 from sparse_io.csr import CooBatch, CsrBatch, SparseValidationError
 from sparse_io.dead_letters import DeadLetter, DeadLetterSink, ErrorBudgetExceeded
+from sparse_io.errors import CorruptFileError
 from sparse_io.example_encoding import encode_examples
 from sparse_io.readers import FORMATS, read_file, read_logs
 from sparse_io.schema import FeatureSpec, Schema, SchemaError, criteo_schema, weights_column
@@ -17,6 +18,7 @@ _TF_BRIDGES = ("csr_to_ragged", "csr_to_sparse", "csr_from_ragged", "csr_from_sp
 __all__ = [
     "FORMATS",
     "CooBatch",
+    "CorruptFileError",
     "CsrBatch",
     "DeadLetter",
     "DeadLetterSink",

@@ -163,8 +163,10 @@ def _out_of_range(text: pa.Array, dtype: str) -> np.ndarray:
     return (lengths > width) | ((lengths == width) & above)
 
 
-def _from_arrow(values: pa.Array, spec: FeatureSpec):
-    """Typed Arrow values (nulls stay null) to `spec.dtype`; ColumnTypeError if impossible."""
+def _from_arrow(values: pa.Array, spec: FeatureSpec, column: str):
+    """Typed Arrow values (nulls stay null) to `spec.dtype`; ColumnTypeError (naming `column`) if impossible."""
+    if pa.types.is_dictionary(values.type):  # e.g. pandas categoricals written to Parquet
+        values = values.dictionary_decode()
     t = values.type
     n = len(values)
     target = _ARROW_TYPES[spec.dtype]
@@ -174,13 +176,13 @@ def _from_arrow(values: pa.Array, spec: FeatureSpec):
     if spec.dtype == "string":
         if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t):
             return values.cast(target), no_bad, None
-        raise ColumnTypeError(f"{spec.name}: expected strings, got {t}")
+        raise ColumnTypeError(f"{column}: expected strings, got {t}")
     if pa.types.is_timestamp(t) and spec.dtype == "int64":
         # ISO-8601 text that JSON inference turned into timestamps: seconds since the epoch.
         seconds = pc.cast(values, pa.timestamp("s", tz=t.tz), safe=False)
         return seconds.cast(pa.int64()), no_bad, None
     if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
-        raise ColumnTypeError(f"{spec.name}: expected numbers for {spec.dtype}, got {t}")
+        raise ColumnTypeError(f"{column}: expected numbers for {spec.dtype}, got {t}")
     if spec.dtype == "float32":
         typed = pc.cast(values, target, safe=False)
         bad = ~np_mask(pc.is_finite(typed), null_as=True)
@@ -200,8 +202,8 @@ def _from_arrow(values: pa.Array, spec: FeatureSpec):
     return typed, bad, lambda i: f"{_show(values, i)} is not an {spec.dtype} integer"
 
 
-def _convert(values: pa.Array, spec: FeatureSpec, *, text: bool, hex32: bool = False):
-    return _from_text(values, spec, hex32=hex32) if text else _from_arrow(values, spec)
+def _convert(values: pa.Array, spec: FeatureSpec, *, text: bool, hex32: bool = False, column: str | None = None):
+    return _from_text(values, spec, hex32=hex32) if text else _from_arrow(values, spec, column or spec.name)
 
 
 # --- columns ---------------------------------------------------------------------------------------
@@ -314,7 +316,7 @@ def weights_column_values(
     num_rows = len(splits) - 1
     if text:
         elements = empty_to_null(elements)
-    typed, bad, why = _convert(elements, weight_spec, text=text)
+    typed, bad, why = _convert(elements, weight_spec, text=text, column=name)
     parents = np.repeat(np.arange(num_rows), np.diff(splits))
     _mark_elements(problems, bad, parents, num_rows, lambda e: f"{name}: weight {why(e)}")
     missing = ~elements.is_valid().to_numpy(zero_copy_only=False)
