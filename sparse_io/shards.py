@@ -85,6 +85,7 @@ def write_parquet_shard(
     *,
     row_group_size: int = DEFAULT_ROW_GROUP_SIZE,
     compression: str = "zstd",
+    output_root: str | None = None,
 ) -> int:
     """Writes `batches` to one Parquet file at `path`, atomically; returns the row count.
 
@@ -92,9 +93,13 @@ def write_parquet_shard(
     sizes of the incoming batches. No batches still writes a valid, empty
     shard. The file's Arrow schema is `schema.arrow_schema()`.
 
+    `output_root`: the output directory `path` must stay in, symbolic links
+    followed (see `sparse_io.atomic`); pass it whenever it is known.
+
     Raises:
       ValueError: a batch lacks a column or has one of an uncastable type;
         nothing is left at `path` then (an earlier file there is kept).
+      PermissionError: `path` is a symbolic link or leads out of `output_root`.
 
     Example:
       >>> write_parquet_shard("out/" + shard_name(0, 1, ".parquet"), batches, schema)  # doctest: +SKIP
@@ -103,7 +108,7 @@ def write_parquet_shard(
         raise ValueError(f"row_group_size must be a positive integer, got {row_group_size!r}")
     target = schema.arrow_schema()
     rows = 0
-    with atomic_output(path) as stream:
+    with atomic_output(path, output_root=output_root) as stream:
         # Page checksums let a reader tell a corrupted page from data (see read_parquet_shard).
         writer = pq.ParquetWriter(stream, target, compression=compression, write_page_checksum=True)
         with contextlib.closing(writer):

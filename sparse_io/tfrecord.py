@@ -86,7 +86,9 @@ def frame_records(records: pa.Array) -> bytes:
     return framed.data.tobytes()
 
 
-def write_tfrecord_shard(path: str, batches: Iterable[pa.RecordBatch | pa.Table], schema: Schema) -> int:
+def write_tfrecord_shard(
+    path: str, batches: Iterable[pa.RecordBatch | pa.Table], schema: Schema, *, output_root: str | None = None
+) -> int:
     """Writes one `tf.train.Example` per row to a TFRecord file at `path`, atomically.
 
     Sparse `f` -> int64_list (bytes_list for string ids), `f__weights` ->
@@ -94,12 +96,16 @@ def write_tfrecord_shard(path: str, batches: Iterable[pa.RecordBatch | pa.Table]
     (missing) or 1 value, label -> int64_list or float_list. Returns the row
     count; no rows still writes an (empty) file.
 
+    `output_root`: the output directory `path` must stay in, symbolic links
+    followed (see `sparse_io.atomic`); pass it whenever it is known.
+
     Raises:
       ValueError: a batch lacks a column, has an uncastable one, or a null
         inside a list; nothing is left at `path` then.
+      PermissionError: `path` is a symbolic link or leads out of `output_root`.
     """
     rows = 0
-    with atomic_output(path) as stream:
+    with atomic_output(path, output_root=output_root) as stream:
         for batch in batches:
             batch = conform_batch(batch, schema)
             for part in batch.to_batches() if isinstance(batch, pa.Table) else [batch]:
