@@ -39,7 +39,7 @@ from _fuzz_logs import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparse_io import DeadLetterSink, FeatureSpec, Schema, read_file, read_logs
+from sparse_io import CorruptFileError, DeadLetterSink, FeatureSpec, Schema, read_file, read_logs
 
 EXAMPLES = 60
 FUZZ = settings(
@@ -257,7 +257,7 @@ def test_a_damaged_parquet_log_is_an_error_naming_the_file(tmp_path_factory, dat
         path = os.path.join(str(directory), name)
         with open(path, "wb") as f:
             f.write(content)
-        with pytest.raises(ValueError, match="parquet") as caught:
+        with pytest.raises(CorruptFileError, match="damaged Parquet file") as caught:
             list(read_logs(path, "parquet", SCHEMA, errors=DeadLetterSink(), error_budget=1.0))
         assert path in str(caught.value)
 
