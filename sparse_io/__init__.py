@@ -6,9 +6,11 @@ TensorFlow is only imported when a TensorFlow bridge or a TFRecord reader is fir
 from sparse_io.arrow import csr_from_arrow, csr_to_arrow
 from sparse_io.csr import CooBatch, CsrBatch, SparseValidationError
 from sparse_io.dead_letters import DeadLetter, DeadLetterSink, ErrorBudgetExceeded
+from sparse_io.errors import CorruptFileError
 from sparse_io.example_encoding import encode_examples
 from sparse_io.readers import FORMATS, read_file, read_logs
 from sparse_io.schema import FeatureSpec, Schema, SchemaError, criteo_schema, weights_column
+from sparse_io.shard_set import ShardReport, SkippedShard, iter_shards
 from sparse_io.shards import read_parquet_shard, shard_name, write_parquet_shard
 from sparse_io.tfrecord import read_tfrecord_shard, write_tfrecord_shard
 
@@ -17,6 +19,7 @@ _TF_BRIDGES = ("csr_to_ragged", "csr_to_sparse", "csr_from_ragged", "csr_from_sp
 __all__ = [
     "FORMATS",
     "CooBatch",
+    "CorruptFileError",
     "CsrBatch",
     "DeadLetter",
     "DeadLetterSink",
@@ -24,11 +27,14 @@ __all__ = [
     "FeatureSpec",
     "Schema",
     "SchemaError",
+    "ShardReport",
+    "SkippedShard",
     "SparseValidationError",
     "criteo_schema",
     "csr_from_arrow",
     "csr_to_arrow",
     "encode_examples",
+    "iter_shards",
     "read_file",
     "read_logs",
     "read_parquet_shard",

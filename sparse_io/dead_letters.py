@@ -159,14 +159,16 @@ class DeadLetterSink:
         if self.bad and self.fraction > error_budget:
             raise ErrorBudgetExceeded(self.bad, self.records, error_budget, self.letters[:5])
 
-    def write_jsonl(self, path: str) -> str:
+    def write_jsonl(self, path: str, *, output_root: str | None = None) -> str:
         """Writes the kept dead letters to `path` as JSON Lines, atomically; returns `path`.
 
         Each line is `{"source": ..., "line": ..., "reason": ..., "raw": ...}`.
+        `output_root`: the output directory the file must stay in, symbolic
+        links followed (see `sparse_io.atomic`).
         """
         from sparse_io.atomic import atomic_output
 
-        with atomic_output(path) as f:
+        with atomic_output(path, output_root=output_root) as f:
             for letter in self.letters:
                 f.write(json.dumps(letter.to_dict(), ensure_ascii=False).encode("utf-8") + b"\n")
         return path

@@ -211,12 +211,16 @@ class Schema:
             raise SchemaError("schema.json: 'features' must be a list")
         return cls(FeatureSpec.from_dict(f) for f in data["features"])
 
-    def save(self, directory: str) -> str:
-        """Writes `directory/schema.json` atomically; returns its path."""
+    def save(self, directory: str, *, output_root: str | None = None) -> str:
+        """Writes `directory/schema.json` atomically; returns its path.
+
+        `output_root`: the output directory the file must stay in, symbolic
+        links followed (see `sparse_io.atomic`).
+        """
         from sparse_io.atomic import atomic_write_text
 
         path = os.path.join(directory, SCHEMA_FILE)
-        atomic_write_text(path, self.to_json() + "\n")
+        atomic_write_text(path, self.to_json() + "\n", output_root=output_root)
         return path
 
     @classmethod

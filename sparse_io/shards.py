@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sparse_io.atomic import atomic_output
+from sparse_io.errors import damage_is_corruption
 from sparse_io.schema import Schema
 
 __all__ = [
@@ -84,6 +85,7 @@ def write_parquet_shard(
     *,
     row_group_size: int = DEFAULT_ROW_GROUP_SIZE,
     compression: str = "zstd",
+    output_root: str | None = None,
 ) -> int:
     """Writes `batches` to one Parquet file at `path`, atomically; returns the row count.
 
@@ -91,9 +93,13 @@ def write_parquet_shard(
     sizes of the incoming batches. No batches still writes a valid, empty
     shard. The file's Arrow schema is `schema.arrow_schema()`.
 
+    `output_root`: the output directory `path` must stay in, symbolic links
+    followed (see `sparse_io.atomic`); pass it whenever it is known.
+
     Raises:
       ValueError: a batch lacks a column or has one of an uncastable type;
         nothing is left at `path` then (an earlier file there is kept).
+      PermissionError: `path` is a symbolic link or leads out of `output_root`.
 
     Example:
       >>> write_parquet_shard("out/" + shard_name(0, 1, ".parquet"), batches, schema)  # doctest: +SKIP
@@ -102,8 +108,10 @@ def write_parquet_shard(
         raise ValueError(f"row_group_size must be a positive integer, got {row_group_size!r}")
     target = schema.arrow_schema()
     rows = 0
-    with atomic_output(path) as stream:
-        with contextlib.closing(pq.ParquetWriter(stream, target, compression=compression)) as writer:
+    with atomic_output(path, output_root=output_root) as stream:
+        # Page checksums let a reader tell a corrupted page from data (see read_parquet_shard).
+        writer = pq.ParquetWriter(stream, target, compression=compression, write_page_checksum=True)
+        with contextlib.closing(writer):
             pending: list[pa.RecordBatch] = []
             pending_rows = 0
             for batch in batches:
@@ -130,23 +138,30 @@ def read_parquet_shard(path: str, schema: Schema | None = None) -> pa.Table:
     """Reads a whole Parquet shard (local path or any FileSystems URL).
 
     With `schema`, only its columns are read, their types must be
-    `schema.arrow_schema()`'s, and the table has exactly that schema.
+    `schema.arrow_schema()`'s, and the table has exactly that schema. Page
+    checksums (written by `write_parquet_shard`) are verified, so a flipped
+    bit in the data is an error, not a wrong value.
 
     Raises:
       ValueError: a schema column is missing or has another type.
+      CorruptFileError: the shard is truncated, corrupted or not Parquet
+        (a ValueError naming the file and what is wrong).
+      FileNotFoundError: no file at `path`.
     """
     from sparse_io.readers._source import is_local, open_binary
 
     columns = schema.arrow_schema().names if schema is not None else None
-    with contextlib.nullcontext(path) if is_local(path) else open_binary(path) as source:
-        parquet = pq.ParquetFile(source)
+    with contextlib.ExitStack() as stack:
+        source = path if is_local(path) else stack.enter_context(open_binary(path))
+        with damage_is_corruption(path, "Parquet"):
+            parquet = pq.ParquetFile(source, page_checksum_verification=True)
+        stack.enter_context(contextlib.closing(parquet))
         if columns is not None:
             missing = [c for c in columns if c not in parquet.schema_arrow.names]
             if missing:
-                raise ValueError(
-                    f"{path}: shard lacks column(s) {missing}; it has {parquet.schema_arrow.names}"
-                )
-        table = parquet.read(columns=columns, use_threads=False)
+                raise ValueError(f"{path}: shard lacks column(s) {missing}; it has {parquet.schema_arrow.names}")
+        with damage_is_corruption(path, "Parquet"):
+            table = parquet.read(columns=columns, use_threads=False)
     if schema is not None:
         target = schema.arrow_schema()
         for field in target:

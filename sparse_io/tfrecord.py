@@ -12,6 +12,7 @@ a time with `tf.io.parse_example`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 import google_crc32c
@@ -19,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from sparse_io.atomic import atomic_output
+from sparse_io.errors import CorruptFileError
 from sparse_io.example_encoding import _concat, _from_lengths, _Ragged, encode_examples
 from sparse_io.schema import Schema, weights_column
 from sparse_io.shards import conform_batch
@@ -84,7 +86,9 @@ def frame_records(records: pa.Array) -> bytes:
     return framed.data.tobytes()
 
 
-def write_tfrecord_shard(path: str, batches: Iterable[pa.RecordBatch | pa.Table], schema: Schema) -> int:
+def write_tfrecord_shard(
+    path: str, batches: Iterable[pa.RecordBatch | pa.Table], schema: Schema, *, output_root: str | None = None
+) -> int:
     """Writes one `tf.train.Example` per row to a TFRecord file at `path`, atomically.
 
     Sparse `f` -> int64_list (bytes_list for string ids), `f__weights` ->
@@ -92,12 +96,16 @@ def write_tfrecord_shard(path: str, batches: Iterable[pa.RecordBatch | pa.Table]
     (missing) or 1 value, label -> int64_list or float_list. Returns the row
     count; no rows still writes an (empty) file.
 
+    `output_root`: the output directory `path` must stay in, symbolic links
+    followed (see `sparse_io.atomic`); pass it whenever it is known.
+
     Raises:
       ValueError: a batch lacks a column, has an uncastable one, or a null
         inside a list; nothing is left at `path` then.
+      PermissionError: `path` is a symbolic link or leads out of `output_root`.
     """
     rows = 0
-    with atomic_output(path) as stream:
+    with atomic_output(path, output_root=output_root) as stream:
         for batch in batches:
             batch = conform_batch(batch, schema)
             for part in batch.to_batches() if isinstance(batch, pa.Table) else [batch]:
@@ -139,16 +147,28 @@ def _column(ragged, name: str, dtype: str, kind: str, path: str) -> pa.Array:
     return values.take(pa.array(splits[:-1], mask=lengths == 0))
 
 
+def _tf_message(exc) -> str:
+    """A TensorFlow op error's own words, without the function-node prefix and the op suffix."""
+    text = getattr(exc, "message", str(exc))
+    text = re.sub(r"^\{\{[^}]*\}\}\s*", "", text)
+    return re.sub(r"\s*\[Op:.*$", "", text, flags=re.S).strip()
+
+
 def read_tfrecord_shard(path: str, schema: Schema, *, batch_size: int = 8192) -> pa.Table:
     """Reads a TFRecord shard of Examples back into a table with `schema.arrow_schema()`.
 
     An absent feature reads as an empty list (sparse) or a missing value
-    (dense). Imports TensorFlow.
+    (dense). Every record's CRCs are checked, and the records must fill the
+    file exactly, so a shard cut short even inside the first record header
+    is an error rather than an empty table. Imports TensorFlow.
 
     Raises:
-      ValueError: a dense feature with more than one value, a label without
-        exactly one, an int32 feature out of range.
-      tf.errors.DataLossError: a corrupt record.
+      CorruptFileError: a record fails its CRC, the file is truncated, or a
+        record is not a tf.train.Example (a ValueError naming the file).
+      ValueError: Examples that do not fit `schema`: a dense feature with
+        more than one value, a label without exactly one, a value of another
+        type, an int32 feature out of range.
+      FileNotFoundError: no file at `path`.
     """
     import tensorflow as tf
 
@@ -162,8 +182,28 @@ def read_tfrecord_shard(path: str, schema: Schema, *, batch_size: int = 8192) ->
             layout.append((name, "float32", "sparse"))
     target = schema.arrow_schema()
     batches = []
-    for serialized in tf.data.TFRecordDataset(path).batch(batch_size):
-        parsed = tf.io.parse_example(serialized, features)
-        arrays = [_column(parsed[name], name, dtype, kind, path) for name, dtype, kind in layout]
-        batches.append(pa.RecordBatch.from_arrays(arrays, schema=target))
+    framed_bytes = 0  # what the records read so far take in the file, framing included
+    try:
+        for serialized in tf.data.TFRecordDataset(path).batch(batch_size):
+            framed_bytes += int(tf.size(serialized)) * 16 + int(tf.reduce_sum(tf.strings.length(serialized)))
+            try:
+                parsed = tf.io.parse_example(serialized, features)
+            except UnicodeDecodeError:  # TensorFlow fails to word the parse error of binary junk
+                raise CorruptFileError(path, "a record is not a tf.train.Example") from None
+            arrays = [_column(parsed[name], name, dtype, kind, path) for name, dtype, kind in layout]
+            batches.append(pa.RecordBatch.from_arrays(arrays, schema=target))
+        size = tf.io.gfile.stat(path).length
+    except tf.errors.NotFoundError:
+        raise FileNotFoundError(f"no TFRecord shard at {path!r}") from None
+    except tf.errors.DataLossError as e:
+        raise CorruptFileError(path, f"damaged TFRecord file: {_tf_message(e)}") from None
+    except tf.errors.InvalidArgumentError as e:
+        message = _tf_message(e)
+        if "Could not parse example input" in message:  # the CRCs hold, but the bytes are no Example
+            raise CorruptFileError(path, f"a record is not a tf.train.Example: {message}") from None
+        raise ValueError(f"{path}: the Examples do not fit the schema: {message}") from None
+    if size != framed_bytes:  # TensorFlow takes a file cut inside a record header for a clean end
+        raise CorruptFileError(
+            path, f"damaged TFRecord file: {size - framed_bytes} bytes after the last whole record (truncated?)"
+        )
     return pa.Table.from_batches(batches, schema=target)

@@ -127,6 +127,28 @@ def test_integers_written_as_floats_are_integers(tmp_path):
     assert sink.bad == 0 and (row["label"], row["ts"], row["items"]) == (1, 260, [5])
 
 
+def test_signs_zeros_and_the_int64_limits_are_integers(tmp_path):
+    lines = ["+5,,-9223372036854775808,,,", "0,,+0009223372036854775807.00,,,"]
+    path = _write(tmp_path, ",".join(COLUMNS) + "\n" + "\n".join(lines) + "\n")
+    rows, sink = _read(path)
+    assert sink.bad == 0
+    assert [(r["label"], r["ts"]) for r in rows] == [(5, -(2**63)), (0, 2**63 - 1)]
+
+
+def test_a_value_is_good_or_bad_whatever_its_neighbours(tmp_path):
+    # Arrow's integer parser takes "0x10" when the whole column parses; the pattern check does not.
+    for neighbour in ("1", "abc"):
+        path = _write(tmp_path, ",".join(COLUMNS) + f"\n0x10,,,,,\n{neighbour},,,,,\n")
+        _, sink = _read(path)
+        assert [d.line for d in sink][0] == 2
+
+
+def test_quoted_fields_closed_on_their_line_are_kept(tmp_path):
+    path = _write(tmp_path, ",".join(COLUMNS) + '\n1,,,,,"a""b"\n2,,,,,"p"q"r\n3,,,,,a"b\n')
+    rows, sink = _read(path)
+    assert sink.bad == 0 and [r["tags"] for r in rows] == [['a"b'], ['pq"r'], ['a"b']]
+
+
 def test_large_int64_values_are_exact(tmp_path):
     path = _write(tmp_path, ",".join(COLUMNS) + f"\n1,,{2**62 + 1},,,\n")
     (row,), _ = _read(path)
@@ -138,7 +160,11 @@ BAD = [
     ("too many fields", "1,,,,,,", "expected 6 fields, got 7"),
     ("non-numeric dense", "1,abc,,,,", "price: 'abc' is not a number"),
     ("non-integral int", "1,,1.5,,,", "ts: '1.5' is not an integer"),
-    ("int64 overflow", "1,,99999999999999999999,,,", "ts: a value is out of int64 range"),
+    ("int64 overflow", "1,,99999999999999999999,,,", "ts: '99999999999999999999' is not an integer (or is out"),
+    ("int64 underflow", "1,,-9223372036854775809,,,", "ts: '-9223372036854775809' is not an integer (or is out"),
+    ("hexadecimal int", "0x10,,,,,", "label: '0x10' is not an integer"),
+    ("unclosed quote", '1,,,,,"abc', "a quoted field is not closed before the end of the line"),
+    ("unclosed quote with escaped quotes", '1,,,,,"a""', "a quoted field is not closed"),
     ("non-numeric id", "1,,,3|x,1|1,", "items: id 'x' is not an integer"),
     ("empty id in list", "1,,,3||4,1|1|1,", "items: empty or null id in list"),
     ("id beyond vocabulary", "1,,,1000,1,", "items: id 1000 is >= vocabulary size 1000"),

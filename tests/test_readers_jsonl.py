@@ -165,6 +165,15 @@ BAD = [
     ("weights missing", '{"clicked": 1, "items": [1]}', "items__weights: 0 weights for 1 ids"),
     ("duplicate key", '{"clicked": 1, "clicked": 0}', "invalid JSON"),
     ("whitespace line", "   ", "empty line"),
+    ("null line", "null", "invalid JSON: a line must hold one JSON object"),
+    ("number line", "17", "invalid JSON: a line must hold one JSON object"),
+    ("list line", "[1, 2]", "invalid JSON: a line must hold one JSON object"),
+    ("two objects", '{"clicked": 1} {"clicked": 0}', "expected one JSON object per line"),
+    (
+        "float beyond 2**53 for an integer",
+        '{"clicked": 1, "ts": 9007199254740993.0}',
+        "ts: 9007199254740992 is an integer too large to be read exactly",
+    ),
     ("bad utf-8", b'{"clicked": 1, "tags": ["\xff"]}', "invalid UTF-8 at byte 25"),
 ]
 
@@ -176,6 +185,28 @@ def test_bad_line_is_a_dead_letter_with_its_line_number(tmp_path, case, line, re
     assert len(rows) == 3 and sink.records == 4 and sink.bad == 1
     (letter,) = sink.letters
     assert letter.line == 3 and reason in letter.reason, letter.reason
+
+
+@pytest.mark.parametrize("first", ["null", " null", "nullx"])
+def test_a_block_starting_with_null_is_read_not_crashed_on(tmp_path, first):
+    # pyarrow.json aborts the process on a block that starts with a bare null
+    rows, sink = _read(_write(tmp_path, [first, '{"clicked": 1}']))
+    assert len(rows) == 1 and [d.line for d in sink] == [1]
+
+
+def test_integers_stay_exact_beside_floats_of_the_same_key(tmp_path):
+    # One float literal makes the whole block's key float64, which would round 2**53 + 1.
+    lines = ['{"clicked": 1, "ts": 9007199254740993}', '{"clicked": 1, "ts": 2.0}', '{"clicked": 1, "ts": 2.5}']
+    rows, sink = _read(_write(tmp_path, lines))
+    assert [r["ts"] for r in rows] == [2**53 + 1, 2] and [d.line for d in sink] == [3]
+    lines = [
+        '{"clicked": 1, "items": [9007199254740993, 1], "items__weights": [1, 1]}',
+        '{"clicked": 9223372036854775807}',
+        '{"clicked": 1e30}',
+    ]
+    rows, sink = _read(_write(tmp_path, lines))
+    assert [r["items"] for r in rows] == [[2**53 + 1, 1], []] and [r["clicked"] for r in rows] == [1, 2**63 - 1]
+    assert [d.line for d in sink] == [3]
 
 
 def test_empty_file_yields_nothing(tmp_path):

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from sparse_io import DeadLetterSink, FeatureSpec, Schema, read_logs
+from sparse_io import CorruptFileError, DeadLetterSink, FeatureSpec, Schema, read_logs
 
 SCHEMA = Schema(
     [
@@ -117,3 +117,37 @@ def test_bad_values_are_dead_letters_numbered_by_row(tmp_path):
 def test_empty_parquet_file_yields_nothing(tmp_path):
     batches, sink = _read(_write(tmp_path, _table().slice(0, 0)))
     assert batches == [] and sink.records == 0
+
+
+def test_a_file_of_no_rows_with_an_unusable_column_type_is_still_an_error(tmp_path):
+    path = _write(tmp_path, _table(label=pa.array([[1], [0], [1]])).slice(0, 0))
+    with pytest.raises(ValueError, match="column label: expected a scalar int64") as info:
+        _read(path)
+    assert path in str(info.value)
+
+
+def test_an_unusable_weights_column_is_named_as_such(tmp_path):
+    path = _write(tmp_path, _table(items__weights=pa.array([["1"], [], []], pa.list_(pa.string()))))
+    with pytest.raises(ValueError, match="column items__weights: expected numbers for float32, got string"):
+        _read(path)
+
+
+def test_dictionary_encoded_strings_are_read(tmp_path):
+    tags = pa.array([["a", "b"], [], ["a"]], pa.list_(pa.string()))
+    tags = pa.ListArray.from_arrays(tags.offsets, tags.values.dictionary_encode())
+    batches, sink = _read(_write(tmp_path, _table(tags=tags, price=pa.array([1.0, 2.0, 3.0]).dictionary_encode())))
+    rows = pa.Table.from_batches(batches).to_pylist()
+    assert sink.bad == 0 and [r["tags"] for r in rows] == [["a", "b"], [], ["a"]]
+    assert [r["price"] for r in rows] == [1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("damage", ["empty", "truncated", "not parquet"])
+def test_a_damaged_file_is_a_corrupt_file_error_naming_it(tmp_path, damage):
+    path = _write(tmp_path, _table())
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(path, "wb") as f:
+        f.write({"empty": b"", "truncated": data[: len(data) // 2], "not parquet": b"label,price\n1,2\n"}[damage])
+    with pytest.raises(CorruptFileError, match="damaged Parquet file") as info:
+        _read(path)
+    assert info.value.path == path and str(info.value).startswith(path)

@@ -10,7 +10,7 @@ from _batches import SCHEMA, batches_of_rows, to_batch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparse_io import read_parquet_shard, shard_name, write_parquet_shard
+from sparse_io import CorruptFileError, read_parquet_shard, shard_name, write_parquet_shard
 
 
 def test_shard_name_format():
@@ -27,9 +27,7 @@ def test_shard_name_format():
 def test_parquet_round_trip_is_exact(tmp_path_factory, batches, row_group_size):
     path = str(tmp_path_factory.mktemp("pq") / shard_name(0, 1, ".parquet"))
     rows = [r for b in batches for r in b]
-    assert write_parquet_shard(path, map(to_batch, batches), SCHEMA, row_group_size=row_group_size) == len(
-        rows
-    )
+    assert write_parquet_shard(path, map(to_batch, batches), SCHEMA, row_group_size=row_group_size) == len(rows)
     table = read_parquet_shard(path, SCHEMA)
     assert table.schema == SCHEMA.arrow_schema()
     assert table.to_pylist() == rows
@@ -111,3 +109,56 @@ def test_reading_with_a_schema_checks_columns_and_types(tmp_path):
 def test_invalid_row_group_size_is_rejected(tmp_path):
     with pytest.raises(ValueError, match="row_group_size must be a positive integer"):
         write_parquet_shard(os.path.join(str(tmp_path), "s.parquet"), [], SCHEMA, row_group_size=0)
+
+
+def _shard(tmp_path) -> tuple[str, pa.Table]:
+    rows = [
+        {"label": i, "price": i / 3, "items": list(range(i % 4)), "items__weights": [0.5] * (i % 4), "tags": [f"t{i}"]}
+        for i in range(60)
+    ]
+    path = os.path.join(str(tmp_path), shard_name(0, 1, ".parquet"))
+    write_parquet_shard(path, [to_batch(rows)], SCHEMA, row_group_size=16)
+    return path, read_parquet_shard(path, SCHEMA)
+
+
+def test_shards_are_written_with_page_checksums(tmp_path):
+    path, _ = _shard(tmp_path)
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    chunk = pq.ParquetFile(path).metadata.row_group(0).column(0)
+    start = chunk.dictionary_page_offset or chunk.data_page_offset
+    data[start + chunk.total_compressed_size - 1] ^= 0x01  # the last byte of the chunk: page data
+    with open(path, "wb") as f:
+        f.write(bytes(data))
+    with pytest.raises(CorruptFileError, match="damaged Parquet file"):
+        read_parquet_shard(path, SCHEMA)
+
+
+@settings(max_examples=60)
+@given(st.data())
+def test_a_flipped_byte_anywhere_is_an_error_naming_the_shard_or_changes_nothing(tmp_path_factory, data):
+    path, table = _shard(tmp_path_factory.mktemp("flip"))
+    with open(path, "rb") as f:
+        content = bytearray(f.read())
+    position = data.draw(st.integers(0, len(content) - 1))
+    content[position] ^= data.draw(st.integers(1, 255))
+    with open(path, "wb") as f:
+        f.write(bytes(content))
+    try:
+        got = read_parquet_shard(path, SCHEMA)
+    except ValueError as e:  # CorruptFileError, or a column name or type the flip changed
+        assert str(e).startswith(path)
+    else:  # statistics, unused metadata: the data read is still exactly right
+        assert got.equals(table)
+
+
+@pytest.mark.parametrize("keep", [0, 3, 100, 0.5, -8, -1])
+def test_a_truncated_shard_is_a_corrupt_file_error_naming_it(tmp_path, keep):
+    path, _ = _shard(tmp_path)
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(path, "wb") as f:
+        f.write(data[: int(len(data) * keep) if isinstance(keep, float) else keep])
+    with pytest.raises(CorruptFileError, match="damaged Parquet file") as info:
+        read_parquet_shard(path)
+    assert info.value.path == path and str(info.value).startswith(path)

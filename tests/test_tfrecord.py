@@ -12,7 +12,7 @@ from _batches import SCHEMA, batches_of_rows, to_batch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparse_io import FeatureSpec, Schema, read_tfrecord_shard, shard_name, write_tfrecord_shard
+from sparse_io import CorruptFileError, FeatureSpec, Schema, read_tfrecord_shard, shard_name, write_tfrecord_shard
 from sparse_io.tfrecord import _crc32c_rows, frame_records
 
 tf = pytest.importorskip("tensorflow")
@@ -39,9 +39,7 @@ def test_framing_is_byte_identical_to_tensorflows_writer(tmp_path_factory, recor
     with open(path, "rb") as f:
         assert frame_records(pa.array(records, pa.binary())) == f.read()
     if records:
-        assert frame_records(pa.array(records, pa.large_binary()).slice(1)) == frame_records(
-            pa.array(records[1:])
-        )
+        assert frame_records(pa.array(records, pa.large_binary()).slice(1)) == frame_records(pa.array(records[1:]))
 
 
 def test_vectorised_crc32c_matches_the_library():
@@ -105,22 +103,63 @@ def test_examples_that_break_the_column_contract_are_named(tmp_path):
     example.features.feature["label"].int64_list.value.append(1)
     with tf.io.TFRecordWriter(path) as w:
         w.write(example.SerializeToString())
-    with pytest.raises(
-        ValueError, match="feature 'price': an Example in batch row 0 has 2 values, expected 0 or 1"
-    ):
+    with pytest.raises(ValueError, match="feature 'price': an Example in batch row 0 has 2 values, expected 0 or 1"):
         read_tfrecord_shard(path, SCHEMA)
     with pytest.raises(ValueError, match="feature 'other': .* has 0 values, expected 1"):
         read_tfrecord_shard(path, Schema([FeatureSpec("other", "label")]))
 
 
-def test_corrupt_shard_is_a_data_loss_error(tmp_path):
+def _damaged(tmp_path, change) -> tuple[str, bytes]:
     path = os.path.join(str(tmp_path), "s.tfrecord")
-    write_tfrecord_shard(path, [to_batch([{"label": 1, "tags": ["abc"]}])], SCHEMA)
-    data = bytearray(open(path, "rb").read())
-    data[20] ^= 0xFF
-    open(path, "wb").write(bytes(data))
-    with pytest.raises(tf.errors.DataLossError):
+    write_tfrecord_shard(path, [to_batch([{"label": i, "tags": ["abc"] * i} for i in range(3)])], SCHEMA)
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(path, "wb") as f:
+        f.write(change(data))
+    return path, data
+
+
+@settings(max_examples=20)  # each example starts a tf.data pipeline
+@given(st.data())
+def test_a_flipped_byte_anywhere_is_a_corrupt_file_error_naming_the_shard(tmp_path_factory, data):
+    directory = tmp_path_factory.mktemp("flip")
+    size = os.path.getsize(_damaged(directory, lambda d: d)[0])
+    position, bits = data.draw(st.integers(0, size - 1)), data.draw(st.integers(1, 255))
+    path, _ = _damaged(directory, lambda d: d[:position] + bytes([d[position] ^ bits]) + d[position + 1 :])
+    with pytest.raises(CorruptFileError, match="damaged TFRecord file") as info:
         read_tfrecord_shard(path, SCHEMA)
+    assert info.value.path == path and str(info.value).startswith(path)
+
+
+@pytest.mark.parametrize("keep", [1, 5, 11, 12, 30, -1])
+def test_a_truncated_shard_is_a_corrupt_file_error_even_inside_the_first_header(tmp_path, keep):
+    # TensorFlow alone reads a file cut inside a record header as a clean, shorter file.
+    path, _ = _damaged(tmp_path, lambda d: d[:keep])
+    with pytest.raises(CorruptFileError, match="damaged TFRecord file") as info:
+        read_tfrecord_shard(path, SCHEMA)
+    assert info.value.path == path
+
+
+def test_a_record_that_is_no_example_is_a_corrupt_file_error(tmp_path):
+    path, _ = _damaged(tmp_path, lambda d: frame_records(pa.array([b"\xff\xff not a protocol buffer"])))
+    with pytest.raises(CorruptFileError, match="a record is not a tf.train.Example"):
+        read_tfrecord_shard(path, SCHEMA)
+
+
+def test_examples_of_another_type_are_a_schema_error_not_damage(tmp_path):
+    path = os.path.join(str(tmp_path), "floats.tfrecord")
+    example = tf.train.Example()
+    example.features.feature["label"].float_list.value.append(1.5)
+    with tf.io.TFRecordWriter(path) as w:
+        w.write(example.SerializeToString())
+    with pytest.raises(ValueError, match="the Examples do not fit the schema") as info:
+        read_tfrecord_shard(path, SCHEMA)
+    assert not isinstance(info.value, CorruptFileError)
+
+
+def test_a_missing_shard_is_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        read_tfrecord_shard(os.path.join(str(tmp_path), "absent.tfrecord"), SCHEMA)
 
 
 def test_writing_shards_and_reading_logs_do_not_import_tensorflow(tmp_path):
@@ -134,7 +173,5 @@ def test_writing_shards_and_reading_logs_do_not_import_tensorflow(tmp_path):
         "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'\n"
     )
     env = dict(os.environ, PYTHONPATH=os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
-    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -28,6 +28,7 @@ __all__ = [
     "weights_column_values",
     "list_parts",
     "scalar_parts",
+    "np_mask",
 ]
 
 _FLOAT_TEXT = r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$"
@@ -60,7 +61,8 @@ class RowProblems:
         self.bad |= mask
 
 
-def _np_mask(array: pa.Array, *, null_as: bool) -> np.ndarray:
+def np_mask(array: pa.Array, *, null_as) -> np.ndarray:
+    """A computed Arrow array as numpy, nulls replaced by `null_as`."""
     return pc.fill_null(array, null_as).to_numpy(zero_copy_only=False)
 
 
@@ -125,25 +127,46 @@ def _from_text(values: pa.Array, spec: FeatureSpec, *, hex32: bool):
     except pa.ArrowInvalid:
         pass
     else:
-        bad = np.zeros(n, dtype=bool) if integral else ~_np_mask(pc.is_finite(typed), null_as=True)
-        return typed, bad, why
-    # Some value is not: find which with a strict pattern ("260.0" is an integer, "nan" no number).
-    ok = _np_mask(pc.match_substring_regex(values, _INT_TEXT if integral else _FLOAT_TEXT), null_as=True)
+        if not integral:
+            return typed, ~np_mask(pc.is_finite(typed), null_as=True), why
+        # Arrow's integer parser also takes hex ("0x1F"); decimal text is the contract, whatever the
+        # neighbouring values are, so such a value is bad here exactly as on the pattern path below.
+        hexadecimal = np_mask(pc.match_substring(values, "x", ignore_case=True), null_as=False)
+        if not hexadecimal.any():
+            return typed, hexadecimal, why
+    # Some value is not: find which with a strict pattern ("260.0" and "+5" are integers, "nan" no number).
+    ok = np_mask(pc.match_substring_regex(values, _INT_TEXT if integral else _FLOAT_TEXT), null_as=True)
     clean = _nulled(values, ~ok)
     if integral:
-        clean = pc.replace_substring_regex(clean, r"\.0*$", "")
+        clean = pc.replace_substring_regex(pc.replace_substring_regex(clean, r"\.0*$", ""), r"^\+", "")
+        ok &= ~_out_of_range(clean, spec.dtype)
+        clean = _nulled(clean, ~ok)
     try:
         typed = pc.cast(clean, target)
-    except pa.ArrowInvalid:
-        raise ValueError(f"{spec.name}: a value is out of {spec.dtype} range") from None
+    except pa.ArrowInvalid as e:  # not expected: every value left is well formed and in range
+        raise ValueError(f"{spec.name}: cannot parse a value: {e}") from None
     bad = ~ok
     if not integral:
-        bad |= ~_np_mask(pc.is_finite(typed), null_as=True)
+        bad |= ~np_mask(pc.is_finite(typed), null_as=True)
     return typed, bad, why
 
 
-def _from_arrow(values: pa.Array, spec: FeatureSpec):
-    """Typed Arrow values (nulls stay null) to `spec.dtype`; ColumnTypeError if impossible."""
+def _out_of_range(text: pa.Array, dtype: str) -> np.ndarray:
+    """Where decimal integer text ("-" optional, digits only) lies outside `dtype`, compared digit by digit."""
+    info = np.iinfo(np.dtype(dtype))
+    negative = np_mask(pc.starts_with(text, "-"), null_as=False)
+    digits = pc.utf8_ltrim(pc.replace_substring_regex(text, r"^-", ""), characters="0")
+    lengths = np_mask(pc.utf8_length(digits), null_as=0)
+    width = len(str(info.max))  # the same for -min: 19 digits for int64, 10 for int32
+    limits = pa.array(np.where(negative, str(-int(info.min)), str(info.max)))
+    above = np_mask(pc.greater(digits, limits), null_as=False)  # text order is number order at equal length
+    return (lengths > width) | ((lengths == width) & above)
+
+
+def _from_arrow(values: pa.Array, spec: FeatureSpec, column: str):
+    """Typed Arrow values (nulls stay null) to `spec.dtype`; ColumnTypeError (naming `column`) if impossible."""
+    if pa.types.is_dictionary(values.type):  # e.g. pandas categoricals written to Parquet
+        values = values.dictionary_decode()
     t = values.type
     n = len(values)
     target = _ARROW_TYPES[spec.dtype]
@@ -153,16 +176,16 @@ def _from_arrow(values: pa.Array, spec: FeatureSpec):
     if spec.dtype == "string":
         if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t):
             return values.cast(target), no_bad, None
-        raise ColumnTypeError(f"{spec.name}: expected strings, got {t}")
+        raise ColumnTypeError(f"{column}: expected strings, got {t}")
     if pa.types.is_timestamp(t) and spec.dtype == "int64":
         # ISO-8601 text that JSON inference turned into timestamps: seconds since the epoch.
         seconds = pc.cast(values, pa.timestamp("s", tz=t.tz), safe=False)
         return seconds.cast(pa.int64()), no_bad, None
     if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
-        raise ColumnTypeError(f"{spec.name}: expected numbers for {spec.dtype}, got {t}")
+        raise ColumnTypeError(f"{column}: expected numbers for {spec.dtype}, got {t}")
     if spec.dtype == "float32":
         typed = pc.cast(values, target, safe=False)
-        bad = ~_np_mask(pc.is_finite(typed), null_as=True)
+        bad = ~np_mask(pc.is_finite(typed), null_as=True)
         return typed, bad, lambda i: f"{_show(values, i)} is not a finite float32"
     info = np.iinfo(np.dtype(spec.dtype))
     raw = pc.fill_null(values, 0).to_numpy(zero_copy_only=False)
@@ -179,8 +202,8 @@ def _from_arrow(values: pa.Array, spec: FeatureSpec):
     return typed, bad, lambda i: f"{_show(values, i)} is not an {spec.dtype} integer"
 
 
-def _convert(values: pa.Array, spec: FeatureSpec, *, text: bool, hex32: bool = False):
-    return _from_text(values, spec, hex32=hex32) if text else _from_arrow(values, spec)
+def _convert(values: pa.Array, spec: FeatureSpec, *, text: bool, hex32: bool = False, column: str | None = None):
+    return _from_text(values, spec, hex32=hex32) if text else _from_arrow(values, spec, column or spec.name)
 
 
 # --- columns ---------------------------------------------------------------------------------------
@@ -293,7 +316,7 @@ def weights_column_values(
     num_rows = len(splits) - 1
     if text:
         elements = empty_to_null(elements)
-    typed, bad, why = _convert(elements, weight_spec, text=text)
+    typed, bad, why = _convert(elements, weight_spec, text=text, column=name)
     parents = np.repeat(np.arange(num_rows), np.diff(splits))
     _mark_elements(problems, bad, parents, num_rows, lambda e: f"{name}: weight {why(e)}")
     missing = ~elements.is_valid().to_numpy(zero_copy_only=False)

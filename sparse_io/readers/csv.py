@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
@@ -23,6 +24,7 @@ from sparse_io.readers._convert import (
     RowProblems,
     empty_to_null,
     list_parts,
+    np_mask,
     scalar_column,
     sparse_column,
     weights_column_values,
@@ -88,6 +90,24 @@ def describe_csv_failure(exc: Exception) -> str:
     return f"unreadable CSV line: {exc}"
 
 
+def _unclosed_quotes(lines: pa.StringArray, delimiter: str) -> np.ndarray:
+    """Where a line ends inside a quoted field.
+
+    pyarrow.csv would carry such a field on over the following lines (or
+    accept it cut short at the end of the data), so the record must not
+    reach it. The pattern follows pyarrow's rules: a field is quoted only
+    when it starts with a quote, `""` inside quotes is one quote, and text
+    after the closing quote up to the delimiter is kept as is.
+    """
+    quoted = np_mask(pc.match_substring(lines, '"'), null_as=False)
+    if not quoted.any():
+        return quoted
+    d = delimiter  # "," or "\t": literal inside a character class
+    field = f'(?:"(?:[^"]|"")*"(?:[^"{d}][^{d}]*)?|[^"{d}][^{d}]*|)'
+    closed = np_mask(pc.match_substring_regex(lines, f"^{field}(?:{d}{field})*$"), null_as=True)
+    return quoted & ~closed
+
+
 def parse_csv_block(
     lines: pa.StringArray,
     schema: Schema,
@@ -103,6 +123,11 @@ def parse_csv_block(
         the caller isolates it.
     """
     n = len(lines)
+    problems = RowProblems(n)
+    unclosed = _unclosed_quotes(lines, delimiter)
+    if unclosed.any():
+        problems.add(unclosed, lambda _: "a quoted field is not closed before the end of the line")
+        lines = pc.if_else(pa.array(~unclosed), lines, pa.scalar(delimiter * (len(columns) - 1)))
     joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, n], pa.int32()), lines), "\n")
     data = joined[0].as_buffer()
     needed = schema.arrow_schema().names
@@ -119,9 +144,8 @@ def parse_csv_block(
             strings_can_be_null=True,
         ),
     )
-    if table.num_rows != n:
-        raise ValueError(f"expected {n} CSV rows, parsed {table.num_rows}")
-    problems = RowProblems(n)
+    if table.num_rows != n:  # a carriage return inside a line ends a CSV record too
+        raise ValueError(f"expected {n} CSV rows, parsed {table.num_rows} (a carriage return inside a line?)")
     out = []
     for spec in schema:
         values = empty_to_null(table.column(spec.name).combine_chunks())

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
@@ -28,6 +29,7 @@ import pyarrow.json as pj
 from sparse_io.readers._convert import (
     RowProblems,
     list_parts,
+    np_mask,
     scalar_column,
     scalar_parts,
     sparse_column,
@@ -121,6 +123,60 @@ def _read_keys_one_by_one(data: pa.Buffer, keys: dict[str, str]) -> pa.Table:
     return pa.table(columns)
 
 
+def _float_values(column: pa.ChunkedArray) -> np.ndarray:
+    values = column.combine_chunks()
+    if isinstance(values.type, _LIST_TYPES):
+        values = values.flatten()
+    return np_mask(values, null_as=0.0)
+
+
+def _exact_integers(data: pa.Buffer, table: pa.Table, keys: dict[str, str]) -> pa.Table:
+    """`table` with integer keys that were read as doubles read again as integers where that is exact.
+
+    One float literal (or one number beyond int64) for a key makes inference
+    read the whole block's key as doubles, which rounds integers beyond 2**53.
+    Such a key is read again with int64 types; when some value really is not
+    an integer literal, the doubles are kept, unless one of them is an
+    integral value of magnitude 2**53 to 2**63, which may have been rounded:
+    then ValueError, and the caller reads the lines one by one.
+    """
+    for key, dtype in keys.items():
+        if dtype not in ("int64", "int32") or key not in table.column_names:
+            continue
+        found = table.schema.field(key).type
+        listed = isinstance(found, _LIST_TYPES)
+        if not pa.types.is_floating(found.value_type if listed else found):
+            continue
+        exact_type = pa.list_(pa.int64()) if listed else pa.int64()
+        try:
+            exact = _read(data, pa.schema([(key, exact_type)]), "ignore").column(key)
+        except pa.ArrowInvalid:
+            values = _float_values(table.column(key))
+            with np.errstate(invalid="ignore"):
+                rounded = (np.abs(values) >= 2.0**53) & (np.abs(values) <= 2.0**63) & (np.floor(values) == values)
+            if rounded.any():
+                raise ValueError(
+                    f"{key}: {values[rounded][0]:.17g} is an integer too large to be read exactly from a JSON "
+                    "number with a fraction or exponent (2**53 or more); write it as an integer literal"
+                ) from None
+            continue
+        table = table.set_column(table.column_names.index(key), key, exact)
+    return table
+
+
+def _objects_only(lines: pa.StringArray, problems: RowProblems) -> pa.StringArray:
+    """Lines that are not JSON objects marked bad and replaced by `{}`.
+
+    pyarrow.json reads a bare `null` line as a row of nulls, and crashes the
+    process on a block that starts with one, so such lines never reach it.
+    """
+    not_object = ~np_mask(pc.match_substring_regex(lines, r"^[ \t\r]*\{"), null_as=False)
+    if not not_object.any():
+        return lines
+    problems.add(not_object, lambda _: "invalid JSON: a line must hold one JSON object")
+    return pc.if_else(pa.array(~not_object), lines, pa.scalar("{}"))
+
+
 def parse_jsonl_block(lines: pa.StringArray, schema: Schema) -> tuple[pa.RecordBatch, RowProblems]:
     """Parses JSON lines into a batch with `schema.arrow_schema()`; marks bad rows.
 
@@ -130,6 +186,8 @@ def parse_jsonl_block(lines: pa.StringArray, schema: Schema) -> tuple[pa.RecordB
         an unusable type): the caller isolates the offending lines.
     """
     n = len(lines)
+    problems = RowProblems(n)
+    lines = _objects_only(lines, problems)
     joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, n], pa.int32()), lines), "\n")
     data = joined[0].as_buffer()
     keys = _keys(schema)
@@ -144,13 +202,13 @@ def parse_jsonl_block(lines: pa.StringArray, schema: Schema) -> tuple[pa.RecordB
         table = _read(data, retyped)
     if table.num_rows != n:
         raise ValueError(f"expected one JSON object per line: {n} lines gave {table.num_rows} rows")
+    table = _exact_integers(data, table, keys)
 
     def column(name: str) -> pa.Array:
         if name not in table.column_names:
             return pa.nulls(n)
         return table.column(name).combine_chunks()
 
-    problems = RowProblems(n)
     out = []
     for spec in schema:
         if not spec.is_sparse:

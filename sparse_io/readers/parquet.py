@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sparse_io.dead_letters import DeadLetter, DeadLetterSink, truncate_raw
+from sparse_io.errors import damage_is_corruption
 from sparse_io.readers._convert import (
     ColumnTypeError,
     RowProblems,
@@ -62,29 +63,46 @@ def _raw_row(batch: pa.RecordBatch, row: int) -> str:
     return truncate_raw(json.dumps(batch.slice(row, 1).to_pylist()[0], default=str))
 
 
+def _check_types(parquet: pq.ParquetFile, schema: Schema, path: str) -> None:
+    """Refuses a file whose column types cannot hold the features, even when it holds no rows."""
+    file_schema = parquet.schema_arrow
+    needed = schema.arrow_schema().names
+    missing = [c for c in needed if c not in file_schema.names]
+    if missing:
+        raise ValueError(f"{path}: Parquet file lacks column(s) {missing}; it has {file_schema.names}")
+    empty = pa.RecordBatch.from_pylist([], schema=pa.schema([file_schema.field(c) for c in needed]))
+    try:
+        _convert_batch(empty, schema)
+    except ColumnTypeError as e:
+        raise ValueError(f"{path}: column {e}") from None
+
+
 def read_parquet_log(
     path: str, schema: Schema, *, batch_size: int, sink: DeadLetterSink
 ) -> Iterator[pa.RecordBatch]:
     """Streams `path` in batches of at most `batch_size` rows with `schema.arrow_schema()`.
 
+    Page checksums are verified where the file has them.
+
     Raises:
       ValueError: a needed column is absent or has an unusable type.
+      CorruptFileError: the file is truncated, corrupted or not Parquet.
     """
-    with contextlib.nullcontext() if is_local(path) else open_binary(path) as stream:
-        parquet = pq.ParquetFile(stream if stream is not None else path)
-        needed = schema.arrow_schema().names
-        missing = [c for c in needed if c not in parquet.schema_arrow.names]
-        if missing:
-            raise ValueError(
-                f"{path}: Parquet file lacks column(s) {missing}; it has {parquet.schema_arrow.names}"
-            )
+    with contextlib.ExitStack() as stack:
+        source = path if is_local(path) else stack.enter_context(open_binary(path))
+        with damage_is_corruption(path, "Parquet"):
+            parquet = pq.ParquetFile(source, page_checksum_verification=True)
+        stack.enter_context(contextlib.closing(parquet))
+        _check_types(parquet, schema, path)
+        batches = parquet.iter_batches(batch_size=batch_size, columns=schema.arrow_schema().names, use_threads=False)
         first_row = 1
-        for batch in parquet.iter_batches(batch_size=batch_size, columns=needed, use_threads=False):
+        while True:
+            with damage_is_corruption(path, "Parquet"):
+                batch = next(batches, None)
+            if batch is None:
+                break
             sink.count_records(batch.num_rows)
-            try:
-                out, problems = _convert_batch(batch, schema)
-            except ColumnTypeError as e:
-                raise ValueError(f"{path}: column {e}") from None
+            out, problems = _convert_batch(batch, schema)
             for row, reason in sorted(problems.reasons.items()):
                 sink.add(DeadLetter(path, first_row + row, reason, _raw_row(batch, row)))
             if problems.bad.any():

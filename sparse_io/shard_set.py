@@ -1,0 +1,166 @@
+"""Reading the shards of a directory one by one, skipping damaged ones when asked (counted and reported).
+
+`iter_shards` yields each shard as a whole `pa.Table`: a shard is read
+completely before any of its rows are handed out, so skipping a damaged
+shard never leaves half of it behind in the output. Memory holds one shard
+at a time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+
+from sparse_io.errors import CorruptFileError
+from sparse_io.schema import SCHEMA_FILE, Schema
+
+__all__ = ["SHARD_SUFFIXES", "ShardReport", "SkippedShard", "iter_shards", "shard_paths"]
+
+SHARD_SUFFIXES = (".parquet", ".tfrecord")
+_log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class SkippedShard:
+    """A shard left out by `iter_shards(..., skip_bad_shards=True)`, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclasses.dataclass
+class ShardReport:
+    """What `iter_shards` found and read; updated while it runs.
+
+    Attributes:
+      shards: shard files found.
+      read: shards read whole and yielded.
+      rows: rows yielded.
+      skipped: damaged shards left out, with their reasons (in reading order).
+
+    Example:
+      >>> report = ShardReport()
+      >>> tables = list(iter_shards("out/", skip_bad_shards=True, report=report))  # doctest: +SKIP
+      >>> report.summary()  # doctest: +SKIP
+      {'shards': 4, 'read': 3, 'rows': 3000, 'skipped': [{'path': 'out/part-00002-of-00004.parquet', ...}]}
+    """
+
+    shards: int = 0
+    read: int = 0
+    rows: int = 0
+    skipped: list[SkippedShard] = dataclasses.field(default_factory=list)
+
+    def summary(self) -> dict:
+        """JSON-able counts and the skipped shards."""
+        return {
+            "shards": self.shards,
+            "read": self.read,
+            "rows": self.rows,
+            "skipped": [dataclasses.asdict(s) for s in self.skipped],
+        }
+
+
+def _suffix(path: str) -> str | None:
+    return next((s for s in SHARD_SUFFIXES if path.endswith(s)), None)
+
+
+def shard_paths(directory_or_files: str | os.PathLike | Sequence[str]) -> list[str]:
+    """The shard files of a directory (sorted, `.parquet`/`.tfrecord`, hidden and `_` files left out),
+    or the files a path, glob or list of them names.
+
+    Raises:
+      FileNotFoundError: nothing found.
+      ValueError: a named file is not a `.parquet` or `.tfrecord` shard.
+    """
+    from apache_beam.io.filesystems import FileSystems
+
+    from sparse_io.readers._source import expand_paths, is_local
+
+    if isinstance(directory_or_files, (str, os.PathLike)):
+        location = os.fspath(directory_or_files)
+        if is_local(location) and os.path.isdir(location):
+            names = sorted(n for n in os.listdir(location) if _suffix(n) and not n.startswith((".", "_")))
+            if not names:
+                raise FileNotFoundError(f"no .parquet or .tfrecord shard in {location!r}")
+            return [os.path.join(location, n) for n in names]
+        if not is_local(location) and not _suffix(location) and not any(c in location for c in "*?["):
+            found = [m.path for r in FileSystems.match([FileSystems.join(location, "part-*")]) for m in r.metadata_list]
+            found = sorted(p for p in found if _suffix(p))
+            if not found:
+                raise FileNotFoundError(f"no .parquet or .tfrecord shard in {location!r}")
+            return found
+    paths = expand_paths(directory_or_files)
+    others = [p for p in paths if not _suffix(p)]
+    if others:
+        raise ValueError(f"not a .parquet or .tfrecord shard: {others[0]!r}")
+    return paths
+
+
+def _schema_beside(paths: list[str]) -> Schema | None:
+    from apache_beam.io.filesystems import FileSystems
+
+    directory = FileSystems.split(paths[0])[0]
+    candidate = FileSystems.join(directory, SCHEMA_FILE)
+    return Schema.load(candidate) if FileSystems.exists(candidate) else None
+
+
+def iter_shards(
+    directory_or_files: str | os.PathLike | Sequence[str],
+    *,
+    schema: Schema | None = None,
+    skip_bad_shards: bool = False,
+    report: ShardReport | None = None,
+) -> Iterator[pa.Table]:
+    """Yields every shard of a directory (or of the files named) as a table, in name order.
+
+    Args:
+      directory_or_files: a shard directory, or a shard path, glob, or list
+        of them (local or any FileSystems URL).
+      schema: the columns to read; by default the `schema.json` beside the
+        shards when there is one. TFRecord shards need one.
+      skip_bad_shards: a damaged shard (`CorruptFileError`: truncated,
+        corrupted, not in its format) is left out, logged, and listed in
+        `report.skipped` instead of raising. Other errors (a schema
+        mismatch, a missing file) always raise.
+      report: filled in with what was found, read and skipped.
+
+    Raises:
+      CorruptFileError: a damaged shard when `skip_bad_shards` is False.
+      FileNotFoundError: no shard found.
+      ValueError: a named file is no shard, TFRecord shards without a
+        schema, a shard lacking a schema column.
+
+    Example:
+      >>> report = ShardReport()
+      >>> rows = sum(t.num_rows for t in iter_shards("out/", skip_bad_shards=True, report=report))
+      >>> report.skipped  # [SkippedShard(path=..., reason=...)] for each damaged shard
+    """
+    from sparse_io.shards import read_parquet_shard
+    from sparse_io.tfrecord import read_tfrecord_shard
+
+    paths = shard_paths(directory_or_files)
+    if schema is None:
+        schema = _schema_beside(paths)
+    if schema is None and any(_suffix(p) == ".tfrecord" for p in paths):
+        raise ValueError(f"reading TFRecord shards needs a schema: none given and no {SCHEMA_FILE} beside them")
+    report = report if report is not None else ShardReport()
+    report.shards += len(paths)
+    for path in paths:
+        try:
+            if _suffix(path) == ".parquet":
+                table = read_parquet_shard(path, schema)
+            else:
+                table = read_tfrecord_shard(path, schema)
+        except CorruptFileError as e:
+            if not skip_bad_shards:
+                raise
+            report.skipped.append(SkippedShard(path, e.reason))
+            _log.warning("skipping damaged shard %s: %s", path, e.reason)
+            continue
+        report.read += 1
+        report.rows += table.num_rows
+        yield table
