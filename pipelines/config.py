@@ -199,7 +199,8 @@ def _feature_plans(raw: Any, schema: Schema, histories: HistoryConfig | None) ->
         path = f"features.{pattern}"
         matches = [n for n in sparse_names if fnmatch.fnmatchcase(n, pattern)]
         if not matches:
-            raise _fail(path, f"matches no sparse feature of the schema ({', '.join(sparse_names) or 'none'})")
+            known = ", ".join(sparse_names) or "none"
+            raise _fail(path, f"matches no sparse feature of the schema ({known})")
         settings = _take(raw[pattern] or {}, path, _PLAN_KEYS)
         if settings.get("hash_buckets") and settings.get("vocabulary") is not None:
             raise _fail(path, "give either hash_buckets or vocabulary, not both")
@@ -342,8 +343,8 @@ def load_config(path: str, *, format_override: str | None = None) -> IngestConfi
         else:
             data = yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as e:
-        raise ConfigError(f"config file {path!r} is not valid {'JSON' if path.endswith('.json') else 'YAML'}: "
-                          f"{str(e).splitlines()[0]}") from e
+        kind = "JSON" if path.endswith(".json") else "YAML"
+        raise ConfigError(f"config file {path!r} is not valid {kind}: {str(e).splitlines()[0]}") from e
     return parse_config(data, format_override=format_override)
 
 

@@ -154,7 +154,8 @@ def write_report(output_dir: str, summary: dict, *, sample_rows: int = 200_000) 
     for n in features:
         s = stats["features"][n]
         ipr = s.get("ids_per_row", {})
-        caps = ", ".join(f"{b}: {c['max']}" for b, c in sorted(s.get("capacity", {}).items(), key=lambda x: int(x[0])))
+        by_size = sorted(s.get("capacity", {}).items(), key=lambda x: int(x[0]))
+        caps = ", ".join(f"{b}: {c['max']}" for b, c in by_size)
         rows.append(
             "<tr>" + "".join(
                 f"<td>{html.escape(str(v))}</td>"
@@ -174,7 +175,8 @@ def write_report(output_dir: str, summary: dict, *, sample_rows: int = 200_000) 
         "</table>",
     ]
     for title, data in figures:
-        body.append(f"<h2>{html.escape(title)}</h2><img alt='{html.escape(title)}' src='data:image/png;base64,{data}'>")
+        label = html.escape(title)
+        body.append(f"<h2>{label}</h2><img alt='{label}' src='data:image/png;base64,{data}'>")
     body.append("</body></html>")
     path = os.path.join(output_dir, "report.html")
     atomic_write_text(path, "\n".join(body))

@@ -59,7 +59,8 @@ def test_exact_feature_entry_overrides_glob():
 
 def test_json_config_and_format_override(tmp_path):
     path = tmp_path / "c.json"
-    path.write_text(json.dumps({"input": {"format": "criteo", "schema": "criteo"}, "output": {"format": "tfrecord"}}))
+    config = {"input": {"format": "criteo", "schema": "criteo"}, "output": {"format": "tfrecord"}}
+    path.write_text(json.dumps(config))
     config = load_config(str(path), format_override="csv")
     assert config.format == "csv" and config.output.format == "tfrecord"
 
