@@ -69,7 +69,6 @@ class FeaturePlan:
     top_k: int | None = None
     num_oov_buckets: int = 1
     use_vocabulary: bool = False
-    max_length: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,7 +179,6 @@ _PLAN_KEYS = {
     "hash_buckets": int,
     "salt": int,
     "vocabulary": dict,
-    "max_length": int,
 }
 _VOCAB_KEYS = {"min_frequency": int, "top_k": int, "num_oov_buckets": int}
 
@@ -222,9 +220,12 @@ def _feature_plans(raw: Any, schema: Schema, histories: HistoryConfig | None) ->
                 min_frequency=_positive(v.get("min_frequency"), f"{path}.vocabulary.min_frequency") or 1,
                 top_k=_positive(v.get("top_k"), f"{path}.vocabulary.top_k"),
                 num_oov_buckets=v.get("num_oov_buckets", 1) if v.get("num_oov_buckets") is not None else 1,
-                max_length=_positive(s.get("max_length"), f"{path}.max_length"),
             )
         )
+    planned = {p.name for p in plans}
+    for spec in schema.sparse:
+        if spec.dtype == "string" and spec.name not in planned:
+            raise _fail(f"features.{spec.name}", "string ids need hash_buckets or a vocabulary to become integers")
     return tuple(plans)
 
 

@@ -38,6 +38,7 @@ def test_shipped_history_config_groups_by_user():
         ({"features": {"Z*": {"hash_buckets": 10}}}, "features.Z*"),
         ({"features": {"C1": {"hash_bucket": 10}}}, "features.C1.hash_bucket"),
         ({"features": {"C1": {"hash_buckets": 10, "vocabulary": {}}}}, "features.C1"),
+        ({"features": {"C2*": {"hash_buckets": 10}}}, "features.C1"),
         ({"features": {"C1": {"vocabulary": {"top_k": -1}}}}, "features.C1.vocabulary.top_k"),
         ({"stats": {"batch_sizes": [0]}}, "stats.batch_sizes[0]"),
         ({"error_budget": 2}, "error_budget"),
@@ -59,7 +60,7 @@ def test_exact_feature_entry_overrides_glob():
 
 def test_json_config_and_format_override(tmp_path):
     path = tmp_path / "c.json"
-    config = {"input": {"format": "criteo", "schema": "criteo"}, "output": {"format": "tfrecord"}}
+    config = {"input": {"schema": "criteo"}, "features": {"C*": {"hash_buckets": 9}}, "output": {"format": "tfrecord"}}
     path.write_text(json.dumps(config))
     config = load_config(str(path), format_override="csv")
     assert config.format == "csv" and config.output.format == "tfrecord"
