@@ -1,17 +1,25 @@
 """sparse_io: the sparse data model, Arrow/TensorFlow bridges, log readers and shard writers.
 
-TensorFlow is only imported when a TensorFlow bridge is first used.
+TensorFlow is only imported when a TensorFlow bridge or a TFRecord reader is first used.
 """
 
 from sparse_io.arrow import csr_from_arrow, csr_to_arrow
 from sparse_io.csr import CooBatch, CsrBatch, SparseValidationError
+from sparse_io.dead_letters import DeadLetter, DeadLetterSink, ErrorBudgetExceeded
+from sparse_io.readers import FORMATS, read_file, read_logs
 from sparse_io.schema import FeatureSpec, Schema, SchemaError, criteo_schema, weights_column
+from sparse_io.shards import read_parquet_shard, shard_name, write_parquet_shard
+from sparse_io.tfrecord import read_tfrecord_shard, write_tfrecord_shard
 
 _TF_BRIDGES = ("csr_to_ragged", "csr_to_sparse", "csr_from_ragged", "csr_from_sparse")
 
 __all__ = [
+    "FORMATS",
     "CooBatch",
     "CsrBatch",
+    "DeadLetter",
+    "DeadLetterSink",
+    "ErrorBudgetExceeded",
     "FeatureSpec",
     "Schema",
     "SchemaError",
@@ -19,6 +27,13 @@ __all__ = [
     "criteo_schema",
     "csr_from_arrow",
     "csr_to_arrow",
+    "read_file",
+    "read_logs",
+    "read_parquet_shard",
+    "read_tfrecord_shard",
+    "shard_name",
+    "write_parquet_shard",
+    "write_tfrecord_shard",
     "weights_column",
     *_TF_BRIDGES,
 ]

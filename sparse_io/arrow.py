@@ -32,9 +32,8 @@ def _combine(array: pa.Array | pa.ChunkedArray) -> pa.Array:
 def _offsets_and_values(array: pa.Array, feature: str | None) -> tuple[np.ndarray, pa.Array]:
     """Returns (row_splits int64 rebased to 0, child values sliced to them)."""
     if not isinstance(array, _LIST_TYPES):
-        raise SparseValidationError(
-            f"{_name(feature)}: expected a list or large_list array, got {array.type}"
-        )
+        found = getattr(array, "type", type(array))
+        raise SparseValidationError(f"{_name(feature)}: expected a list or large_list array, got {found}")
     offsets = array.offsets.to_numpy(zero_copy_only=True)
     start, end = int(offsets[0]), int(offsets[-1])
     if array.null_count:
@@ -103,7 +102,7 @@ def csr_from_arrow(
         raise SparseValidationError(f"{_name(feature)}: ids must be int32 or int64, got {ids.dtype}")
     if weights is None:
         w: np.ndarray | float = 1.0
-    elif isinstance(weights, (int, float)):
+    elif isinstance(weights, (int, float, np.integer, np.floating)):
         w = float(weights)
     else:
         w_array = _combine(weights)

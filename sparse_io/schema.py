@@ -83,8 +83,10 @@ class FeatureSpec:
             raise SchemaError(f"feature {self.name!r}: dtype {self.dtype!r} is not one of {DTYPES}")
         for key in ("vocabulary_size", "hash_buckets", "max_length"):
             value = getattr(self, key)
-            if value is not None and (not isinstance(value, int) or value <= 0):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
                 raise SchemaError(f"feature {self.name!r}: {key} must be a positive integer, got {value!r}")
+        if not isinstance(self.weighted, bool):
+            raise SchemaError(f"feature {self.name!r}: weighted must be true or false, got {self.weighted!r}")
         if self.kind != "sparse" and (self.weighted or self.max_length):
             raise SchemaError(f"feature {self.name!r}: weighted/max_length apply to sparse features only")
 

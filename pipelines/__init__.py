@@ -1,0 +1,1 @@
+"""Programs users run: `python -m pipelines.<name>`."""

@@ -1,0 +1,303 @@
+"""Raw columns to the schema's Arrow types, with bad rows recorded instead of raised.
+
+Readers hand over whole columns: strings from text formats (criteo, csv),
+typed Arrow arrays from JSON and Parquet. Each conversion is vectorised;
+a value that cannot be converted marks its row bad in a `RowProblems` with
+a reason naming the feature and the check, and Python only runs per bad row
+to format that reason. A column whose Arrow type cannot become the feature's
+type at all raises `ColumnTypeError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sparse_io.arrow import _offsets_and_values
+from sparse_io.schema import FeatureSpec
+
+__all__ = [
+    "ColumnTypeError",
+    "RowProblems",
+    "empty_to_null",
+    "scalar_column",
+    "sparse_column",
+    "weights_column_values",
+    "list_parts",
+    "scalar_parts",
+]
+
+_FLOAT_TEXT = r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$"
+_INT_TEXT = r"^[+-]?\d+(?:\.0*)?$"  # "260.0" (pandas' way of writing 260) is an integer
+_ARROW_TYPES = {"int64": pa.int64(), "int32": pa.int32(), "float32": pa.float32(), "string": pa.string()}
+
+
+class ColumnTypeError(ValueError):
+    """A column's Arrow type cannot hold the feature's values (e.g. a list for a label)."""
+
+
+class RowProblems:
+    """Which rows of a block are bad, and why (the first reason per row wins).
+
+    Attributes:
+      bad: bool `[num_rows]`.
+      reasons: row -> reason, for the bad rows.
+      padded: bool `[num_rows]` of rows read with trailing fields missing, or None.
+    """
+
+    def __init__(self, num_rows: int):
+        self.bad = np.zeros(num_rows, dtype=bool)
+        self.reasons: dict[int, str] = {}
+        self.padded: np.ndarray | None = None
+
+    def add(self, mask: np.ndarray, describe: Callable[[int], str]) -> None:
+        """Marks rows where `mask` holds; `describe(row)` is called for newly bad rows only."""
+        for row in np.flatnonzero(mask & ~self.bad).tolist():
+            self.reasons[row] = describe(row)
+        self.bad |= mask
+
+
+def _np_mask(array: pa.Array, *, null_as: bool) -> np.ndarray:
+    return pc.fill_null(array, null_as).to_numpy(zero_copy_only=False)
+
+
+def empty_to_null(values: pa.Array) -> pa.Array:
+    """Strings: "" becomes null (an empty field is a missing value)."""
+    keep = pc.not_equal(values, pa.scalar("", values.type))
+    return pc.if_else(keep, values, pa.scalar(None, values.type))
+
+
+def _nulled(values: pa.Array, bad: np.ndarray) -> pa.Array:
+    if not bad.any():
+        return values
+    return pc.if_else(pa.array(~bad), values, pa.scalar(None, values.type))
+
+
+def _show(values: pa.Array, i: int) -> str:
+    text = repr(values[i].as_py())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# --- element conversion: returns (typed values, bad mask, why(i)) -------------------------------
+
+
+def _not_hex32(values: pa.StringArray) -> np.ndarray:
+    """True where a (non-null) value is not exactly 8 hex digits; checked on the bytes, no regex."""
+    n = len(values)
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int32)[values.offset : values.offset + n + 1]
+    data = values.buffers()[2]
+    data = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
+    valid = values.is_valid().to_numpy(zero_copy_only=False)
+    lengths = np.diff(offsets)
+    eight = valid & (lengths == 8)
+    bad = valid & ~eight
+    if eight.any():
+        if not lengths[~eight].any():  # the 8-byte values lie back to back: no gather needed
+            chars = data[offsets[0] : offsets[-1]].reshape(-1, 8)
+        else:
+            chars = data[offsets[:-1][eight, None] + np.arange(8)]
+        # uint8 arithmetic wraps, so one comparison checks each range; then eight one-byte
+        # booleans read as one uint64 are all true exactly when it is 0x0101010101010101.
+        digit = ((chars - np.uint8(48)) < 10) | (((chars | np.uint8(0x20)) - np.uint8(97)) < 6)
+        all_hex = np.ascontiguousarray(digit).view(np.uint64).ravel() == 0x0101010101010101
+        bad[eight] = ~all_hex
+    return bad
+
+
+def _from_text(values: pa.Array, spec: FeatureSpec, *, hex32: bool):
+    """Strings (nulls stay null) to `spec.dtype`."""
+    values = values.cast(pa.string())
+    n = len(values)
+    if spec.dtype == "string":
+        if not hex32:
+            return values, np.zeros(n, dtype=bool), None
+        return values, _not_hex32(values), lambda i: f"{_show(values, i)} is not an 8-digit hex string"
+    integral = spec.dtype in ("int64", "int32")
+    target = _ARROW_TYPES[spec.dtype]
+    kind = "an integer" if integral else "a number"
+    why = lambda i: f"{_show(values, i)} is not {kind} (or is out of {spec.dtype} range)"  # noqa: E731
+    # Fast path: Arrow's own parser takes the whole column when every value is well formed.
+    try:
+        typed = pc.cast(values, target)
+    except pa.ArrowInvalid:
+        pass
+    else:
+        bad = np.zeros(n, dtype=bool) if integral else ~_np_mask(pc.is_finite(typed), null_as=True)
+        return typed, bad, why
+    # Some value is not: find which with a strict pattern ("260.0" is an integer, "nan" no number).
+    ok = _np_mask(pc.match_substring_regex(values, _INT_TEXT if integral else _FLOAT_TEXT), null_as=True)
+    clean = _nulled(values, ~ok)
+    if integral:
+        clean = pc.replace_substring_regex(clean, r"\.0*$", "")
+    try:
+        typed = pc.cast(clean, target)
+    except pa.ArrowInvalid:
+        raise ValueError(f"{spec.name}: a value is out of {spec.dtype} range") from None
+    bad = ~ok
+    if not integral:
+        bad |= ~_np_mask(pc.is_finite(typed), null_as=True)
+    return typed, bad, why
+
+
+def _from_arrow(values: pa.Array, spec: FeatureSpec):
+    """Typed Arrow values (nulls stay null) to `spec.dtype`; ColumnTypeError if impossible."""
+    t = values.type
+    n = len(values)
+    target = _ARROW_TYPES[spec.dtype]
+    no_bad = np.zeros(n, dtype=bool)
+    if pa.types.is_null(t):
+        return pa.nulls(n, target), no_bad, None
+    if spec.dtype == "string":
+        if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t):
+            return values.cast(target), no_bad, None
+        raise ColumnTypeError(f"{spec.name}: expected strings, got {t}")
+    if pa.types.is_timestamp(t) and spec.dtype == "int64":
+        # ISO-8601 text that JSON inference turned into timestamps: seconds since the epoch.
+        seconds = pc.cast(values, pa.timestamp("s", tz=t.tz), safe=False)
+        return seconds.cast(pa.int64()), no_bad, None
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+        raise ColumnTypeError(f"{spec.name}: expected numbers for {spec.dtype}, got {t}")
+    if spec.dtype == "float32":
+        typed = pc.cast(values, target, safe=False)
+        bad = ~_np_mask(pc.is_finite(typed), null_as=True)
+        return typed, bad, lambda i: f"{_show(values, i)} is not a finite float32"
+    info = np.iinfo(np.dtype(spec.dtype))
+    raw = pc.fill_null(values, 0).to_numpy(zero_copy_only=False)
+    if raw.dtype.kind == "i":
+        raw = raw.astype(np.int64, copy=False)
+    if pa.types.is_floating(t):
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(raw) | (np.floor(raw) != raw) | (raw < info.min) | (raw >= 2.0**63)
+            if spec.dtype == "int32":
+                bad |= raw > info.max
+    else:
+        bad = raw > info.max if raw.dtype.kind == "u" else (raw < info.min) | (raw > info.max)
+    typed = pc.cast(_nulled(values, bad), target, safe=False)
+    return typed, bad, lambda i: f"{_show(values, i)} is not an {spec.dtype} integer"
+
+
+def _convert(values: pa.Array, spec: FeatureSpec, *, text: bool, hex32: bool = False):
+    return _from_text(values, spec, hex32=hex32) if text else _from_arrow(values, spec)
+
+
+# --- columns ---------------------------------------------------------------------------------------
+
+
+def scalar_column(values: pa.Array, spec: FeatureSpec, problems: RowProblems, *, text: bool) -> pa.Array:
+    """A dense or label column; nulls are missing values (a missing label is a bad row)."""
+    if isinstance(values.type, (pa.ListType, pa.LargeListType, pa.FixedSizeListType, pa.StructType)):
+        raise ColumnTypeError(f"{spec.name}: expected a scalar {spec.dtype}, got {values.type}")
+    if text:
+        values = empty_to_null(values)
+    typed, bad, why = _convert(values, spec, text=text)
+    problems.add(bad, lambda r: f"{spec.name}: {why(r)}")
+    if spec.kind == "label":
+        problems.add(
+            ~values.is_valid().to_numpy(zero_copy_only=False), lambda r: f"{spec.name}: missing label"
+        )
+    return typed
+
+
+def list_parts(column: pa.Array, spec: FeatureSpec) -> tuple[np.ndarray, pa.Array]:
+    """(row_splits int64 [n+1], element values) of a list column; a null list is empty."""
+    if isinstance(column.type, pa.FixedSizeListType):
+        column = column.cast(pa.list_(column.type.value_type))
+    if not isinstance(column.type, (pa.ListType, pa.LargeListType)):
+        raise ColumnTypeError(f"{spec.name}: expected a list, got {column.type}")
+    return _offsets_and_values(column, spec.name)
+
+
+def scalar_parts(column: pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """(row_splits, values) of a scalar column read as 0- or 1-element lists (null -> empty)."""
+    present = column.is_valid().to_numpy(zero_copy_only=False)
+    splits = np.zeros(len(column) + 1, dtype=np.int64)
+    np.cumsum(present, out=splits[1:])
+    return splits, column.filter(pa.array(present)) if not present.all() else column
+
+
+def _rows_and_first(mask: np.ndarray, parents: np.ndarray) -> tuple[np.ndarray, dict[int, int]]:
+    """Rows holding a masked element, and the first such element of each row."""
+    positions = np.flatnonzero(mask)
+    rows, first = np.unique(parents[positions], return_index=True)
+    return rows, dict(zip(rows.tolist(), positions[first].tolist()))
+
+
+def _mark_elements(problems, mask, parents, num_rows, describe) -> None:
+    if not mask.any():
+        return
+    rows, first = _rows_and_first(mask, parents)
+    row_mask = np.zeros(num_rows, dtype=bool)
+    row_mask[rows] = True
+    problems.add(row_mask, lambda r: describe(first[r]))
+
+
+def _list_array(splits: np.ndarray, values: pa.Array) -> pa.ListArray:
+    if splits[-1] > np.iinfo(np.int32).max:
+        raise ValueError("a block holds more than 2**31 ids; lower batch_size")
+    return pa.ListArray.from_arrays(pa.array(splits.astype(np.int32)), values)
+
+
+def sparse_column(
+    splits: np.ndarray,
+    elements: pa.Array,
+    spec: FeatureSpec,
+    problems: RowProblems,
+    *,
+    text: bool,
+    hex32: bool = False,
+) -> pa.ListArray:
+    """An id list column from row splits and raw elements, ids checked.
+
+    Bad rows: an element that does not convert, a null or empty id, a
+    negative id, an id >= `spec.vocabulary_size`.
+    """
+    num_rows = len(splits) - 1
+    if text:
+        elements = empty_to_null(elements)
+    parents = np.repeat(np.arange(num_rows), np.diff(splits))
+    typed, bad, why = _convert(elements, spec, text=text, hex32=hex32)
+    _mark_elements(problems, bad, parents, num_rows, lambda e: f"{spec.name}: id {why(e)}")
+    missing = ~elements.is_valid().to_numpy(zero_copy_only=False)
+    _mark_elements(problems, missing, parents, num_rows, lambda e: f"{spec.name}: empty or null id in list")
+    if spec.dtype != "string" and len(typed):
+        ids = pc.fill_null(typed, 0).to_numpy(zero_copy_only=False)
+        _mark_elements(
+            problems, ids < 0, parents, num_rows, lambda e: f"{spec.name}: id {ids[e]} is negative"
+        )
+        if spec.vocabulary_size is not None:
+            _mark_elements(
+                problems,
+                ids >= spec.vocabulary_size,
+                parents,
+                num_rows,
+                lambda e: f"{spec.name}: id {ids[e]} is >= vocabulary size {spec.vocabulary_size}",
+            )
+    return _list_array(splits, typed)
+
+
+def weights_column_values(
+    splits: np.ndarray,
+    elements: pa.Array,
+    id_splits: np.ndarray,
+    spec: FeatureSpec,
+    problems: RowProblems,
+    *,
+    text: bool,
+) -> pa.ListArray:
+    """The float32 weights list column of `spec`; rows whose lengths differ from the ids' are bad."""
+    name = f"{spec.name}__weights"
+    weight_spec = FeatureSpec(spec.name, "dense", "float32")
+    num_rows = len(splits) - 1
+    if text:
+        elements = empty_to_null(elements)
+    typed, bad, why = _convert(elements, weight_spec, text=text)
+    parents = np.repeat(np.arange(num_rows), np.diff(splits))
+    _mark_elements(problems, bad, parents, num_rows, lambda e: f"{name}: weight {why(e)}")
+    missing = ~elements.is_valid().to_numpy(zero_copy_only=False)
+    _mark_elements(problems, missing, parents, num_rows, lambda e: f"{name}: empty or null weight")
+    n_weights, n_ids = np.diff(splits), np.diff(id_splits)
+    problems.add(n_weights != n_ids, lambda r: f"{name}: {n_weights[r]} weights for {n_ids[r]} ids")
+    return _list_array(splits, typed)

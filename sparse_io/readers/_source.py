@@ -1,0 +1,149 @@
+"""Finding and opening input files, and cutting text streams into blocks of lines.
+
+Local paths are opened directly; anything with a scheme (gs://, s3://, ...)
+goes through Beam's `FileSystems`. Compression follows the extension
+(.gz, .zst/.zstd, .bz2). Text is cut into blocks of a fixed number of lines
+with numpy, so memory stays bounded by one block whatever the file size.
+"""
+
+from __future__ import annotations
+
+import bz2
+import contextlib
+import glob
+import gzip
+import os
+from collections.abc import Iterator, Sequence
+from typing import IO
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+_CHUNK_BYTES = 1 << 20
+_NEWLINE = 0x0A
+_MAX_BLOCK_BYTES = (1 << 31) - 2  # binary arrays use int32 offsets
+
+
+def is_local(path: str) -> bool:
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems.get_scheme(path) is None
+
+
+def expand_paths(pattern: str | Sequence[str]) -> list[str]:
+    """Sorted files matching a path, a directory, a glob, or a list of those.
+
+    A directory stands for the files directly in it, leaving out hidden ones
+    and markers such as `_SUCCESS`.
+
+    Raises:
+      FileNotFoundError: a pattern matches no file.
+    """
+    patterns = [pattern] if isinstance(pattern, (str, os.PathLike)) else list(pattern)
+    paths: list[str] = []
+    for p in map(os.fspath, patterns):
+        if is_local(p):
+            if os.path.isdir(p):
+                found = [
+                    os.path.join(p, n)
+                    for n in sorted(os.listdir(p))
+                    if not n.startswith((".", "_")) and os.path.isfile(os.path.join(p, n))
+                ]
+            else:
+                found = sorted(f for f in glob.glob(p) if os.path.isfile(f))
+        else:
+            from apache_beam.io.filesystems import FileSystems
+
+            found = sorted(m.path for r in FileSystems.match([p]) for m in r.metadata_list)
+        if not found:
+            raise FileNotFoundError(f"no input file matches {p!r}")
+        paths.extend(f for f in found if f not in paths)
+    return paths
+
+
+def compression_of(path: str) -> str | None:
+    """'gzip', 'zstd', 'bz2' or None, from the file extension."""
+    lower = path.lower()
+    if lower.endswith((".gz", ".gzip")):
+        return "gzip"
+    if lower.endswith((".zst", ".zstd")):
+        return "zstd"
+    if lower.endswith(".bz2"):
+        return "bz2"
+    return None
+
+
+@contextlib.contextmanager
+def open_binary(path: str) -> Iterator[IO[bytes]]:
+    """Opens `path` for reading decompressed bytes."""
+    if is_local(path):
+        raw = open(path, "rb")
+    else:
+        from apache_beam.io.filesystems import CompressionTypes, FileSystems
+
+        raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    try:
+        kind = compression_of(path)
+        if kind == "gzip":
+            stream = gzip.GzipFile(fileobj=raw, mode="rb")
+        elif kind == "bz2":
+            stream = bz2.BZ2File(raw, mode="rb")
+        elif kind == "zstd":
+            import zstandard
+
+            stream = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+        else:
+            stream = raw
+        yield stream
+    finally:
+        raw.close()
+
+
+def _split_lines(data: bytes) -> pa.BinaryArray:
+    """The lines of `data` (without their "\\n"); a final "\\n" ends the last line."""
+    if len(data) > _MAX_BLOCK_BYTES:
+        raise ValueError(
+            f"a block of lines holds {len(data)} bytes, more than Arrow binary arrays allow; lower batch_size"
+        )
+    offsets = np.array([0, len(data)], dtype=np.int32)
+    whole = pa.Array.from_buffers(pa.binary(), 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    lines = pc.split_pattern(whole, b"\n").values
+    if data.endswith(b"\n"):
+        lines = lines.slice(0, len(lines) - 1)
+    return lines
+
+
+def iter_line_blocks(
+    stream: IO[bytes], lines_per_block: int, chunk_bytes: int = _CHUNK_BYTES
+) -> Iterator[tuple[int, pa.BinaryArray]]:
+    """Yields `(first_line_number, lines)` with at most `lines_per_block` lines each.
+
+    Line numbers are 1-based. Lines keep any "\\r" (callers strip it). A file
+    that does not end in "\\n" still yields its last line.
+    """
+    buf = bytearray()
+    positions: list[np.ndarray] = []  # newline offsets into buf, per chunk read
+    pending = 0
+    line_no = 1
+    while True:
+        chunk = stream.read(chunk_bytes)
+        if not chunk:
+            break
+        base = len(buf)
+        buf += chunk
+        found = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == _NEWLINE)
+        if found.size:
+            positions.append(found + base)
+            pending += found.size
+        while pending >= lines_per_block:
+            merged = np.concatenate(positions) if len(positions) > 1 else positions[0]
+            cut = int(merged[lines_per_block - 1]) + 1
+            yield line_no, _split_lines(bytes(buf[:cut]))
+            del buf[:cut]
+            rest = merged[lines_per_block:] - cut
+            positions = [rest] if rest.size else []
+            pending -= lines_per_block
+            line_no += lines_per_block
+    if buf:
+        yield line_no, _split_lines(bytes(buf))

@@ -1,0 +1,158 @@
+"""Shard files: names, and Parquet shards with list columns (zstd), written atomically.
+
+A shard directory holds `part-00000-of-00004.parquet` ... (or `.tfrecord`),
+`schema.json` and `stats.json`. A shard appears under its final name only
+once complete (`sparse_io.atomic`), so a reader globbing `part-*` never sees
+a partial one, and writing a shard again replaces it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sparse_io.atomic import atomic_output
+from sparse_io.schema import Schema
+
+__all__ = [
+    "shard_name",
+    "conform_batch",
+    "write_parquet_shard",
+    "read_parquet_shard",
+    "DEFAULT_ROW_GROUP_SIZE",
+]
+
+DEFAULT_ROW_GROUP_SIZE = 65536
+
+
+def shard_name(index: int, num_shards: int, suffix: str) -> str:
+    """The file name of shard `index` of `num_shards`.
+
+    Example:
+      >>> shard_name(0, 4, ".parquet")
+      'part-00000-of-00004.parquet'
+      >>> shard_name(3, 4, "tfrecord")
+      'part-00003-of-00004.tfrecord'
+
+    Raises:
+      ValueError: `index` not in [0, num_shards).
+    """
+    if not (
+        isinstance(num_shards, int) and num_shards > 0 and isinstance(index, int) and 0 <= index < num_shards
+    ):
+        raise ValueError(
+            f"shard index must be in [0, num_shards), got index={index!r} num_shards={num_shards!r}"
+        )
+    if suffix and not suffix.startswith("."):
+        suffix = "." + suffix
+    return f"part-{index:05d}-of-{num_shards:05d}{suffix}"
+
+
+def conform_batch(batch: pa.RecordBatch | pa.Table, schema: Schema) -> pa.RecordBatch | pa.Table:
+    """`batch` with exactly `schema.arrow_schema()`: its columns selected, in order, cast if needed.
+
+    Raises:
+      ValueError: a column is missing or cannot be cast (naming it).
+    """
+    target = schema.arrow_schema()
+    if batch.schema.equals(target):
+        return batch
+    arrays = []
+    for field in target:
+        if field.name not in batch.schema.names:
+            raise ValueError(f"feature {field.name!r}: column missing; the batch has {batch.schema.names}")
+        column = batch.column(field.name)
+        if column.type != field.type:
+            try:
+                column = column.cast(field.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                raise ValueError(
+                    f"feature {field.name!r}: cannot cast {column.type} to {field.type}: {e}"
+                ) from None
+        arrays.append(column)
+    make = pa.Table.from_arrays if isinstance(batch, pa.Table) else pa.RecordBatch.from_arrays
+    return make(arrays, schema=target)
+
+
+def write_parquet_shard(
+    path: str,
+    batches: Iterable[pa.RecordBatch | pa.Table],
+    schema: Schema,
+    *,
+    row_group_size: int = DEFAULT_ROW_GROUP_SIZE,
+    compression: str = "zstd",
+) -> int:
+    """Writes `batches` to one Parquet file at `path`, atomically; returns the row count.
+
+    Row groups hold `row_group_size` rows (the last one fewer) whatever the
+    sizes of the incoming batches. No batches still writes a valid, empty
+    shard. The file's Arrow schema is `schema.arrow_schema()`.
+
+    Raises:
+      ValueError: a batch lacks a column or has one of an uncastable type;
+        nothing is left at `path` then (an earlier file there is kept).
+
+    Example:
+      >>> write_parquet_shard("out/" + shard_name(0, 1, ".parquet"), batches, schema)  # doctest: +SKIP
+    """
+    if not isinstance(row_group_size, int) or row_group_size <= 0:
+        raise ValueError(f"row_group_size must be a positive integer, got {row_group_size!r}")
+    target = schema.arrow_schema()
+    rows = 0
+    with atomic_output(path) as stream:
+        with contextlib.closing(pq.ParquetWriter(stream, target, compression=compression)) as writer:
+            pending: list[pa.RecordBatch] = []
+            pending_rows = 0
+            for batch in batches:
+                batch = conform_batch(batch, schema)
+                parts = batch.to_batches() if isinstance(batch, pa.Table) else [batch]
+                for part in parts:
+                    pending.append(part)
+                    pending_rows += part.num_rows
+                    rows += part.num_rows
+                if pending_rows >= row_group_size:
+                    table = pa.Table.from_batches(pending, schema=target)
+                    full = (pending_rows // row_group_size) * row_group_size
+                    writer.write_table(table.slice(0, full), row_group_size=row_group_size)
+                    rest = table.slice(full)
+                    pending, pending_rows = rest.to_batches(), rest.num_rows
+            if pending_rows:
+                writer.write_table(
+                    pa.Table.from_batches(pending, schema=target), row_group_size=row_group_size
+                )
+    return rows
+
+
+def read_parquet_shard(path: str, schema: Schema | None = None) -> pa.Table:
+    """Reads a whole Parquet shard (local path or any FileSystems URL).
+
+    With `schema`, only its columns are read, their types must be
+    `schema.arrow_schema()`'s, and the table has exactly that schema.
+
+    Raises:
+      ValueError: a schema column is missing or has another type.
+    """
+    from sparse_io.readers._source import is_local, open_binary
+
+    columns = schema.arrow_schema().names if schema is not None else None
+    with contextlib.nullcontext(path) if is_local(path) else open_binary(path) as source:
+        parquet = pq.ParquetFile(source)
+        if columns is not None:
+            missing = [c for c in columns if c not in parquet.schema_arrow.names]
+            if missing:
+                raise ValueError(
+                    f"{path}: shard lacks column(s) {missing}; it has {parquet.schema_arrow.names}"
+                )
+        table = parquet.read(columns=columns, use_threads=False)
+    if schema is not None:
+        target = schema.arrow_schema()
+        for field in target:
+            found = table.schema.field(field.name).type
+            if found != field.type:
+                raise ValueError(f"{path}: column {field.name!r} has type {found}, expected {field.type}")
+        # Parquet names list items "element"; give back the schema's own field names.
+        table = table.cast(target)
+    return table

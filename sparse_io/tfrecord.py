@@ -1,0 +1,169 @@
+"""TFRecord shards of `tf.train.Example`, one per row, for training code that reads Examples.
+
+Writing needs no TensorFlow: Examples are encoded for a whole batch at once
+(`sparse_io.example_encoding`) and framed as TFRecords here (length, masked
+CRC32C of the length, data, masked CRC32C of the data). The CRC of each
+record's data is the one per-row call left, made in C by `google_crc32c`;
+the length CRCs are computed for all rows at once with numpy.
+
+Reading back imports TensorFlow on first use and parses Examples a batch at
+a time with `tf.io.parse_example`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import google_crc32c
+import numpy as np
+import pyarrow as pa
+
+from sparse_io.atomic import atomic_output
+from sparse_io.example_encoding import _concat, _from_lengths, _Ragged, encode_examples
+from sparse_io.schema import Schema, weights_column
+from sparse_io.shards import conform_batch
+
+__all__ = ["frame_records", "write_tfrecord_shard", "read_tfrecord_shard"]
+
+_MASK_DELTA = 0xA282EAD8
+_CASTAGNOLI = 0x82F63B78
+
+
+def _crc_table() -> np.ndarray:
+    table = np.arange(256, dtype=np.uint32)
+    for _ in range(8):
+        table = np.where(table & 1, (table >> 1) ^ np.uint32(_CASTAGNOLI), table >> 1).astype(np.uint32)
+    return table
+
+
+_CRC_TABLE = _crc_table()
+
+
+def _crc32c_rows(rows: np.ndarray) -> np.ndarray:
+    """CRC32C of each row of a uint8 `[n, k]` matrix (for the fixed 8-byte length headers)."""
+    crc = np.full(rows.shape[0], 0xFFFFFFFF, dtype=np.uint32)
+    for j in range(rows.shape[1]):
+        crc = _CRC_TABLE[(crc ^ rows[:, j]) & 0xFF] ^ (crc >> np.uint32(8))
+    return crc ^ np.uint32(0xFFFFFFFF)
+
+
+def _masked(crc: np.ndarray) -> np.ndarray:
+    crc = crc.astype(np.uint64)
+    rotated = ((crc >> np.uint64(15)) | (crc << np.uint64(17))) & np.uint64(0xFFFFFFFF)
+    return ((rotated + np.uint64(_MASK_DELTA)) & np.uint64(0xFFFFFFFF)).astype("<u4")
+
+
+def frame_records(records: pa.Array) -> bytes:
+    """TFRecord framing of a binary array of records: the bytes of a TFRecord file holding them."""
+    n = len(records)
+    if n == 0:
+        return b""
+    width = np.int64 if pa.types.is_large_binary(records.type) else np.int32
+    offsets = np.frombuffer(records.buffers()[1], dtype=width)[records.offset : records.offset + n + 1]
+    offsets = offsets.astype(np.int64)
+    buffer = records.buffers()[2]
+    raw = (buffer.to_pybytes() if buffer is not None else b"")[offsets[0] : offsets[-1]]
+    offsets -= offsets[0]
+    lengths = np.diff(offsets)
+    header = lengths.astype("<u8").view(np.uint8).reshape(n, 8)
+    header_crc = _masked(_crc32c_rows(header))
+    data_crc = np.fromiter(
+        (google_crc32c.value(raw[o:e]) for o, e in zip(offsets[:-1].tolist(), offsets[1:].tolist())),
+        dtype=np.uint32,
+        count=n,
+    )
+    fours = np.arange(n + 1, dtype=np.int64) * 4
+    framed = _concat(
+        [
+            _Ragged(np.arange(n + 1, dtype=np.int64) * 8, header.reshape(-1)),
+            _Ragged(fours, header_crc.view(np.uint8)),
+            _from_lengths(lengths, np.frombuffer(raw, dtype=np.uint8)),
+            _Ragged(fours, _masked(data_crc).view(np.uint8)),
+        ]
+    )
+    return framed.data.tobytes()
+
+
+def write_tfrecord_shard(path: str, batches: Iterable[pa.RecordBatch | pa.Table], schema: Schema) -> int:
+    """Writes one `tf.train.Example` per row to a TFRecord file at `path`, atomically.
+
+    Sparse `f` -> int64_list (bytes_list for string ids), `f__weights` ->
+    float_list, dense -> float_list (int64_list for int dtypes) with 0
+    (missing) or 1 value, label -> int64_list or float_list. Returns the row
+    count; no rows still writes an (empty) file.
+
+    Raises:
+      ValueError: a batch lacks a column, has an uncastable one, or a null
+        inside a list; nothing is left at `path` then.
+    """
+    rows = 0
+    with atomic_output(path) as stream:
+        for batch in batches:
+            batch = conform_batch(batch, schema)
+            for part in batch.to_batches() if isinstance(batch, pa.Table) else [batch]:
+                if part.num_rows:
+                    stream.write(frame_records(encode_examples(part, schema)))
+                    rows += part.num_rows
+    return rows
+
+
+def _tf_dtype(tf, dtype: str):
+    return {"int64": tf.int64, "int32": tf.int64, "float32": tf.float32, "string": tf.string}[dtype]
+
+
+def _arrow_values(values: np.ndarray, dtype: str, name: str, path: str) -> pa.Array:
+    if dtype == "string":
+        return pa.array(values, type=pa.binary()).cast(pa.string())
+    if dtype == "int32":
+        info = np.iinfo(np.int32)
+        if values.size and (values.min() < info.min or values.max() > info.max):
+            raise ValueError(f"{path}: feature {name!r}: a value is out of int32 range")
+        values = values.astype(np.int32)
+    return pa.array(values)
+
+
+def _column(ragged, name: str, dtype: str, kind: str, path: str) -> pa.Array:
+    values = _arrow_values(ragged.flat_values.numpy(), dtype, name, path)
+    splits = ragged.row_splits.numpy()
+    if kind == "sparse":
+        return pa.ListArray.from_arrays(pa.array(splits.astype(np.int32)), values)
+    lengths = np.diff(splits)
+    allowed = (1, 1) if kind == "label" else (0, 1)
+    wrong = (lengths < allowed[0]) | (lengths > allowed[1])
+    if wrong.any():
+        row = int(np.argmax(wrong))
+        raise ValueError(
+            f"{path}: feature {name!r}: an Example in batch row {row} has {lengths[row]} values, "
+            f"expected {' or '.join(map(str, sorted(set(allowed))))}"
+        )
+    return values.take(pa.array(splits[:-1], mask=lengths == 0))
+
+
+def read_tfrecord_shard(path: str, schema: Schema, *, batch_size: int = 8192) -> pa.Table:
+    """Reads a TFRecord shard of Examples back into a table with `schema.arrow_schema()`.
+
+    An absent feature reads as an empty list (sparse) or a missing value
+    (dense). Imports TensorFlow.
+
+    Raises:
+      ValueError: a dense feature with more than one value, a label without
+        exactly one, an int32 feature out of range.
+      tf.errors.DataLossError: a corrupt record.
+    """
+    import tensorflow as tf
+
+    features, layout = {}, []
+    for spec in schema:
+        features[spec.name] = tf.io.RaggedFeature(_tf_dtype(tf, spec.dtype), row_splits_dtype=tf.int64)
+        layout.append((spec.name, spec.dtype, spec.kind))
+        if spec.weighted:
+            name = weights_column(spec.name)
+            features[name] = tf.io.RaggedFeature(tf.float32, row_splits_dtype=tf.int64)
+            layout.append((name, "float32", "sparse"))
+    target = schema.arrow_schema()
+    batches = []
+    for serialized in tf.data.TFRecordDataset(path).batch(batch_size):
+        parsed = tf.io.parse_example(serialized, features)
+        arrays = [_column(parsed[name], name, dtype, kind, path) for name, dtype, kind in layout]
+        batches.append(pa.RecordBatch.from_arrays(arrays, schema=target))
+    return pa.Table.from_batches(batches, schema=target)

@@ -1,0 +1,119 @@
+"""The "parquet" format: list columns straight through, compatible types converted, wrong types named."""
+
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from sparse_io import DeadLetterSink, FeatureSpec, Schema, read_logs
+
+SCHEMA = Schema(
+    [
+        FeatureSpec("label", "label", "int64"),
+        FeatureSpec("price", "dense", "float32"),
+        FeatureSpec("items", "sparse", "int64", weighted=True, vocabulary_size=100),
+        FeatureSpec("tags", "sparse", "string"),
+    ]
+)
+
+
+def _write(tmp_path, table, name="x.parquet", **kw):
+    path = os.path.join(str(tmp_path), name)
+    pq.write_table(table, path, **kw)
+    return path
+
+
+def _read(path, **kw):
+    sink = DeadLetterSink()
+    batches = list(read_logs(path, "parquet", SCHEMA, errors=sink, error_budget=1.0, **kw))
+    return batches, sink
+
+
+def _table(**overrides):
+    columns = {
+        "label": pa.array([1, 0, 1], pa.int64()),
+        "price": pa.array([1.5, None, 3.0], pa.float32()),
+        "items": pa.array([[1, 2], [], None], pa.list_(pa.int64())),
+        "items__weights": pa.array([[0.5, 1.0], [], None], pa.list_(pa.float32())),
+        "tags": pa.array([["a"], ["b", "c"], []], pa.list_(pa.string())),
+        "unused": pa.array(["x", "y", "z"]),
+    }
+    columns.update(overrides)
+    return pa.table(columns)
+
+
+def test_list_columns_pass_straight_through_in_bounded_batches(tmp_path):
+    path = _write(tmp_path, pa.concat_tables([_table()] * 5), row_group_size=4)
+    batches, sink = _read(path, batch_size=4)
+    assert all(b.num_rows <= 4 and b.schema == SCHEMA.arrow_schema() for b in batches)
+    rows = pa.Table.from_batches(batches).to_pylist()
+    assert len(rows) == 15 and sink.records == 15 and sink.bad == 0
+    assert rows[:3] == [
+        {"label": 1, "price": 1.5, "items": [1, 2], "items__weights": [0.5, 1.0], "tags": ["a"]},
+        {"label": 0, "price": None, "items": [], "items__weights": [], "tags": ["b", "c"]},
+        {"label": 1, "price": 3.0, "items": [], "items__weights": [], "tags": []},
+    ]
+
+
+def test_compatible_types_are_converted(tmp_path):
+    table = _table(
+        label=pa.array([1, 0, 1], pa.int32()),
+        price=pa.array([1.5, None, 3], pa.float64()),
+        items=pa.array([[1, 2], [], [7]], pa.large_list(pa.int32())),
+        items__weights=pa.array([[0.5, 1], [], [2]], pa.list_(pa.float64())),
+        tags=pa.array(["a", None, "c"]),  # a scalar column: one-id rows
+    )
+    batches, sink = _read(_write(tmp_path, table))
+    rows = pa.Table.from_batches(batches).to_pylist()
+    assert sink.bad == 0
+    assert [r["items"] for r in rows] == [[1, 2], [], [7]]
+    assert [r["tags"] for r in rows] == [["a"], [], ["c"]]
+    assert [r["label"] for r in rows] == [1, 0, 1]
+
+
+@pytest.mark.parametrize(
+    "column, array, pattern",
+    [
+        ("label", pa.array([[1], [0], [1]]), "column label: expected a scalar int64, got list<"),
+        ("price", pa.array(["1", "2", "3"]), "column price: expected numbers for float32, got string"),
+        (
+            "items",
+            pa.array([[1.0], [], []]).cast(pa.list_(pa.string())),
+            "column items: expected numbers for int64",
+        ),
+    ],
+)
+def test_unusable_column_types_are_errors_naming_file_and_column(tmp_path, column, array, pattern):
+    path = _write(tmp_path, _table(**{column: array}))
+    with pytest.raises(ValueError, match=pattern) as info:
+        _read(path)
+    assert path in str(info.value)
+
+
+def test_missing_column_is_an_error(tmp_path):
+    path = _write(tmp_path, _table().drop_columns(["tags"]))
+    with pytest.raises(ValueError, match=r"lacks column\(s\) \['tags'\]"):
+        _read(path)
+
+
+def test_bad_values_are_dead_letters_numbered_by_row(tmp_path):
+    table = _table(
+        label=pa.array([1, None, 1], pa.int64()),
+        items=pa.array([[1, 2], [], [100]], pa.list_(pa.int64())),
+        items__weights=pa.array([[0.5, 1.0], [], [1.0]], pa.list_(pa.float32())),
+    )
+    batches, sink = _read(_write(tmp_path, pa.concat_tables([table, table])), batch_size=4)
+    assert sum(b.num_rows for b in batches) == 2
+    assert [(d.line, d.reason) for d in sink] == [
+        (2, "label: missing label"),
+        (3, "items: id 100 is >= vocabulary size 100"),
+        (5, "label: missing label"),
+        (6, "items: id 100 is >= vocabulary size 100"),
+    ]
+    assert '"items": [100]' in sink.letters[1].raw
+
+
+def test_empty_parquet_file_yields_nothing(tmp_path):
+    batches, sink = _read(_write(tmp_path, _table().slice(0, 0)))
+    assert batches == [] and sink.records == 0

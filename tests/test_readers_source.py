@@ -1,0 +1,88 @@
+"""Finding, opening and cutting input files: patterns, compression, blocks of lines."""
+
+import bz2
+import gzip
+import io
+import os
+
+import pytest
+import zstandard
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sparse_io.readers._source import compression_of, expand_paths, iter_line_blocks, open_binary
+
+
+def _touch(tmp_path, name, data=b""):
+    path = os.path.join(str(tmp_path), name)
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+class _Trickle(io.RawIOBase):
+    """A stream that returns at most `step` bytes per read, like a slow network file."""
+
+    def __init__(self, data: bytes, step: int):
+        self._data, self._pos, self._step = data, 0, step
+
+    def readable(self):
+        return True
+
+    def read(self, n=-1):
+        n = self._step if n < 0 else min(n, self._step)
+        out = self._data[self._pos : self._pos + n]
+        self._pos += len(out)
+        return out
+
+
+@given(
+    st.lists(st.binary(max_size=12).map(lambda b: b.replace(b"\n", b"")), max_size=30),
+    st.booleans(),
+    st.integers(1, 7),
+    st.integers(1, 9),
+)
+def test_blocks_hold_every_line_once_with_its_number(lines, final_newline, per_block, step):
+    data = b"\n".join(lines) + (b"\n" if final_newline and lines else b"")
+    if not lines:
+        data = b""
+    got, numbers = [], []
+    # Small reads exercise lines that straddle chunks.
+    for first, block in iter_line_blocks(_Trickle(data, step), per_block, chunk_bytes=step):
+        assert 1 <= len(block) <= per_block
+        numbers.append(first)
+        got.extend(block.to_pylist())
+    expected = data.split(b"\n")
+    if data.endswith(b"\n"):
+        expected = expected[:-1]
+    if not data:
+        expected = []
+    assert got == expected
+    assert numbers == list(range(1, len(expected) + 1, per_block))
+
+
+def test_compression_follows_the_extension(tmp_path):
+    payload = b"a\tb\nc\td\n"
+    files = {
+        "x.tsv": payload,
+        "x.tsv.gz": gzip.compress(payload),
+        "x.tsv.bz2": bz2.compress(payload),
+        "x.tsv.zst": zstandard.ZstdCompressor().compress(payload[:4])
+        + zstandard.ZstdCompressor().compress(payload[4:]),
+    }
+    for name, data in files.items():
+        with open_binary(_touch(tmp_path, name, data)) as f:
+            assert f.read() == payload, name
+    assert [compression_of(n) for n in ("a.GZ", "a.zstd", "a.bz2", "a.csv")] == ["gzip", "zstd", "bz2", None]
+
+
+def test_patterns_globs_directories_and_lists(tmp_path):
+    for name in ("b.tsv", "a.tsv", "c.csv", ".hidden.tsv", "_SUCCESS"):
+        _touch(tmp_path, name)
+    d = str(tmp_path)
+    assert expand_paths(os.path.join(d, "*.tsv")) == [os.path.join(d, "a.tsv"), os.path.join(d, "b.tsv")]
+    assert expand_paths(d) == [os.path.join(d, n) for n in ("a.tsv", "b.tsv", "c.csv")]
+    both = expand_paths([os.path.join(d, "c.csv"), os.path.join(d, "*.tsv"), os.path.join(d, "c.csv")])
+    assert both == [os.path.join(d, n) for n in ("c.csv", "a.tsv", "b.tsv")]
+    with pytest.raises(FileNotFoundError, match="no input file matches"):
+        expand_paths(os.path.join(d, "*.parquet"))

@@ -1,0 +1,123 @@
+"""ComputeStats: stats.json per the contract, checked against direct numpy/Counter computation."""
+
+import collections
+import json
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline as BeamPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from transforms.beam import ComputeStats, in_process_options
+from transforms.beam.stats import FeatureStats
+
+
+def _reference(rows, batch_sizes, top_k):
+    """Straight from the contract; capacity max as the worst order (longest rows together)."""
+    lengths = np.array([len(r) if r else 0 for r in rows], dtype=np.int64)
+    ids = [v for r in rows if r for v in r]
+    counts = collections.Counter(ids)
+    top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top_k]
+    desc = np.sort(lengths)[::-1]
+    return {
+        "rows": len(rows),
+        "ids_per_row": {
+            "mean": float(lengths.mean()) if len(rows) else 0.0,
+            "p50": float(np.percentile(lengths, 50)) if len(rows) else 0.0,
+            "p99": float(np.percentile(lengths, 99)) if len(rows) else 0.0,
+            "max": int(lengths.max()) if len(rows) else 0,
+        },
+        "distinct_ids": len(counts),
+        "distinct_ids_exact": True,
+        "top_ids": [[v, c] for v, c in top],
+        "top_ids_exact": True,
+        "capacity_max": {str(b): int(desc[:b].sum()) for b in batch_sizes},
+    }
+
+
+def _check(got, expected):
+    capacity = got.pop("capacity")
+    assert {b: c["max"] for b, c in capacity.items()} == expected.pop("capacity_max")
+    assert all(0 <= c["p99_9"] <= c["max"] for c in capacity.values())
+    assert got["ids_per_row"] == pytest.approx(expected.pop("ids_per_row"))
+    got.pop("ids_per_row")
+    assert got == expected
+
+
+def test_feature_stats_equal_reference_on_random_rows():
+    rng = np.random.default_rng(3)
+    rows = [
+        None if rng.random() < 0.1 else [int(v) for v in rng.zipf(1.4, rng.integers(0, 6)) % 50]
+        for _ in range(500)
+    ]
+    stats = FeatureStats("f")
+    for lo in range(0, 500, 64):
+        part = FeatureStats("f")
+        part.add(pa.array(rows[lo : lo + 64], pa.list_(pa.int64())))
+        stats.merge(part)
+    _check(stats.result([1, 8, 64, 1000], top_k=5), _reference(rows, [1, 8, 64, 1000], 5))
+
+
+def test_p99_9_tracks_random_batches():
+    rng = np.random.default_rng(6)
+    lengths = rng.poisson(4, 4000)
+    rows = [[1] * int(n) for n in lengths]
+    stats = FeatureStats("f")
+    stats.add(pa.array(rows, pa.list_(pa.int64())))
+    cap = stats.result([128])["capacity"]["128"]
+    sampled = [rng.permutation(lengths)[:128].sum() for _ in range(3000)]
+    assert cap["p99_9"] == pytest.approx(np.quantile(sampled, 0.999), rel=0.05)
+    assert cap["max"] == np.sort(lengths)[::-1][:128].sum()
+
+
+def test_pipeline_writes_contract_stats_json(tmp_path):
+    rng = np.random.default_rng(12)
+    batches, all_items, all_tags = [], [], []
+    for n in (40, 0, 25, 1):
+        items = [[int(v) for v in rng.integers(0, 30, rng.integers(0, 5))] for _ in range(n)]
+        tags = [
+            None if rng.random() < 0.3 else [f"t{int(v)}" for v in rng.integers(0, 4, 1)] for _ in range(n)
+        ]
+        batches.append(
+            pa.record_batch(
+                {
+                    "items": pa.array(items, pa.list_(pa.int64())),
+                    "items__weights": pa.array([[1.0] * len(r) for r in items], pa.list_(pa.float32())),
+                    "tags": pa.array(tags, pa.list_(pa.string())),
+                    "empty": pa.array([None] * n, pa.list_(pa.int64())),
+                    "label": pa.array(rng.integers(0, 2, n), pa.int64()),
+                }
+            )
+        )
+        all_items += items
+        all_tags += tags
+    path = str(tmp_path / "stats.json")
+    sizes = [2, 16]
+    with BeamPipeline(options=in_process_options()) as p:
+        source = p | beam.Create(batches)
+        stats = source | "Named" >> ComputeStats(["items", "tags", "empty"], sizes, output_path=path, top_k=3)
+        auto = source | "Auto" >> ComputeStats(None, 4)
+        assert_that(
+            auto | beam.Map(lambda s: sorted(s["features"])), equal_to([["empty", "items", "tags"]]), "auto"
+        )
+        assert_that(stats | beam.Map(lambda s: s["num_rows"]), equal_to([66]), label="rows")
+    with open(path) as f:
+        written = json.load(f)
+    assert written["format_version"] == 1 and written["num_rows"] == 66
+    assert list(written["features"]) == ["items", "tags", "empty"]
+    _check(written["features"]["items"], _reference(all_items, sizes, 3))
+    _check(written["features"]["tags"], _reference(all_tags, sizes, 3))
+    _check(written["features"]["empty"], _reference([None] * 66, sizes, 3))
+
+
+def test_bad_arguments_and_columns():
+    with pytest.raises(ValueError, match="batch_size"):
+        ComputeStats("f", 0)
+    with pytest.raises(ValueError, match="top_k"):
+        ComputeStats("f", 8, top_k=0)
+    with pytest.raises(ValueError, match="feature 'x' must be a list column"):
+        FeatureStats("x").add(pa.array([1, 2]))
+    with pytest.raises(ValueError, match="feature 'x': null id in row 1"):
+        FeatureStats("x").add(pa.array([[1], [None]], pa.list_(pa.int64())))

@@ -1,0 +1,181 @@
+"""Exact value counts over Arrow arrays, for combiners that count ids.
+
+A batch is counted with one `pc.value_counts` call; tables from many batches
+are summed with a hash aggregation (`Table.group_by`). Summing every new batch
+into one big table would cost O(distinct values) per batch, so parts are kept
+side by side and merged like a binary counter: a part is folded into its
+neighbour only once it has grown to half the neighbour's size, so each value
+takes part in O(log n) merges.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = ["CountTable", "list_values"]
+
+_MAX_PARTS = 24
+_RAW_BUFFER = 1 << 20  # values buffered before counting
+
+
+def list_values(column: pa.Array, feature: str, transform: str) -> pa.Array:
+    """The ids referenced by the rows of a list column (null rows hold none); flat columns as they are.
+
+    Raises:
+      ValueError: a null id, naming the feature and its row.
+    """
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    is_list = pa.types.is_list(column.type) or pa.types.is_large_list(column.type)
+    if is_list and not column.null_count:
+        offsets = column.offsets
+        first = offsets[0].as_py() if len(column) else 0
+        values = column.values.slice(first, (offsets[-1].as_py() - first) if len(column) else 0)
+    else:
+        values = pc.list_flatten(column) if is_list else column
+    if values.null_count:
+        pos = int(np.argmax(~values.is_valid().to_numpy(zero_copy_only=False)))
+        row = pos
+        if is_list:
+            lengths = pc.fill_null(pc.list_value_length(column), 0).to_numpy()
+            row = int(np.searchsorted(np.cumsum(lengths), pos, side="right"))
+        raise ValueError(f"{transform}: feature {feature!r}: null id in row {row}")
+    return values
+
+
+def _normalize(values: pa.Array) -> pa.Array:
+    # One value type per table, and 64-bit offsets so a table of many long
+    # strings cannot overflow.
+    t = values.type
+    if pa.types.is_string(t) or pa.types.is_string_view(t):
+        return values.cast(pa.large_string())
+    if pa.types.is_binary(t) or pa.types.is_binary_view(t):
+        return values.cast(pa.large_binary())
+    if pa.types.is_integer(t) and t != pa.int64():
+        return values.cast(pa.int64())
+    return values
+
+
+class CountTable:
+    """value -> count over everything added or merged; exact.
+
+    Example:
+      >>> t = CountTable(); t.add(pa.array(["a", "b", "a"]))
+      >>> t.sorted().to_pydict()
+      {'value': ['a', 'b'], 'count': [2, 1]}
+    """
+
+    def __init__(self) -> None:
+        self._parts: list[pa.Table] = []
+        self._raw: list[pa.Array] = []
+        self._raw_size = 0
+
+    def add(self, values: pa.Array) -> None:
+        if len(values) == 0:
+            return
+        # Batches are counted together once enough values are buffered: one
+        # value_counts over many batches instead of a count and a merge each.
+        self._raw.append(_normalize(values))
+        self._raw_size += len(values)
+        if self._raw_size >= _RAW_BUFFER:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._raw:
+            return
+        raw = self._raw[0] if len(self._raw) == 1 else pa.concat_arrays(self._raw)
+        self._raw, self._raw_size = [], 0
+        self._push(_value_counts(raw))
+
+    def __getstate__(self) -> dict:
+        self._flush()  # ship counts, not raw values
+        return self.__dict__
+
+    def add_counts(self, values: pa.Array, counts: np.ndarray) -> None:
+        if len(values):
+            self._push(pa.table({"value": _normalize(values), "count": pa.array(counts, pa.int64())}))
+
+    def merge(self, other: CountTable) -> None:
+        other._flush()
+        for part in other._parts:
+            self._push(part)
+
+    def _push(self, part: pa.Table) -> None:
+        self._parts.append(part)
+        parts = self._parts
+        while len(parts) > 1 and (2 * parts[-1].num_rows >= parts[-2].num_rows or len(parts) > _MAX_PARTS):
+            last = parts.pop()
+            parts[-1] = _sum(parts[-1], last)
+
+    def table(self) -> pa.Table | None:
+        """All counts as one table `(value, count)` with distinct values, or None when empty."""
+        self._flush()
+        if not self._parts:
+            return None
+        while len(self._parts) > 1:
+            last = self._parts.pop()
+            self._parts[-1] = _sum(self._parts[-1], last)
+        return self._parts[0]
+
+    def __len__(self) -> int:
+        table = self.table()
+        return 0 if table is None else table.num_rows
+
+    def total(self) -> int:
+        self._flush()
+        return int(sum(pc.sum(p.column("count")).as_py() or 0 for p in self._parts))
+
+    def sorted(self, min_count: int = 1, limit: int | None = None) -> pa.Table:
+        """`(value, count)` with count >= min_count, by count descending then value ascending."""
+        table = self.table()
+        if table is None:
+            return pa.table({"value": pa.array([], pa.null()), "count": pa.array([], pa.int64())})
+        if min_count > 1:
+            table = table.filter(pc.greater_equal(table.column("count"), min_count))
+        order = pc.sort_indices(table, [("count", "descending"), ("value", "ascending")])
+        if limit is not None:
+            order = order.slice(0, limit)
+        return table.take(order)
+
+    def subtract_and_prune(self, keep: int) -> int:
+        """Misra-Gries step: subtract the (keep+1)-th largest count from all, drop counts <= 0.
+
+        Returns the amount subtracted (0 when at most `keep` values are held).
+        Each such step removes at least (keep + 1) times that amount of total
+        count, so the sum of all amounts is at most total / (keep + 1).
+        """
+        table = self.sorted()
+        if table.num_rows <= keep:
+            return 0
+        threshold = int(table.column("count")[keep].as_py())
+        head = table.slice(0, keep)
+        counts = pc.subtract(head.column("count"), threshold)
+        self._parts = [
+            pa.table({"value": head.column("value"), "count": counts}).filter(pc.greater(counts, 0))
+        ]
+        return threshold
+
+
+def _value_counts(values: pa.Array) -> pa.Table:
+    """`(value, count)` of the distinct values of `values`."""
+    if values.type == pa.int64() and not values.null_count:
+        ids = values.to_numpy()
+        low, high = int(ids.min()), int(ids.max())
+        # Hashed or vocabulary ids span a small range: counting by bincount is
+        # several times faster than Arrow's hash table.
+        if low >= 0 and high < max(4 * len(ids), 1 << 16):
+            counts = np.bincount(ids, minlength=high + 1)
+            present = np.flatnonzero(counts)
+            return pa.table({"value": pa.array(present, pa.int64()), "count": pa.array(counts[present])})
+    counted = pc.value_counts(values)
+    return pa.table({"value": counted.field("values"), "count": counted.field("counts")})
+
+
+def _sum(a: pa.Table, b: pa.Table) -> pa.Table:
+    if a.schema.field("value").type != b.schema.field("value").type:
+        b = b.set_column(0, "value", b.column("value").cast(a.schema.field("value").type))
+    both = pa.concat_tables([a, b])
+    summed = both.group_by("value", use_threads=False).aggregate([("count", "sum")])
+    return pa.table({"value": summed.column("value"), "count": summed.column("count_sum")}).combine_chunks()

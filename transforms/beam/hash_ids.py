@@ -1,0 +1,111 @@
+"""HashIds: string or integer ids to Keras-identical hash buckets, a batch at a time."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import apache_beam as beam
+import pyarrow as pa
+
+from sparse_io.hashing import hash_columns, normalize_salt
+from sparse_io.schema import Schema
+from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
+from transforms.beam._columns import feature_names, num_values, replace_column, require_columns
+
+__all__ = ["HashIds"]
+
+
+class _HashIdsFn(beam.DoFn):
+    def __init__(self, bins: dict[str, int], salt, mask_value):
+        self._bins = bins
+        self._salt = salt
+        self._mask_value = mask_value
+        self._ids = beam.metrics.Metrics.counter("sparseflow.HashIds", "ids_hashed")
+
+    def process(self, batch: pa.RecordBatch):
+        require_columns(batch, self._bins, "HashIds")
+        names = list(self._bins)
+        hashed = hash_columns(
+            [batch.column(n) for n in names],
+            [self._bins[n] for n in names],
+            self._salt,
+            mask_value=self._mask_value,
+            features=names,
+        )
+        count = 0
+        for name, column in zip(names, hashed):
+            batch = replace_column(batch, name, column)
+            count += num_values(column)
+        self._ids.inc(count)
+        yield batch
+
+
+class HashIds(beam.PTransform):
+    """Replaces id columns by int64 hash buckets, bit-identical to `keras.layers.Hashing`.
+
+    A bucket is `Fingerprint64(utf8(id)) % num_bins` (TensorFlow's
+    `to_hash_bucket_fast`), or with a `salt` the keyed SipHash of
+    `to_hash_bucket_strong`; integers are hashed through their decimal text,
+    as Keras does. So `keras.layers.Hashing(num_bins, salt=salt)` at serving
+    time maps a raw id to the same bucket as this transform did at ingest.
+    Computed in numpy over each batch's Arrow buffers (no TensorFlow, no
+    Python call per id); row structure, null rows and weight columns are kept.
+
+    Args:
+      features: the column name(s) to hash: `list<string>`, `list<int*>` or a
+        flat string/integer column.
+      num_bins: bucket count for every feature, or a mapping feature -> count.
+      salt: None, an int, or two ints (Keras's `salt`), each within int64.
+      mask_value: Keras's `mask_value`: that value goes to bucket 0 and the
+        others to `1 + hash % (num_bins - 1)`.
+
+    Input/output: PCollection[pa.RecordBatch]; each hashed column becomes
+    `list<int64>` (or `int64` for a flat column).
+
+    Raises (at construction): ValueError for no features, a bucket count that
+    is not a positive integer, a feature missing from a `num_bins` mapping, or
+    a bad salt. While running: ValueError naming the feature for a missing
+    column, a null id (with its row) or a column type that cannot be hashed.
+
+    Example:
+      >>> with beam.Pipeline("FnApiRunner") as p:  # doctest: +SKIP
+      ...     hashed = (p | beam.Create([pa.record_batch({"C1": [["a"], []]})])
+      ...                 | HashIds(["C1"], num_bins=1000))
+    """
+
+    def __init__(
+        self,
+        features: str | Sequence[str],
+        num_bins: int | Mapping[str, int],
+        salt: int | Sequence[int] | None = None,
+        *,
+        mask_value: str | int | None = None,
+    ):
+        super().__init__()
+        names = feature_names(features, "HashIds")
+        if isinstance(num_bins, Mapping):
+            missing = [n for n in names if n not in num_bins]
+            if missing:
+                raise ValueError(f"HashIds: num_bins has no entry for feature(s) {missing}")
+            bins = {n: num_bins[n] for n in names}
+        else:
+            bins = dict.fromkeys(names, num_bins)
+        for name, value in bins.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(
+                    f"HashIds: feature {name!r}: num_bins must be a positive integer, got {value!r}"
+                )
+        self._bins = bins
+        self._salt = normalize_salt(salt)
+        self._mask_value = mask_value
+
+    def output_schema(self, schema: Schema) -> Schema:
+        """`schema` with each hashed feature's dtype int64 and `hash_buckets` set."""
+        for name, bins in self._bins.items():
+            schema = schema.replace(name, dtype="int64", hash_buckets=bins)
+        return schema
+
+    def expand(self, batches):
+        return batches | "Hash" >> beam.ParDo(
+            _HashIdsFn(self._bins, self._salt, self._mask_value)
+        ).with_output_types(pa.RecordBatch)

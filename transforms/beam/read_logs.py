@@ -1,0 +1,189 @@
+"""ReadLogs: log files -> PCollection[pa.RecordBatch], split across files, bad records aside.
+
+Files are matched at run time (`MatchFiles`, any Beam filesystem), spread
+over workers by a `Reshuffle`, and each is read by `sparse_io.read_file`, which
+parses a block of lines per pyarrow call. Records the reader rejects leave as
+`DeadLetter`s on a tagged output, are counted in Beam metrics, can be written
+out as JSON Lines, and are held against an error budget over the whole input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+
+import apache_beam as beam
+import pyarrow as pa
+from apache_beam.io import fileio
+from apache_beam.io.filesystems import FileSystems
+
+from sparse_io.dead_letters import DeadLetterSink, ErrorBudgetExceeded
+from sparse_io.readers import FORMATS, read_file
+from sparse_io.schema import Schema, criteo_schema
+from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
+
+__all__ = ["ReadLogs", "DEAD_LETTERS", "READ_METRICS"]
+
+DEAD_LETTERS = "dead_letters"
+_COUNTS = "record_counts"
+READ_METRICS = "sparseflow.ReadLogs"
+
+
+class _ReadFileFn(beam.DoFn):
+    def __init__(self, format: str, schema: Schema, options: dict):
+        self._format = format
+        self._schema = schema
+        self._options = options
+        self._files = beam.metrics.Metrics.counter(READ_METRICS, "files")
+        self._records = beam.metrics.Metrics.counter(READ_METRICS, "records")
+        self._bad = beam.metrics.Metrics.counter(READ_METRICS, "bad_records")
+        self._padded = beam.metrics.Metrics.counter(READ_METRICS, "padded_records")
+        self._batches = beam.metrics.Metrics.counter(READ_METRICS, "batches")
+
+    def process(self, path: str):
+        sink = DeadLetterSink()
+        for batch in read_file(path, self._format, self._schema, dead_letters=sink, **self._options):
+            self._batches.inc()
+            yield batch
+        self._files.inc()
+        self._records.inc(sink.records)
+        self._bad.inc(sink.bad)
+        self._padded.inc(sink.padded)
+        for letter in sink:
+            yield beam.pvalue.TaggedOutput(DEAD_LETTERS, letter)
+        yield beam.pvalue.TaggedOutput(_COUNTS, (sink.records, sink.bad, sink.letters[:5]))
+
+
+def _visible(path: str) -> bool:
+    return not os.path.basename(path).startswith((".", "_"))
+
+
+def _check_budget(counts: list, budget: float) -> None:
+    records = sum(c[0] for c in counts)
+    bad = sum(c[1] for c in counts)
+    if bad and bad / max(records, 1) > budget:
+        raise ErrorBudgetExceeded(bad, records, budget, [d for c in counts for d in c[2]][:5])
+
+
+class ReadLogs(beam.PTransform):
+    """Reads log files into a PCollection of `pa.RecordBatch` with `schema.arrow_schema()`.
+
+    Splittable across files: each matched file is one unit of work (a gzip
+    file cannot be split further anyway).
+
+    Args:
+      file_pattern: a path, glob or directory (or a list), local or on any
+        Beam filesystem; a directory or glob leaves out names starting with
+        "." or "_" (temporaries, `_SUCCESS` markers).
+      format: one of `sparse_io.FORMATS` ("criteo", "csv", "tsv", "jsonl", "parquet").
+      schema: what to read (default `criteo_schema()` for "criteo").
+      batch_size: most rows per RecordBatch.
+      strict, list_separator, skip_header: as in `sparse_io.read_file`.
+      dead_letters_path: if given, rejected records are written there as JSON
+        Lines (`{"source", "line", "reason", "raw"}`; an empty file when none).
+      error_budget: fail the pipeline when more than this fraction of all
+        records is bad (None: never fail on bad records).
+      with_dead_letters: return `(batches, dead_letters)` instead of batches,
+        dead_letters a PCollection of `sparse_io.DeadLetter`.
+
+    Metrics (namespace "sparseflow.ReadLogs"): files, records, bad_records,
+    padded_records, batches.
+
+    Raises: ValueError at construction for an unknown format or a bad
+    argument; `ErrorBudgetExceeded` fails the run when over budget.
+
+    Example:
+      >>> with beam.Pipeline(options=in_process_options()) as p:  # doctest: +SKIP
+      ...     batches = p | ReadLogs("logs/day_*.tsv.gz", "criteo", dead_letters_path="out/errors.jsonl")
+    """
+
+    def __init__(
+        self,
+        file_pattern: str | Sequence[str],
+        format: str,
+        schema: Schema | None = None,
+        batch_size: int = 8192,
+        *,
+        strict: bool = False,
+        list_separator: str = "|",
+        skip_header: bool | None = None,
+        dead_letters_path: str | None = None,
+        error_budget: float | None = 0.0,
+        with_dead_letters: bool = False,
+    ):
+        super().__init__()
+        if format not in FORMATS:
+            raise ValueError(f"ReadLogs: format {format!r} is not one of {FORMATS}")
+        if schema is None:
+            if format != "criteo":
+                raise ValueError(f"ReadLogs: format {format!r} needs a schema")
+            schema = criteo_schema()
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"ReadLogs: batch_size must be a positive integer, got {batch_size!r}")
+        if error_budget is not None and not 0.0 <= error_budget <= 1.0:
+            raise ValueError(f"ReadLogs: error_budget must be a fraction in [0, 1], got {error_budget!r}")
+        patterns = [file_pattern] if isinstance(file_pattern, (str, os.PathLike)) else list(file_pattern)
+        if not patterns:
+            raise ValueError("ReadLogs: no file pattern given")
+        self._patterns = [self._as_glob(os.fspath(p)) for p in patterns]
+        self._format = format
+        self._schema = schema
+        self._options = dict(
+            batch_size=batch_size, strict=strict, list_separator=list_separator, skip_header=skip_header
+        )
+        self._dead_letters_path = dead_letters_path
+        self._error_budget = error_budget
+        self._with_dead_letters = with_dead_letters
+        # Fail at construction on arguments read_file would reject at run time.
+        from sparse_io.readers import _resolve
+
+        _resolve(format, schema, batch_size, list_separator)
+
+    @staticmethod
+    def _as_glob(pattern: str) -> tuple[str, bool]:
+        if FileSystems.get_scheme(pattern) is None and os.path.isdir(pattern):
+            return os.path.join(pattern, "*"), True
+        return pattern, any(c in pattern for c in "*?[")
+
+    def expand(self, pbegin):
+        matched = []
+        for i, (pattern, filtered) in enumerate(self._patterns):
+            files = (
+                pbegin
+                | f"Match{i}"
+                >> fileio.MatchFiles(pattern, empty_match_treatment=fileio.EmptyMatchTreatment.DISALLOW)
+                | f"Path{i}" >> beam.Map(lambda m: m.path)
+            )
+            if filtered:
+                files = files | f"SkipHidden{i}" >> beam.Filter(_visible)
+            matched.append(files)
+        paths = matched[0] if len(matched) == 1 else tuple(matched) | "AllFiles" >> beam.Flatten()
+        results = (
+            paths
+            | "SpreadFiles" >> beam.Reshuffle()
+            | "ReadFile"
+            >> beam.ParDo(_ReadFileFn(self._format, self._schema, self._options)).with_outputs(
+                DEAD_LETTERS, _COUNTS, main="batches"
+            )
+        )
+        batches = results.batches
+        batches.element_type = pa.RecordBatch
+        dead = results[DEAD_LETTERS]
+        if self._dead_letters_path:
+            (
+                dead
+                | "DeadLetterJson" >> beam.Map(lambda d: json.dumps(d.to_dict(), ensure_ascii=False))
+                | "WriteDeadLetters"
+                >> beam.io.WriteToText(self._dead_letters_path, num_shards=1, shard_name_template="")
+            )
+        if self._error_budget is not None:
+            budget = self._error_budget
+            (
+                results[_COUNTS]
+                | "AllCounts" >> beam.combiners.ToList()
+                | "CheckErrorBudget" >> beam.Map(_check_budget, budget)
+            )
+        if self._with_dead_letters:
+            return batches, dead
+        return batches
