@@ -8,13 +8,34 @@ import os
 import sys
 from collections.abc import Iterator
 
-__all__ = ["UsageError", "cli_errors"]
+__all__ = ["UsageError", "cli_errors", "quiet_beam_tracebacks"]
 
 _LOGGER = logging.getLogger("sparseflow")
 
 
 class UsageError(Exception):
     """A problem with what the user asked for: printed as one line, exit status 2."""
+
+
+class _NoBeamTracebacks(logging.Filter):
+    """Keeps Beam's own log lines but drops the worker tracebacks it logs before re-raising.
+
+    The program prints the failure as one line itself; SPARSEFLOW_DEBUG=1
+    keeps the tracebacks.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("apache_beam") and record.levelno >= logging.ERROR:
+            return False
+        return True
+
+
+def quiet_beam_tracebacks() -> None:
+    """Installs `_NoBeamTracebacks` on the root handlers (unless SPARSEFLOW_DEBUG is set)."""
+    if os.environ.get("SPARSEFLOW_DEBUG"):
+        return
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_NoBeamTracebacks())
 
 
 @contextlib.contextmanager

@@ -37,7 +37,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.config import IngestConfig, default_criteo_config, load_config
-from pipelines.errors import UsageError, cli_errors
+from pipelines.errors import UsageError, cli_errors, quiet_beam_tracebacks
 from pipelines.options import IngestOptions
 from pipelines.output_dir import prepare_output
 from pipelines.progress import LogProgress
@@ -222,6 +222,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # Beam's own INFO lines drown the progress lines on the local runner.
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    quiet_beam_tracebacks()
     from pipelines.report import summary_text
 
     with cli_errors("pipelines.ingest"):

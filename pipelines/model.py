@@ -87,7 +87,7 @@ class CtrModel(keras.Model):
     def call(self, features: dict, training: bool = False) -> tf.Tensor:
         batch = self._batch_size(features)
         parts = [
-            self.embeddings[name](features[name], sample_count=batch) for name in self.vocab_sizes
+            self.embeddings[name]((*features[name], batch)) for name in self.vocab_sizes
         ]
         for name in self.dense_features:
             value, missing = normalise_dense(features[name])
@@ -104,7 +104,9 @@ class CtrModel(keras.Model):
 
     def _batch_size(self, features: dict):
         for name in self.dense_features:
-            return tf.shape(features[name])[0]
+            static = features[name].shape[0]
+            # A static batch keeps the embedding output shape static for XLA.
+            return static if static is not None else tf.shape(features[name])[0]
         raise ValueError("CtrModel needs at least one dense feature to know the batch size")
 
     def get_config(self) -> dict:
