@@ -1,120 +1,111 @@
-"""Demo: a small synthetic Criteo log turned into Parquet shards.
+"""`python -m pipelines.demo` (`make demo`): the whole flow on a seeded synthetic log.
 
-    python -m pipelines.demo [--output demo_output] [--rows 20000] [--shards 4] [--seed 0]
+    logs -> ingest (Beam, local runner) -> shards + schema.json + stats.json
+         -> tf.data COO batches padded to the stats.json capacity
+         -> embedding bags + block-sparse MLP, trained a few hundred steps
+         -> loss and AUC on held-out rows, a SavedModel taking raw ids
 
-Writes `raw/day0.tsv.gz` (a seeded synthetic log in the Criteo layout: Zipf-
-distributed categorical ids, missing values, some lines short of their
-trailing empty fields and two corrupt lines), reads it back with
-`sparse_io.read_logs`, and writes `part-0000i-of-0000k.parquet` shards,
-`schema.json` and `errors/dead_letters.jsonl` into the output directory.
+With no arguments it generates a training day and a held-out day of
+Criteo-format logs under `demo_output/raw/`. With `--input` (and `--format`,
+`--config`) it runs on your data instead; `--eval_input` names held-out logs
+(without it the AUC is measured on the training rows and says so).
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
 import sys
+import time
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
+__all__ = ["main", "run_demo"]
 
-from sparse_io import DeadLetterSink, criteo_schema, read_logs, shard_name, write_parquet_shard
-
-_CORRUPT_LINES = 2
+DEMO_CONFIG = os.path.join(os.path.dirname(__file__), "configs", "demo.yaml")
 
 
-def synthetic_criteo_lines(rows: int, seed: int) -> list[str]:
-    """Seeded Criteo-layout TSV lines: label, I1..I13, C1..C26 (8-digit hex)."""
-    rng = np.random.default_rng(seed)
-    labels = (rng.random(rows) < 0.25).astype(np.int64)
-    counts = np.floor(rng.lognormal(1.5, 1.5, size=(rows, 13))).astype(np.int64)
-    counts[rng.random((rows, 13)) < 0.02] = -1  # Criteo's I2 and friends hold a few -1s
-    ints = np.where(rng.random((rows, 13)) < 0.2, "", counts.astype(str))
-    # Per column, ids drawn from a Zipf law and hashed to 32 bits, as Criteo ships them.
-    ids = rng.zipf(1.3, size=(rows, 26)).astype(np.uint64) + np.arange(26, dtype=np.uint64) * np.uint64(
-        1 << 20
-    )
-    hashed = (ids * np.uint64(0x9E3779B1)) & np.uint64(0xFFFFFFFF)
-    cats = np.where(rng.random((rows, 26)) < 0.1, "", np.char.zfill(np.char.mod("%x", hashed), 8))
-    lines = []
-    for r in range(rows):
-        fields = [str(labels[r]), *ints[r], *cats[r]]
-        if r % 3 == 0:  # as in real dumps, some lines lose their trailing empty fields
-            while fields and fields[-1] == "":
-                fields.pop()
-        lines.append("\t".join(fields))
-    for r in rng.choice(rows, size=min(_CORRUPT_LINES, rows), replace=False):
-        lines[r] = lines[r].replace("\t", "\tnot-a-number\t", 1)  # one field too many, and non-numeric
-    return lines
+def _args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="pipelines.demo", description=__doc__.splitlines()[0])
+    p.add_argument("--output", default="demo_output", help="where everything goes (default: %(default)s)")
+    p.add_argument("--input", default=None, help="your logs instead of the synthetic ones")
+    p.add_argument("--eval_input", default=None, help="held-out logs (with --input)")
+    p.add_argument("--format", default="criteo", choices=("criteo", "jsonl", "csv", "parquet"))
+    p.add_argument("--config", default=None, help="ingest config (default: pipelines/configs/demo.yaml)")
+    p.add_argument("--rows", type=int, default=60_000, help="synthetic training rows")
+    p.add_argument("--eval_rows", type=int, default=15_000, help="synthetic held-out rows")
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--batch_size", type=int, default=512)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jit_compile", action="store_true")
+    args = p.parse_args(argv)
+    if args.eval_input and not args.input:
+        p.error("--eval_input needs --input")
+    if args.rows <= 0 or args.eval_rows <= 0 or args.steps <= 0 or args.batch_size <= 0:
+        p.error("--rows, --eval_rows, --steps and --batch_size must be positive")
+    return args
 
 
-def run(output: str, rows: int, shards: int, seed: int) -> dict:
-    """Generates, reads and shards the demo log; returns a JSON-able summary."""
-    raw_dir = os.path.join(output, "raw")
-    os.makedirs(raw_dir, exist_ok=True)
-    raw_path = os.path.join(raw_dir, "day0.tsv.gz")
-    with gzip.open(raw_path, "wt", encoding="utf-8") as f:
-        f.write("\n".join(synthetic_criteo_lines(rows, seed)) + "\n")
+def run_demo(argv: list[str]) -> dict:
+    """Runs the demo as `argv` asks; returns its summary (also printed by `main`)."""
+    from pipelines.ingest import run_ingest
+    from pipelines.report import summary_text
+    from pipelines.synthetic import write_synthetic_criteo
+    from pipelines.train import train
 
-    schema = criteo_schema()
-    sink = DeadLetterSink()
-    budget = (_CORRUPT_LINES + 0.5) / max(rows, 1)
-    batches = list(read_logs(raw_path, "criteo", schema, batch_size=4096, errors=sink, error_budget=budget))
-    table = pa.Table.from_batches(batches, schema=schema.arrow_schema())
-
-    bounds = np.linspace(0, table.num_rows, shards + 1).astype(int)
-    paths = []
-    for i in range(shards):
-        path = os.path.join(output, shard_name(i, shards, ".parquet"))
-        write_parquet_shard(path, table.slice(bounds[i], bounds[i + 1] - bounds[i]).to_batches(), schema)
-        paths.append(path)
-    schema.save(output)
-    errors_path = sink.write_jsonl(os.path.join(output, "errors", "dead_letters.jsonl"))
-
-    present = pc.list_value_length(table.column("C1")).to_numpy(zero_copy_only=False) > 0
-    return {
-        "output": output,
-        "raw": raw_path,
-        "rows_read": table.num_rows,
-        "records": sink.records,
-        "dead_letters": sink.bad,
-        "padded_lines": sink.padded,
-        "shards": paths,
-        "dead_letters_file": errors_path,
-        "click_rate": float(pc.mean(table.column("label")).as_py() or 0.0),
-        "distinct_C1": len(pc.unique(pc.list_flatten(table.column("C1")))),
-        "C1_present": float(present.mean()) if present.size else 0.0,
-    }
-
-
-def _print(summary: dict) -> None:
-    print(f"synthetic log      {summary['raw']}")
-    print(f"records            {summary['records']}")
-    print(f"rows read          {summary['rows_read']}")
-    print(f"padded short lines {summary['padded_lines']}")
-    print(f"dead letters       {summary['dead_letters']}  ->  {summary['dead_letters_file']}")
-    print(f"click rate         {summary['click_rate']:.3f}")
-    print(f"distinct C1 ids    {summary['distinct_C1']}  (present in {summary['C1_present']:.0%} of rows)")
-    for path in summary["shards"]:
-        print(f"shard              {path}  ({os.path.getsize(path)} bytes)")
-    print(f"schema             {os.path.join(summary['output'], 'schema.json')}")
+    args = _args(argv)
+    started = time.monotonic()
+    out = args.output
+    if args.input:
+        train_logs, eval_logs = args.input, args.eval_input
+    else:
+        print(f"generating {args.rows:,} + {args.eval_rows:,} synthetic Criteo rows under {out}/raw ...")
+        # Seeds 1000k and 1000k+1 share one click model: a training day and a held-out day.
+        world = 1000 * (args.seed + 1)
+        train_logs = write_synthetic_criteo(os.path.join(out, "raw", "train.tsv.gz"), args.rows, world)
+        eval_logs = write_synthetic_criteo(os.path.join(out, "raw", "heldout.tsv.gz"), args.eval_rows, world + 1)
+    config = args.config or DEMO_CONFIG
+    ingested = {}
+    for name, logs in (("train", train_logs), ("heldout", eval_logs)):
+        if logs is None:
+            continue
+        print(f"ingesting {logs} -> {out}/{name}")
+        summary = run_ingest([
+            "--input", logs, "--format", args.format, "--config", config,
+            "--output", os.path.join(out, name), "--overwrite",
+        ])
+        print(summary_text(summary))
+        ingested[name] = summary
+    eval_dir = os.path.join(out, "heldout" if "heldout" in ingested else "train")
+    print(f"training {args.steps} steps of {args.batch_size} rows ...")
+    result = train([
+        "--data", os.path.join(out, "train"), "--eval_data", eval_dir,
+        "--model_dir", os.path.join(out, "model"), "--steps", str(args.steps),
+        "--batch_size", str(args.batch_size), "--seed", str(args.seed),
+        *(["--jit_compile"] if args.jit_compile else []),
+    ])
+    result["auc_on"] = "held-out rows" if "heldout" in ingested else "training rows (no --eval_input)"
+    result["seconds"] = time.monotonic() - started
+    result["report"] = ingested["train"].get("report")
+    return result
 
 
-def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output", default="demo_output", help="output directory (default: %(default)s)")
-    parser.add_argument("--rows", type=int, default=20000, help="rows in the synthetic log")
-    parser.add_argument("--shards", type=int, default=4, help="number of Parquet shards")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    if args.rows < 0 or args.shards < 1:
-        parser.error("--rows must be >= 0 and --shards >= 1")
-    summary = run(args.output, args.rows, args.shards, args.seed)
-    _print(summary)
-    return summary
+def main(argv: list[str] | None = None) -> None:
+    import logging
+
+    from pipelines.errors import cli_errors
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    with cli_errors("pipelines.demo"):
+        r = run_demo(sys.argv[1:] if argv is None else argv)
+        print()
+        print("sparseflow demo done")
+        print(f"  shards + schema.json + stats.json   {os.path.dirname(r['model_dir'])}/train")
+        print(f"  ingest report                        {r['report']}")
+        print(f"  model checkpoints and SavedModel     {r['model_dir']}")
+        print(f"  final training loss                  {r['loss']:.4f}")
+        print(f"  loss / AUC on {r['auc_on']:<22} {r['eval_loss']:.4f} / {r['eval_auc']:.3f}")
+        print(f"  total time                           {r['seconds']:.0f} s")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

@@ -1,0 +1,360 @@
+"""The ingest configuration file (YAML or JSON), validated key by key.
+
+A config names what to read, how each sparse feature becomes integer ids
+(hashing or a vocabulary), optional user-history grouping, and how shards
+and statistics are written. Unknown keys and wrong types are errors that name
+the key path (for example ``output.num_shards``), so a typo never silently
+falls back to a default.
+
+Example (Criteo, with comments, as accepted by `load_config`)::
+
+    input:
+      format: criteo          # criteo | jsonl | csv | parquet
+      schema: criteo          # "criteo", or a list of feature specs
+    features:
+      "C*": {hash_buckets: 1000000}         # glob over sparse feature names
+      C9: {vocabulary: {min_frequency: 1}}  # exact names win over globs
+    output:
+      format: parquet         # parquet | tfrecord
+      num_shards: 4
+      row_group_size: 65536
+      shuffle: true
+      seed: 0
+    stats:
+      batch_sizes: [1024, 4096]
+    error_budget: 0.0         # fraction of bad records tolerated
+
+Only safe loaders are used: YAML tags that build Python objects are rejected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import json
+import os
+from typing import Any
+
+import yaml
+
+from sparse_io.schema import FeatureSpec, Schema, SchemaError, criteo_schema
+
+__all__ = [
+    "ConfigError",
+    "IngestConfig",
+    "FeaturePlan",
+    "HistoryConfig",
+    "OutputConfig",
+    "load_config",
+    "parse_config",
+    "default_criteo_config",
+]
+
+FORMATS = ("criteo", "jsonl", "csv", "parquet")
+SHARD_FORMATS = ("parquet", "tfrecord")
+
+
+class ConfigError(ValueError):
+    """The config is invalid; the message starts with the offending key path."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FeaturePlan:
+    """How one sparse feature becomes ids: hashing or a vocabulary (or neither)."""
+
+    name: str
+    hash_buckets: int | None = None
+    salt: int | None = None
+    min_frequency: int = 1
+    top_k: int | None = None
+    num_oov_buckets: int = 1
+    use_vocabulary: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class HistoryConfig:
+    """Group events per key into time-ordered item lists."""
+
+    key: str
+    item: str
+    time: str
+    weight: str | None = None
+    max_length: int = 50
+    min_length: int = 1
+    dedupe_consecutive: bool = False
+    examples_per_event: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputConfig:
+    format: str = "parquet"
+    num_shards: int | None = None
+    row_group_size: int = 65536
+    shuffle: bool = True
+    seed: int | None = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class IngestConfig:
+    """A validated ingest config."""
+
+    format: str
+    schema: Schema
+    features: tuple[FeaturePlan, ...]
+    output: OutputConfig
+    batch_sizes: tuple[int, ...]
+    error_budget: float
+    list_separator: str = "|"
+    read_batch_size: int = 8192
+    strict: bool = False
+    skip_header: bool | None = None
+    histories: HistoryConfig | None = None
+
+    def plan(self, name: str) -> FeaturePlan | None:
+        return next((p for p in self.features if p.name == name), None)
+
+    @property
+    def hashed(self) -> list[FeaturePlan]:
+        return [p for p in self.features if p.hash_buckets]
+
+    @property
+    def vocabularies(self) -> list[FeaturePlan]:
+        return [p for p in self.features if p.use_vocabulary]
+
+
+def _fail(path: str, message: str) -> ConfigError:
+    return ConfigError(f"config key '{path}': {message}")
+
+
+def _take(section: dict, path: str, allowed: dict[str, type | tuple[type, ...]]) -> dict:
+    """Checks `section` is a mapping with only `allowed` keys of the right types."""
+    if not isinstance(section, dict):
+        raise _fail(path, f"must be a mapping, got {type(section).__name__}")
+    unknown = sorted(set(section) - set(allowed))
+    if unknown:
+        where = f"{path}.{unknown[0]}" if path else unknown[0]
+        raise _fail(where, f"unknown key (allowed: {', '.join(sorted(allowed))})")
+    out = {}
+    for key, value in section.items():
+        want = allowed[key]
+        where = f"{path}.{key}" if path else key
+        if value is None:
+            out[key] = None
+            continue
+        if want is int and isinstance(value, bool) or not isinstance(value, want):
+            names = want.__name__ if isinstance(want, type) else "/".join(t.__name__ for t in want)
+            raise _fail(where, f"must be {names}, got {type(value).__name__} {value!r}")
+        out[key] = value
+    return out
+
+
+def _positive(value: int | None, path: str) -> int | None:
+    if value is not None and value <= 0:
+        raise _fail(path, f"must be positive, got {value}")
+    return value
+
+
+def _schema(raw: Any, fmt: str) -> Schema:
+    if raw is None:
+        if fmt == "criteo":
+            return criteo_schema()
+        raise _fail("input.schema", f"required for format {fmt!r} (a list of feature specs)")
+    if raw == "criteo":
+        return criteo_schema()
+    if not isinstance(raw, list):
+        raise _fail("input.schema", "must be 'criteo' or a list of feature specs")
+    specs = []
+    for i, item in enumerate(raw):
+        try:
+            specs.append(FeatureSpec.from_dict(item))
+        except (SchemaError, TypeError) as e:
+            raise _fail(f"input.schema[{i}]", str(e)) from e
+    try:
+        return Schema(specs)
+    except SchemaError as e:
+        raise _fail("input.schema", str(e)) from e
+
+
+_PLAN_KEYS = {
+    "hash_buckets": int,
+    "salt": int,
+    "vocabulary": dict,
+}
+_VOCAB_KEYS = {"min_frequency": int, "top_k": int, "num_oov_buckets": int}
+
+
+def _feature_plans(raw: Any, schema: Schema, histories: HistoryConfig | None) -> tuple[FeaturePlan, ...]:
+    raw = raw or {}
+    if not isinstance(raw, dict):
+        raise _fail("features", "must be a mapping from feature name (or glob) to its settings")
+    sparse_names = [f.name for f in schema.sparse]
+    if histories is not None and histories.item not in sparse_names:
+        # Grouping turns the per-event item column into a history list column.
+        sparse_names.append(histories.item)
+    chosen: dict[str, tuple[str, dict]] = {}
+    # Globs first, exact names after, so an exact entry overrides a glob.
+    for pattern in sorted(raw, key=lambda p: p in sparse_names):
+        path = f"features.{pattern}"
+        matches = [n for n in sparse_names if fnmatch.fnmatchcase(n, pattern)]
+        if not matches:
+            known = ", ".join(sparse_names) or "none"
+            raise _fail(path, f"matches no sparse feature of the schema ({known})")
+        settings = _take(raw[pattern] or {}, path, _PLAN_KEYS)
+        if settings.get("hash_buckets") and settings.get("vocabulary") is not None:
+            raise _fail(path, "give either hash_buckets or vocabulary, not both")
+        for name in matches:
+            chosen[name] = (path, settings)
+    plans = []
+    for name in sparse_names:
+        if name not in chosen:
+            continue
+        path, s = chosen[name]
+        vocab = s.get("vocabulary")
+        v = _take(vocab, f"{path}.vocabulary", _VOCAB_KEYS) if vocab is not None else {}
+        plans.append(
+            FeaturePlan(
+                name=name,
+                hash_buckets=_positive(s.get("hash_buckets"), f"{path}.hash_buckets"),
+                salt=s.get("salt"),
+                use_vocabulary=vocab is not None,
+                min_frequency=_positive(v.get("min_frequency"), f"{path}.vocabulary.min_frequency") or 1,
+                top_k=_positive(v.get("top_k"), f"{path}.vocabulary.top_k"),
+                num_oov_buckets=v.get("num_oov_buckets", 1) if v.get("num_oov_buckets") is not None else 1,
+            )
+        )
+    planned = {p.name for p in plans}
+    for spec in schema.sparse:
+        if spec.dtype == "string" and spec.name not in planned:
+            raise _fail(f"features.{spec.name}", "string ids need hash_buckets or a vocabulary to become integers")
+    return tuple(plans)
+
+
+def _histories(raw: Any, schema: Schema) -> HistoryConfig | None:
+    if raw is None:
+        return None
+    keys = {
+        "key": str,
+        "item": str,
+        "time": str,
+        "weight": str,
+        "max_length": int,
+        "min_length": int,
+        "dedupe_consecutive": bool,
+        "examples_per_event": bool,
+    }
+    h = _take(raw, "histories", keys)
+    for required in ("key", "item", "time"):
+        if not h.get(required):
+            raise _fail(f"histories.{required}", "is required")
+    for role in ("key", "item", "time", "weight"):
+        column = h.get(role)
+        if column is not None and column not in schema:
+            raise _fail(f"histories.{role}", f"names {column!r}, which is not in the schema ({schema.names})")
+    _positive(h.get("max_length"), "histories.max_length")
+    _positive(h.get("min_length"), "histories.min_length")
+    return HistoryConfig(**{k: v for k, v in h.items() if v is not None})
+
+
+def parse_config(data: Any, *, format_override: str | None = None) -> IngestConfig:
+    """Validates a parsed config mapping and returns an `IngestConfig`.
+
+    Raises:
+      ConfigError: naming the first invalid key path.
+    """
+    if data is None:
+        data = {}
+    top = _take(
+        data,
+        "",
+        {
+            "input": dict,
+            "features": dict,
+            "histories": dict,
+            "output": dict,
+            "stats": dict,
+            "error_budget": (int, float),
+        },
+    )
+    inp = _take(
+        top.get("input") or {},
+        "input",
+        {
+            "format": str,
+            "schema": (str, list),
+            "list_separator": str,
+            "batch_size": int,
+            "strict": bool,
+            "skip_header": bool,
+        },
+    )
+    fmt = format_override or inp.get("format") or "criteo"
+    if fmt not in FORMATS:
+        raise _fail("input.format", f"{fmt!r} is not one of {', '.join(FORMATS)}")
+    schema = _schema(inp.get("schema"), fmt)
+    out = _take(
+        top.get("output") or {},
+        "output",
+        {"format": str, "num_shards": int, "row_group_size": int, "shuffle": bool, "seed": int},
+    )
+    if out.get("format", "parquet") not in SHARD_FORMATS:
+        raise _fail("output.format", f"{out['format']!r} is not one of {', '.join(SHARD_FORMATS)}")
+    _positive(out.get("num_shards"), "output.num_shards")
+    _positive(out.get("row_group_size"), "output.row_group_size")
+    stats = _take(top.get("stats") or {}, "stats", {"batch_sizes": list})
+    batch_sizes = stats.get("batch_sizes") or [4096]
+    for i, b in enumerate(batch_sizes):
+        if not isinstance(b, int) or isinstance(b, bool) or b <= 0:
+            raise _fail(f"stats.batch_sizes[{i}]", f"must be a positive integer, got {b!r}")
+    budget = top.get("error_budget")
+    budget = 0.0 if budget is None else float(budget)
+    if not 0.0 <= budget <= 1.0:
+        raise _fail("error_budget", f"must be a fraction between 0 and 1, got {budget}")
+    separator = inp.get("list_separator") or "|"
+    if len(separator) != 1:
+        raise _fail("input.list_separator", f"must be one character, got {separator!r}")
+    histories = _histories(top.get("histories"), schema)
+    return IngestConfig(
+        format=fmt,
+        schema=schema,
+        features=_feature_plans(top.get("features"), schema, histories),
+        output=OutputConfig(**{k: v for k, v in out.items() if v is not None}),
+        batch_sizes=tuple(batch_sizes),
+        error_budget=budget,
+        list_separator=separator,
+        read_batch_size=_positive(inp.get("batch_size"), "input.batch_size") or 8192,
+        strict=bool(inp.get("strict")),
+        skip_header=inp.get("skip_header"),
+        histories=histories,
+    )
+
+
+def load_config(path: str, *, format_override: str | None = None) -> IngestConfig:
+    """Reads and validates a YAML (.yaml/.yml) or JSON config file.
+
+    Raises:
+      ConfigError: unreadable file, bad syntax, or an invalid key (named).
+    """
+    if not os.path.isfile(path):
+        raise ConfigError(f"config file {path!r} does not exist")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    try:
+        if path.endswith(".json"):
+            data = json.loads(text)
+        else:
+            data = yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as e:
+        kind = "JSON" if path.endswith(".json") else "YAML"
+        raise ConfigError(f"config file {path!r} is not valid {kind}: {str(e).splitlines()[0]}") from e
+    return parse_config(data, format_override=format_override)
+
+
+def default_criteo_config(*, hash_buckets: int = 100_000, num_shards: int | None = None) -> IngestConfig:
+    """The config the demo and a bare `--format criteo` run use: every C feature hashed."""
+    return parse_config(
+        {
+            "input": {"format": "criteo"},
+            "features": {"C*": {"hash_buckets": hash_buckets}},
+            "output": {"format": "parquet", "num_shards": num_shards},
+        }
+    )

@@ -1,0 +1,70 @@
+"""Turning failures of a command-line program into one clear line and an exit status."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Iterator
+
+__all__ = ["UsageError", "cli_errors", "quiet_beam_tracebacks"]
+
+_LOGGER = logging.getLogger("sparseflow")
+
+
+class UsageError(Exception):
+    """A problem with what the user asked for: printed as one line, exit status 2."""
+
+
+class _NoBeamTracebacks(logging.Filter):
+    """Keeps Beam's own log lines but drops the worker tracebacks it logs before re-raising.
+
+    The program prints the failure as one line itself; SPARSEFLOW_DEBUG=1
+    keeps the tracebacks.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("apache_beam") and record.levelno >= logging.ERROR:
+            return False
+        return True
+
+
+def quiet_beam_tracebacks() -> None:
+    """Installs `_NoBeamTracebacks` on the root handlers (unless SPARSEFLOW_DEBUG is set)."""
+    if os.environ.get("SPARSEFLOW_DEBUG"):
+        return
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_NoBeamTracebacks())
+
+
+@contextlib.contextmanager
+def cli_errors(program: str) -> Iterator[None]:
+    """Prints `program: error: ...` and exits non-zero instead of a bare traceback.
+
+    UsageError, ValueError subclasses from our validation and OSError exit 2;
+    anything else exits 1 with its one-line message; set SPARSEFLOW_DEBUG=1 to
+    get the full traceback instead.
+    """
+    from pipelines.config import ConfigError
+    from sparse_io.schema import SchemaError
+
+    try:
+        yield
+    except (UsageError, ConfigError, SchemaError, FileNotFoundError, PermissionError,
+            NotADirectoryError, FileExistsError) as e:
+        print(f"{program}: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print(f"{program}: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except SystemExit:
+        raise
+    except Exception as e:
+        if os.environ.get("SPARSEFLOW_DEBUG"):
+            raise
+        _LOGGER.debug("%s failed", program, exc_info=True)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        print(f"{program}: error: {type(e).__name__}: {first} (SPARSEFLOW_DEBUG=1 shows the traceback)",
+              file=sys.stderr)
+        sys.exit(1)

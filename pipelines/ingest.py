@@ -1,0 +1,234 @@
+"""`python -m pipelines.ingest`: raw recommendation logs -> training shards.
+
+Reads logs (criteo, jsonl, csv, parquet; local or gs://), optionally groups
+user histories, hashes or looks up ids, and writes shards with schema.json,
+stats.json, vocabularies, dead letters and a report::
+
+    OUTPUT/
+      part-00000-of-00004.parquet ...  shards (or .tfrecord)         [workers]
+      schema.json                      what the shards hold          [workers]
+      stats.json                       ids per row, COO capacities   [workers]
+      vocab/<feature>.txt              vocabularies (when asked)     [workers]
+      errors/dead_letters.jsonl        rejected records with reasons [workers]
+      report.html                      plots and the run summary     [launcher]
+
+Local run (the in-process runner is the default)::
+
+    python -m pipelines.ingest --input 'logs/*.tsv' --format criteo --output out/
+
+Dataflow: add `--runner DataflowRunner --project P --region R
+--temp_location gs://B/tmp --setup_file ./setup.py` (or
+`--sdk_container_image`), and gs:// paths for --input and --output.
+
+Exit status: 0 on success; 2 with one line naming the problem for bad flags,
+an invalid config, an input pattern that matches nothing, an unwritable or
+non-empty output (without --overwrite), or an exceeded error budget.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipelines.config import IngestConfig, default_criteo_config, load_config
+from pipelines.errors import UsageError, cli_errors, quiet_beam_tracebacks
+from pipelines.options import IngestOptions
+from pipelines.output_dir import prepare_output
+from pipelines.progress import LogProgress
+
+__all__ = ["build_ingest", "run_ingest", "main"]
+
+_LOGGER = logging.getLogger("sparseflow.ingest")
+ERRORS_DIR = "errors"
+VOCAB_DIR = "vocab"
+DEAD_LETTERS_FILE = "dead_letters.jsonl"
+
+
+def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir: str, *,
+                 progress_seconds: float = 0.0):
+    """Adds the ingest to `pipeline`; returns the WriteShards result PCollection.
+
+    The graph: ReadLogs -> [LogProgress] -> [GroupHistories] -> HashIds ->
+    [ComputeVocabulary + ApplyVocabulary] -> WriteShards (which also writes
+    schema.json and stats.json). Every element between read and write is a
+    `pa.RecordBatch`.
+    """
+    from transforms.beam import (
+        ApplyVocabulary,
+        ComputeVocabulary,
+        GroupHistories,
+        HashIds,
+        ReadLogs,
+        WriteShards,
+    )
+
+    batches = pipeline | "ReadLogs" >> ReadLogs(
+        input_pattern,
+        config.format,
+        config.schema,
+        batch_size=config.read_batch_size,
+        strict=config.strict,
+        list_separator=config.list_separator,
+        skip_header=config.skip_header,
+        dead_letters_path=FileSystems.join(output_dir, ERRORS_DIR, DEAD_LETTERS_FILE),
+        error_budget=config.error_budget,
+    )
+    if progress_seconds > 0:
+        batches = batches | "Progress" >> LogProgress(progress_seconds)
+    schema = config.schema
+    if config.histories is not None:
+        h = config.histories
+        batches = batches | "GroupHistories" >> GroupHistories(
+            h.key, h.item, h.time, h.weight,
+            max_length=h.max_length, min_length=h.min_length,
+            dedupe_consecutive=h.dedupe_consecutive, examples_per_event=h.examples_per_event,
+            batch_size=config.read_batch_size,
+        )
+        schema = None  # the grouped columns differ from the events'; WriteShards infers them
+    salts = sorted({p.salt for p in config.hashed}, key=lambda s: (s is not None, s))
+    for salt in salts:
+        plans = [p for p in config.hashed if p.salt == salt]
+        hash_ids = HashIds([p.name for p in plans], {p.name: p.hash_buckets for p in plans}, salt)
+        batches = batches | f"HashIds{'' if salt is None else salt}" >> hash_ids
+        if schema is not None:
+            schema = hash_ids.output_schema(schema)
+    groups: dict[tuple, list[str]] = {}
+    for p in config.vocabularies:
+        groups.setdefault((p.min_frequency, p.top_k, p.num_oov_buckets), []).append(p.name)
+    for i, ((min_frequency, top_k, num_oov), names) in enumerate(sorted(groups.items(), key=str)):
+        vocab = batches | f"ComputeVocabulary{i}" >> ComputeVocabulary(
+            names, FileSystems.join(output_dir, VOCAB_DIR), min_frequency, top_k, num_oov
+        )
+        batches = batches | f"ApplyVocabulary{i}" >> ApplyVocabulary(vocab)
+        if schema is not None:
+            for name in names:
+                schema = schema.replace(name, dtype="int64")
+    out = config.output
+    return batches | "WriteShards" >> WriteShards(
+        output_dir,
+        out.format,
+        out.num_shards,
+        out.shuffle,
+        out.seed,
+        schema=schema,
+        stats_batch_sizes=list(config.batch_sizes),
+        row_group_size=out.row_group_size,
+    )
+
+
+def _counter(result, namespace: str, name: str) -> int:
+    try:
+        found = result.metrics().query(MetricsFilter().with_namespace(namespace).with_name(name))
+    except (NotImplementedError, AttributeError):
+        return 0
+    return int(sum(c.committed or c.attempted or 0 for c in found["counters"]))
+
+
+def run_ingest(argv: list[str]) -> dict:
+    """Parses `argv`, runs the ingest and returns the run summary.
+
+    Raises:
+      UsageError, ConfigError: for what the user asked (see the module doc).
+    """
+    from transforms.beam.runner import in_process_options
+
+    options = in_process_options(argv)
+    _reject_unknown_flags(options, argv)
+    ours = options.view_as(IngestOptions)
+    if not ours.input:
+        raise UsageError("--input is required (a file pattern, local or gs://)")
+    if not ours.output:
+        raise UsageError("--output is required (a directory)")
+    if ours.config:
+        config = load_config(ours.config, format_override=ours.format)
+    elif ours.format in (None, "criteo"):
+        config = default_criteo_config()
+    else:
+        raise UsageError(f"--format {ours.format} needs --config naming the features to read")
+    _check_input(ours.input)
+    prepare_output(ours.output, overwrite=ours.overwrite)
+
+    import apache_beam as beam
+
+    started = time.monotonic()
+    pipeline = beam.Pipeline(options=options)
+    build_ingest(pipeline, config, ours.input, ours.output, progress_seconds=ours.progress_seconds)
+    try:
+        result = pipeline.run()
+        result.wait_until_finish()
+    except Exception as e:  # Beam wraps worker errors; surface the budget one plainly.
+        if "ErrorBudgetExceeded" in f"{type(e).__name__} {e}":
+            raise UsageError(_budget_line(e)) from e
+        raise
+    seconds = time.monotonic() - started
+    summary = {
+        "input": ours.input,
+        "format": config.format,
+        "output": ours.output,
+        "rows_in": _counter(result, "sparseflow.ReadLogs", "records"),
+        "bad_records": _counter(result, "sparseflow.ReadLogs", "bad_records"),
+        "rows_out": _counter(result, "sparseflow.WriteShards", "rows"),
+        "num_shards": len(_shards(ours.output)),
+        "shard_format": config.output.format,
+        "errors_dir": FileSystems.join(ours.output, ERRORS_DIR),
+        "seconds": seconds,
+    }
+    if not ours.no_report and FileSystems.get_scheme(ours.output) is None:
+        from pipelines.report import write_report
+
+        summary["report"] = write_report(ours.output, summary)
+    return summary
+
+
+def _budget_line(e: Exception) -> str:
+    text = str(e)
+    start = text.find("error budget")
+    line = text[start:] if start >= 0 else text
+    return line.strip().splitlines()[0]
+
+
+def _shards(output_dir: str) -> list[str]:
+    pattern = FileSystems.join(output_dir, "part-*")
+    return [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
+
+
+def _check_input(pattern: str) -> None:
+    try:
+        matched = FileSystems.match([pattern])[0].metadata_list
+    except Exception as e:  # the filesystem's own error says why (bad bucket, no credentials)
+        raise UsageError(f"--input {pattern!r} could not be listed: {e}") from e
+    if not matched and FileSystems.get_scheme(pattern) is None and os.path.isdir(pattern):
+        matched = FileSystems.match([os.path.join(pattern, "*")])[0].metadata_list
+    if not matched:
+        raise UsageError(f"--input {pattern!r} matches no files")
+
+
+def _reject_unknown_flags(options: PipelineOptions, argv: list[str]) -> None:
+    parsers = []
+    options.get_all_options(add_extra_args_fn=parsers.append)
+    _, unknown = parsers[0].parse_known_args(argv)
+    flags = [a for a in unknown if a.startswith("-")]
+    if flags or unknown:
+        raise UsageError(f"unrecognised argument(s): {' '.join(unknown)}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Beam's own INFO lines drown the progress lines on the local runner.
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    quiet_beam_tracebacks()
+    from pipelines.report import summary_text
+
+    with cli_errors("pipelines.ingest"):
+        summary = run_ingest(sys.argv[1:] if argv is None else argv)
+        print(summary_text(summary))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""The recommendation model the trainer builds: embedding bags, dense features, block-sparse MLP.
+
+    sparse features --EmbeddingBag (one per feature)--+
+                                                      +--concat--BlockSparseDense x L--Dense(1)--logit
+    dense features  --log1p(max(x, 0)) + missing flag-+
+
+Inputs are the COO batches `transforms.make_dataset(output="coo")` yields
+(one `(row_ids, col_ids, gains)` per sparse feature, padded rows point at
+row `batch_size` and are ignored) and float32 `[B]` dense features with NaN
+where missing.
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+import ops.layers
+
+__all__ = ["CtrModel", "normalise_dense"]
+
+
+def normalise_dense(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Returns `(log1p(max(x, 0)) with 0 for NaN, 1.0 where x was NaN)`, both float32 `[B]`.
+
+    Counts in click logs span orders of magnitude; the log keeps them in a
+    range an MLP trains on, and the flag lets the model tell 0 from missing.
+    """
+    missing = tf.math.is_nan(x)
+    value = tf.math.log1p(tf.maximum(tf.where(missing, tf.zeros_like(x), x), 0.0))
+    return value, tf.cast(missing, tf.float32)
+
+
+@keras.saving.register_keras_serializable(package="sparseflow")
+class CtrModel(keras.Model):
+    """Binary click model over sparse and dense features.
+
+    Args:
+      vocab_sizes: sparse feature name -> number of ids (hash buckets).
+      dense_features: names of the dense (numeric) features.
+      embedding_dim: width of every embedding table.
+      hidden_units: widths of the block-sparse hidden layers (multiples of
+        `block_size`).
+      density: fraction of weight blocks kept in each hidden layer.
+      block_size: block edge of the block-sparse layers.
+      combiner: how ids of one row combine ("sum", "mean", "sqrtn").
+      seed: seeds the block layouts.
+
+    Call: `model(features)` with the dict described in the module docstring;
+    returns logits `[B]`.
+    """
+
+    def __init__(
+        self,
+        vocab_sizes: dict[str, int],
+        dense_features: list[str],
+        embedding_dim: int = 16,
+        hidden_units: tuple[int, ...] = (256, 128),
+        density: float = 0.25,
+        block_size: int = 32,
+        combiner: str = "mean",
+        seed: int = 0,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.vocab_sizes = dict(sorted(vocab_sizes.items()))
+        self.dense_features = list(dense_features)
+        self.embedding_dim = embedding_dim
+        self.hidden_units = tuple(hidden_units)
+        self.density = density
+        self.block_size = block_size
+        self.combiner = combiner
+        self.seed = seed
+        self.embeddings = {
+            name: ops.layers.EmbeddingBag(size, embedding_dim, combiner=combiner, name=f"embedding_{name}")
+            for name, size in self.vocab_sizes.items()
+        }
+        self.hidden = [
+            ops.layers.BlockSparseDense(
+                units, density=density, block_size=block_size, activation="relu", seed=seed + i,
+                name=f"hidden_{i}",
+            )
+            for i, units in enumerate(self.hidden_units)
+        ]
+        self.head = keras.layers.Dense(1, name="logit")
+
+    def call(self, features: dict, training: bool = False) -> tf.Tensor:
+        batch = self._batch_size(features)
+        parts = [
+            self.embeddings[name]((*features[name], batch)) for name in self.vocab_sizes
+        ]
+        for name in self.dense_features:
+            value, missing = normalise_dense(features[name])
+            parts.append(tf.stack([value, missing], axis=1))
+        x = tf.concat(parts, axis=1)
+        # Block-sparse layers need a feature width that is a multiple of the block.
+        width = x.shape[-1]
+        pad = (-width) % self.block_size
+        if pad:
+            x = tf.pad(x, [[0, 0], [0, pad]])
+        for layer in self.hidden:
+            x = layer(x)
+        return tf.squeeze(self.head(x), axis=1)
+
+    def _batch_size(self, features: dict):
+        for name in self.dense_features:
+            static = features[name].shape[0]
+            # A static batch keeps the embedding output shape static for XLA.
+            return static if static is not None else tf.shape(features[name])[0]
+        raise ValueError("CtrModel needs at least one dense feature to know the batch size")
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update(
+            vocab_sizes=self.vocab_sizes,
+            dense_features=self.dense_features,
+            embedding_dim=self.embedding_dim,
+            hidden_units=list(self.hidden_units),
+            density=self.density,
+            block_size=self.block_size,
+            combiner=self.combiner,
+            seed=self.seed,
+        )
+        return config

@@ -1,0 +1,42 @@
+"""Command-line options of the ingest pipeline, as Beam `PipelineOptions`.
+
+Our flags live in `IngestOptions`; every standard Beam option (runner,
+Dataflow project/region/temp_location, setup_file, num_workers, ...) passes
+through untouched. When no `--runner` is given the local in-process runner is
+used (`transforms.beam.runner.in_process_options`).
+"""
+
+from __future__ import annotations
+
+from apache_beam.options.pipeline_options import PipelineOptions
+
+__all__ = ["IngestOptions"]
+
+
+class IngestOptions(PipelineOptions):
+    """sparseflow's own ingest flags."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser) -> None:
+        parser.add_argument("--input", default=None, help="file pattern of the logs (local path or gs://)")
+        parser.add_argument(
+            "--format",
+            default=None,
+            choices=("criteo", "jsonl", "csv", "parquet"),
+            help="log format (overrides the config's input.format)",
+        )
+        parser.add_argument("--config", default=None, help="YAML or JSON ingest config")
+        parser.add_argument("--output", default=None, help="output directory (local path or gs://)")
+        parser.add_argument(
+            "--overwrite",
+            action="store_true",
+            default=False,
+            help="replace what is already in --output (otherwise a non-empty output is an error)",
+        )
+        parser.add_argument(
+            "--progress_seconds",
+            type=float,
+            default=5.0,
+            help="seconds between progress log lines on the local runner (0 turns them off)",
+        )
+        parser.add_argument("--no_report", action="store_true", default=False, help="skip report.html")

@@ -1,0 +1,263 @@
+"""`python -m pipelines.train`: train the click model on an ingest output directory.
+
+    python -m pipelines.train --data out/train --eval_data out/test \\
+        --model_dir out/model --steps 300 --batch_size 1024 --jit_compile
+
+Reads the shards with `transforms.make_dataset` (COO batches padded to the
+capacity stats.json records, so every step has the same shapes and XLA
+compiles once), trains `pipelines.model.CtrModel` with binary cross-entropy,
+checkpoints the model, the optimizer and the input position to --model_dir
+every --checkpoint_every steps, and resumes from there when restarted. At the
+end it evaluates on --eval_data (loss and AUC) and exports a SavedModel whose
+`serving_default` signature takes raw ids (the strings of the log) and hashes
+them exactly as the ingest did.
+
+`--strategy multi_worker` runs under `tf.distribute.MultiWorkerMirroredStrategy`
+with the cluster taken from TF_CONFIG; each worker reads its own part of the
+shards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+
+__all__ = ["train", "main", "TrainResult"]
+
+_LOGGER = logging.getLogger("sparseflow.train")
+CHECKPOINT_DIR = "checkpoints"
+EXPORT_DIR = "export"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="pipelines.train", description=__doc__.splitlines()[0])
+    p.add_argument("--data", required=True, help="ingest output directory with the training shards")
+    p.add_argument("--eval_data", default=None, help="ingest output directory of held-out rows")
+    p.add_argument("--model_dir", required=True, help="checkpoints and the exported model go here")
+    p.add_argument("--batch_size", type=int, default=1024)
+    p.add_argument("--steps", type=int, default=None, help="train this many steps in all (default: --epochs)")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--learning_rate", type=float, default=2e-3)
+    p.add_argument("--embedding_dim", type=int, default=16)
+    p.add_argument("--hidden_units", default="256,128", help="comma-separated block-sparse layer widths")
+    p.add_argument("--density", type=float, default=0.25, help="fraction of blocks kept per hidden layer")
+    p.add_argument("--block_size", type=int, default=32, choices=(8, 16, 32, 64))
+    p.add_argument("--jit_compile", action="store_true", help="compile the train step with XLA")
+    p.add_argument("--checkpoint_every", type=int, default=100)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--strategy", choices=("default", "multi_worker"), default="default")
+    p.add_argument("--export", choices=("savedmodel", "none"), default="savedmodel")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+class TrainResult(dict):
+    """What `train` returns: steps, final loss, eval loss/AUC, paths, examples/s."""
+
+
+def _vocab_sizes(schema) -> dict[str, int]:
+    sizes = {}
+    for spec in schema.sparse:
+        size = spec.vocabulary_size or spec.hash_buckets
+        if size is None:
+            raise ValueError(
+                f"feature {spec.name!r}: schema.json gives neither hash_buckets nor vocabulary_size; "
+                "the trainer needs the id range to size its table"
+            )
+        sizes[spec.name] = size
+    return sizes
+
+
+def _dataset(args, directory: str, *, training: bool, start=None, input_context=None):
+    from transforms.tfdata.dataset import make_dataset
+
+    return make_dataset(
+        directory,
+        args.batch_size,
+        shuffle=training,
+        seed=args.seed,
+        num_epochs=None if training and args.steps else (args.epochs if training else 1),
+        output="coo",
+        capacities="stats",
+        drop_remainder=training,
+        combiner="mean",
+        start=start,
+        return_position=training,
+        input_context=input_context,
+        format="parquet",
+    )
+
+
+class _Progress:
+    """A one-line progress bar with examples/s and the running loss."""
+
+    def __init__(self, total: int | None, batch_size: int, quiet: bool):
+        self.total, self.batch_size, self.quiet = total, batch_size, quiet
+        self.started = time.monotonic()
+        self.last_print = 0.0
+
+    def update(self, step: int, done_here: int, loss: float, final: bool = False) -> None:
+        now = time.monotonic()
+        if self.quiet or (not final and now - self.last_print < 0.5):
+            return
+        self.last_print = now
+        rate = done_here * self.batch_size / max(now - self.started, 1e-9)
+        if self.total:
+            filled = int(30 * step / self.total)
+            bar = f"[{'=' * filled}{'.' * (30 - filled)}] {step}/{self.total}"
+        else:
+            bar = f"step {step}"
+        end = "\n" if final else ""
+        print(f"\r{bar}  loss {loss:.4f}  {rate:,.0f} examples/s", end=end, file=sys.stderr, flush=True)
+
+
+def train(argv: list[str]) -> TrainResult:
+    """Runs training as the command line `argv` asks; returns a `TrainResult`.
+
+    Raises:
+      SystemExit: bad flags (argparse prints the problem).
+      ValueError / FileNotFoundError: data directories that are not ingest outputs.
+    """
+    args = _parser().parse_args(argv)
+    if args.batch_size <= 0 or (args.steps is not None and args.steps <= 0) or args.epochs <= 0:
+        raise ValueError("--batch_size, --steps and --epochs must be positive")
+    hidden = tuple(int(u) for u in args.hidden_units.split(",") if u)
+    if any(u % args.block_size for u in hidden):
+        raise ValueError(f"--hidden_units {args.hidden_units} must be multiples of --block_size {args.block_size}")
+
+    import keras
+    import tensorflow as tf
+
+    from pipelines.model import CtrModel
+    from sparse_io.schema import Schema
+    from transforms.tfdata.state import InputState
+
+    schema = Schema.load(args.data)
+    if schema.label is None:
+        raise ValueError(f"{args.data}: schema.json has no label feature to train on")
+    vocab_sizes = _vocab_sizes(schema)
+    dense = [f.name for f in schema.dense]
+    keras.utils.set_random_seed(args.seed)
+
+    strategy = (
+        tf.distribute.MultiWorkerMirroredStrategy()
+        if args.strategy == "multi_worker"
+        else tf.distribute.get_strategy()
+    )
+    with strategy.scope():
+        model = CtrModel(
+            vocab_sizes, dense, embedding_dim=args.embedding_dim, hidden_units=hidden,
+            density=args.density, block_size=args.block_size, seed=args.seed,
+        )
+        optimizer = keras.optimizers.Adam(args.learning_rate)
+        step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+        position = tf.Variable([0, 0, 0, 0], dtype=tf.int64, trainable=False, name="input_position")
+    loss_fn = keras.losses.BinaryCrossentropy(from_logits=True, reduction="sum")
+
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step, position=position)
+    manager = tf.train.CheckpointManager(checkpoint, os.path.join(args.model_dir, CHECKPOINT_DIR), max_to_keep=2)
+    restored = manager.restore_or_initialize()
+    start = None
+    if restored and int(position[3].numpy()) != 0:
+        start = InputState.from_tensor(position.numpy())
+        _LOGGER.info("resumed from %s at step %d, input position %s", restored, int(step.numpy()), start)
+
+    def make_input(context):
+        return _dataset(args, args.data, training=True, start=start, input_context=context)
+
+    if args.strategy == "multi_worker":
+        dataset = strategy.distribute_datasets_from_function(make_input)
+    else:
+        dataset = make_input(None)
+
+    global_batch = args.batch_size * strategy.num_replicas_in_sync
+
+    def replica_step(features, label):
+        with tf.GradientTape() as tape:
+            logits = model(features, training=True)
+            loss = loss_fn(tf.cast(label, tf.float32), logits) / global_batch
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    compiled_step = tf.function(replica_step, jit_compile=args.jit_compile, reduce_retracing=True)
+
+    @tf.function
+    def distributed_step(features, label):
+        losses = strategy.run(compiled_step, args=(features, label))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+
+    total = args.steps
+    progress = _Progress(total, global_batch, args.quiet)
+    loss_value = float("nan")
+    done_here = 0
+    started = time.monotonic()
+    for element in dataset:
+        if total is not None and int(step.numpy()) >= total:
+            break
+        features, label, after = element
+        loss_value = float(distributed_step(features, label))
+        step.assign_add(1)
+        done_here += 1
+        if args.strategy != "multi_worker":
+            position.assign(after)
+        progress.update(int(step.numpy()), done_here, loss_value)
+        if int(step.numpy()) % args.checkpoint_every == 0:
+            manager.save(checkpoint_number=step)
+    elapsed = time.monotonic() - started
+    progress.update(int(step.numpy()), done_here, loss_value, final=True)
+    manager.save(checkpoint_number=step)
+
+    result = TrainResult(
+        steps=int(step.numpy()),
+        loss=loss_value,
+        examples_per_second=done_here * global_batch / max(elapsed, 1e-9),
+        model_dir=args.model_dir,
+    )
+    if args.eval_data:
+        result.update(evaluate(model, args.eval_data, args.batch_size))
+    if args.export == "savedmodel":
+        from pipelines.serving import export_serving_model
+
+        result["export"] = export_serving_model(model, schema, os.path.join(args.model_dir, EXPORT_DIR))
+    with open(os.path.join(args.model_dir, "train_result.json"), "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=2)
+    return result
+
+
+def evaluate(model, directory: str, batch_size: int) -> dict:
+    """Loss and AUC of `model` on every row of an ingest output directory."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from transforms.tfdata.dataset import make_dataset
+
+    dataset = make_dataset(directory, batch_size, shuffle=False, output="coo", combiner="mean", format="parquet")
+    auc = keras.metrics.AUC(num_thresholds=2000)
+    losses, count = [], 0
+    for features, label in dataset:
+        logits = model(features, training=False)
+        y = tf.cast(label, tf.float32)
+        losses.append(float(tf.reduce_sum(tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=logits))))
+        count += int(tf.shape(y)[0])
+        auc.update_state(y, tf.sigmoid(logits))
+    return {"eval_loss": float(np.sum(losses) / max(count, 1)), "eval_auc": float(auc.result()), "eval_rows": count}
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from pipelines.errors import cli_errors
+
+    with cli_errors("pipelines.train"):
+        result = train(sys.argv[1:] if argv is None else argv)
+        shown = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in result.items()}
+        print(json.dumps(shown, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""The ingest config: examples load, every invalid key is named, loaders are safe."""
+
+import json
+import pathlib
+
+import pytest
+
+from pipelines.config import ConfigError, load_config, parse_config
+
+CONFIGS = pathlib.Path(__file__).resolve().parents[1] / "pipelines" / "configs"
+
+
+def test_shipped_criteo_config_hashes_c_features_and_looks_up_c9():
+    config = load_config(str(CONFIGS / "criteo.yaml"))
+    hashed = {p.name for p in config.hashed}
+    assert hashed == {f"C{i}" for i in range(1, 27)} - {"C9"}
+    assert [p.name for p in config.vocabularies] == ["C9"]
+    assert config.output.num_shards == 4 and config.batch_sizes == (1024, 4096)
+
+
+def test_shipped_history_config_groups_by_user():
+    config = load_config(str(CONFIGS / "user_history.yaml"))
+    assert (config.histories.key, config.histories.item, config.histories.weight) == (
+        "user_id", "item_id", "rating")
+    assert config.plan("item_id").hash_buckets == 100000
+
+
+@pytest.mark.parametrize(
+    "data, key",
+    [
+        ({"outptu": {}}, "outptu"),
+        ({"output": {"num_shards": 0}}, "output.num_shards"),
+        ({"output": {"num_shards": "4"}}, "output.num_shards"),
+        ({"output": {"format": "csv"}}, "output.format"),
+        ({"input": {"format": "xml"}}, "input.format"),
+        ({"input": {"format": "jsonl"}}, "input.schema"),
+        ({"input": {"schema": [{"name": "x", "kind": "sparse", "dtype": "int8"}]}}, "input.schema[0]"),
+        ({"features": {"Z*": {"hash_buckets": 10}}}, "features.Z*"),
+        ({"features": {"C1": {"hash_bucket": 10}}}, "features.C1.hash_bucket"),
+        ({"features": {"C1": {"hash_buckets": 10, "vocabulary": {}}}}, "features.C1"),
+        ({"features": {"C2*": {"hash_buckets": 10}}}, "features.C1"),
+        ({"features": {"C1": {"vocabulary": {"top_k": -1}}}}, "features.C1.vocabulary.top_k"),
+        ({"stats": {"batch_sizes": [0]}}, "stats.batch_sizes[0]"),
+        ({"error_budget": 2}, "error_budget"),
+        ({"histories": {"key": "label", "item": "C1"}}, "histories.time"),
+        ({"histories": {"key": "nope", "item": "C1", "time": "I1"}}, "histories.key"),
+        ({"input": {"list_separator": "||"}}, "input.list_separator"),
+    ],
+)
+def test_invalid_config_names_the_key(data, key):
+    with pytest.raises(ConfigError) as err:
+        parse_config(data)
+    assert f"'{key}'" in str(err.value)
+
+
+def test_exact_feature_entry_overrides_glob():
+    config = parse_config({"features": {"C1": {"hash_buckets": 7}, "C*": {"hash_buckets": 99}}})
+    assert config.plan("C1").hash_buckets == 7 and config.plan("C2").hash_buckets == 99
+
+
+def test_json_config_and_format_override(tmp_path):
+    path = tmp_path / "c.json"
+    config = {"input": {"schema": "criteo"}, "features": {"C*": {"hash_buckets": 9}}, "output": {"format": "tfrecord"}}
+    path.write_text(json.dumps(config))
+    config = load_config(str(path), format_override="csv")
+    assert config.format == "csv" and config.output.format == "tfrecord"
+
+
+def test_yaml_object_tags_are_rejected(tmp_path):
+    path = tmp_path / "evil.yaml"
+    path.write_text("output: !!python/object/apply:os.system ['echo pwned']\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(str(path))
+
+
+def test_missing_config_file_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(str(tmp_path / "absent.yaml"))
