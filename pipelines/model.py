@@ -84,6 +84,22 @@ class CtrModel(keras.Model):
         ]
         self.head = keras.layers.Dense(1, name="logit")
 
+    @property
+    def feature_width(self) -> int:
+        """Width of the concatenated features entering the first hidden layer (padded to the block)."""
+        width = len(self.vocab_sizes) * self.embedding_dim + 2 * len(self.dense_features)
+        return width + (-width) % self.block_size
+
+    def build(self, input_shape=None) -> None:
+        """Creates every variable; the shapes follow from the config alone, not from a batch."""
+        for layer in self.embeddings.values():
+            layer.build()
+        width = self.feature_width
+        for layer in self.hidden:
+            layer.build((None, width))
+            width = layer.units
+        self.head.build((None, width))
+
     def call(self, features: dict, training: bool = False) -> tf.Tensor:
         batch = self._batch_size(features)
         parts = [
@@ -94,8 +110,7 @@ class CtrModel(keras.Model):
             parts.append(tf.stack([value, missing], axis=1))
         x = tf.concat(parts, axis=1)
         # Block-sparse layers need a feature width that is a multiple of the block.
-        width = x.shape[-1]
-        pad = (-width) % self.block_size
+        pad = self.feature_width - x.shape[-1]
         if pad:
             x = tf.pad(x, [[0, 0], [0, pad]])
         for layer in self.hidden:
@@ -105,8 +120,9 @@ class CtrModel(keras.Model):
     def _batch_size(self, features: dict):
         for name in self.dense_features:
             static = features[name].shape[0]
-            # A static batch keeps the embedding output shape static for XLA.
-            return static if static is not None else tf.shape(features[name])[0]
+            # A constant batch keeps the embedding output shape static for XLA
+            # (Keras layers take tensors, not Python ints, in their inputs).
+            return tf.constant(static, tf.int32) if static is not None else tf.shape(features[name])[0]
         raise ValueError("CtrModel needs at least one dense feature to know the batch size")
 
     def get_config(self) -> dict:

@@ -65,7 +65,9 @@ def export_serving_model(model, schema: Schema, export_dir: str, *, vocab_dir: s
     signature.update({spec.name: tf.TensorSpec([None], tf.float32, name=spec.name) for spec in schema.dense})
 
     module = tf.Module()
-    module.model = model
+    # The variables, not the Keras model: a tracked Keras model would add its own
+    # signature traced from the training inputs.
+    module.model_variables = list(model.variables)
     module.id_maps = id_maps
 
     @tf.function(input_signature=[signature])
@@ -74,5 +76,8 @@ def export_serving_model(model, schema: Schema, export_dir: str, *, vocab_dir: s
         return {"probability": tf.sigmoid(model(inputs, training=False))}
 
     module.serve = serve
-    tf.saved_model.save(module, export_dir, signatures={"serving_default": serve})
+    # Serving never differentiates; the custom gradients of the bag and block-sparse
+    # ops capture graph-local tensors that a SavedModel cannot hold.
+    options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
+    tf.saved_model.save(module, export_dir, signatures={"serving_default": serve}, options=options)
     return export_dir

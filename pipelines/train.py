@@ -153,10 +153,12 @@ def train(argv: list[str]) -> TrainResult:
             vocab_sizes, dense, embedding_dim=args.embedding_dim, hidden_units=hidden,
             density=args.density, block_size=args.block_size, seed=args.seed,
         )
+        model.build()
         optimizer = keras.optimizers.Adam(args.learning_rate)
+        # Variables exist before the restore, so every saved value finds its place at once.
+        optimizer.build(model.trainable_variables)
         step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         position = tf.Variable([0, 0, 0, 0], dtype=tf.int64, trainable=False, name="input_position")
-    loss_fn = keras.losses.BinaryCrossentropy(from_logits=True, reduction="sum")
 
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step, position=position)
     manager = tf.train.CheckpointManager(checkpoint, os.path.join(args.model_dir, CHECKPOINT_DIR), max_to_keep=2)
@@ -179,7 +181,9 @@ def train(argv: list[str]) -> TrainResult:
     def replica_step(features, label):
         with tf.GradientTape() as tape:
             logits = model(features, training=True)
-            loss = loss_fn(tf.cast(label, tf.float32), logits) / global_batch
+            per_row = tf.nn.sigmoid_cross_entropy_with_logits(labels=tf.cast(label, tf.float32), logits=logits)
+            # Summed over the replica's rows and divided by the global batch: replicas add up to the mean.
+            loss = tf.reduce_sum(per_row) / global_batch
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss
