@@ -71,18 +71,27 @@ class CtrModel(keras.Model):
         self.block_size = block_size
         self.combiner = combiner
         self.seed = seed
-        self.embeddings = {
-            name: ops.layers.EmbeddingBag(size, embedding_dim, combiner=combiner, name=f"embedding_{name}")
-            for name, size in self.vocab_sizes.items()
-        }
-        self.hidden = [
-            ops.layers.BlockSparseDense(
-                units, density=density, block_size=block_size, activation="relu", seed=seed + i,
-                name=f"hidden_{i}",
+        # Each layer is a direct attribute: TensorFlow checkpoints follow attributes, not
+        # the dicts and lists Keras tracks, and a layer they miss is silently not saved.
+        for name, size in self.vocab_sizes.items():
+            layer = ops.layers.EmbeddingBag(size, embedding_dim, combiner=combiner, name=f"embedding_{name}")
+            setattr(self, f"embedding_{name}", layer)
+        for i, units in enumerate(self.hidden_units):
+            layer = ops.layers.BlockSparseDense(
+                units, density=density, block_size=block_size, activation="relu", seed=seed + i, name=f"hidden_{i}"
             )
-            for i, units in enumerate(self.hidden_units)
-        ]
+            setattr(self, f"hidden_{i}", layer)
         self.head = keras.layers.Dense(1, name="logit")
+
+    @property
+    def embeddings(self) -> dict:
+        """Sparse feature name -> its `EmbeddingBag` layer."""
+        return {name: getattr(self, f"embedding_{name}") for name in self.vocab_sizes}
+
+    @property
+    def hidden(self) -> list:
+        """The `BlockSparseDense` hidden layers, input side first."""
+        return [getattr(self, f"hidden_{i}") for i in range(len(self.hidden_units))]
 
     @property
     def feature_width(self) -> int:

@@ -160,8 +160,11 @@ def train(argv: list[str]) -> TrainResult:
         step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         position = tf.Variable([0, 0, 0, 0], dtype=tf.int64, trainable=False, name="input_position")
 
+    chief = _is_chief(strategy)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step, position=position)
-    manager = tf.train.CheckpointManager(checkpoint, os.path.join(args.model_dir, CHECKPOINT_DIR), max_to_keep=2)
+    # Every worker takes part in a save; only the chief's lands in --model_dir.
+    checkpoint_dir = os.path.join(args.model_dir, CHECKPOINT_DIR) if chief else _worker_dir(args.model_dir, strategy)
+    manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=2)
     restored = manager.restore_or_initialize()
     start = None
     if restored and int(position[3].numpy()) != 0:
@@ -222,6 +225,8 @@ def train(argv: list[str]) -> TrainResult:
         examples_per_second=done_here * global_batch / max(elapsed, 1e-9),
         model_dir=args.model_dir,
     )
+    if not chief:
+        return result
     if args.eval_data:
         result.update(evaluate(model, args.eval_data, args.batch_size))
     if args.export == "savedmodel":
@@ -231,6 +236,19 @@ def train(argv: list[str]) -> TrainResult:
     with open(os.path.join(args.model_dir, "train_result.json"), "w", encoding="utf-8") as f:
         json.dump(result, f, indent=2)
     return result
+
+
+def _is_chief(strategy) -> bool:
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.cluster_spec().as_dict():
+        return True
+    task_type, task_id = resolver.task_type, resolver.task_id
+    return task_type == "chief" or (task_type == "worker" and task_id == 0 and "chief" not in resolver.cluster_spec().jobs)
+
+
+def _worker_dir(model_dir: str, strategy) -> str:
+    resolver = strategy.cluster_resolver
+    return os.path.join(model_dir, "workers", f"{resolver.task_type}-{resolver.task_id}", CHECKPOINT_DIR)
 
 
 def evaluate(model, directory: str, batch_size: int) -> dict:

@@ -223,3 +223,24 @@ def test_bad_layer_arguments_raise_value_error():
         layer({"weights": tf.ragged.constant([[1.0]])})
     with pytest.raises(ValueError, match="expected a RaggedTensor"):
         layer(tf.constant([[1, 2]]))
+
+
+@pytest.mark.parametrize("num_shards", [1, 3])
+def test_tf_train_checkpoint_saves_and_restores_every_layer_weight(tmp_path, num_shards):
+    # Custom training loops checkpoint with tf.train.Checkpoint, which only sees attribute-held variables.
+    def make():
+        bag = EmbeddingBag(10, 4, num_shards=num_shards)
+        dense = BlockSparseDense(16, density=0.5, block_size=8, seed=1)
+        bag.build()
+        dense.build((None, 16))
+        return bag, dense
+
+    bag, dense = make()
+    path = tf.train.Checkpoint(bag=bag, dense=dense).save(str(tmp_path / "ckpt"))
+    other_bag, other_dense = make()
+    for v in other_bag.weights + other_dense.weights:
+        v.assign(tf.zeros_like(v))
+    tf.train.Checkpoint(bag=other_bag, dense=other_dense).restore(path).assert_existing_objects_matched()
+    for a, b in zip(bag.weights + dense.weights, other_bag.weights + other_dense.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert len(other_bag.weights) == num_shards

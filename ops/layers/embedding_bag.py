@@ -80,7 +80,7 @@ class EmbeddingBag(keras.layers.Layer):
         self.partition_strategy = partition_strategy
         self.sample_count = None if sample_count is None else int(sample_count)
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
-        self.shards: list = []
+        self._shard_names: list[str] = []
 
     def shard_sizes(self) -> list[int]:
         """Rows of each shard: `ceil((vocab - s) / shards)` for "mod", the same counts in order for "div"."""
@@ -91,10 +91,16 @@ class EmbeddingBag(keras.layers.Layer):
         names = (
             ["embeddings"] if self.num_shards == 1 else [f"embeddings_{s}" for s in range(self.num_shards)]
         )
-        self.shards = [
-            self.add_weight(shape=(rows, self.dim), initializer=self.embeddings_initializer, name=name)
-            for name, rows in zip(names, self.shard_sizes())
-        ]
+        # Direct attributes, not a list: tf.train.Checkpoint follows attributes only.
+        for name, rows in zip(names, self.shard_sizes()):
+            setattr(self, name, self.add_weight(shape=(rows, self.dim), initializer=self.embeddings_initializer,
+                                                name=name))
+        self._shard_names = names
+
+    @property
+    def shards(self) -> list:
+        """The table's variables, shard 0 first (empty before `build`)."""
+        return [getattr(self, name) for name in self._shard_names]
 
     def call(self, inputs):
         row_ids, col_ids, gains, sample_count = self._coo(inputs)
