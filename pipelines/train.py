@@ -243,7 +243,8 @@ def _is_chief(strategy) -> bool:
     if resolver is None or not resolver.cluster_spec().as_dict():
         return True
     task_type, task_id = resolver.task_type, resolver.task_id
-    return task_type == "chief" or (task_type == "worker" and task_id == 0 and "chief" not in resolver.cluster_spec().jobs)
+    has_chief = "chief" in resolver.cluster_spec().jobs
+    return task_type == "chief" or (task_type == "worker" and task_id == 0 and not has_chief)
 
 
 def _worker_dir(model_dir: str, strategy) -> str:

@@ -163,7 +163,7 @@ def test_two_local_workers_train_with_multi_worker_mirrored_strategy(data, tmp_p
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         ))
     outputs = [p.communicate(timeout=300) for p in procs]
-    for p, (out, err) in zip(procs, outputs):
+    for p, (_, err) in zip(procs, outputs):
         assert p.returncode == 0, err[-3000:]
     chief = json.loads(outputs[0][0][outputs[0][0].index("{"):])
     assert chief["steps"] == 6 and math.isfinite(chief["loss"])
