@@ -152,6 +152,7 @@ def run_ingest(argv: list[str]) -> dict:
     else:
         raise UsageError(f"--format {ours.format} needs --config naming the features to read")
     _check_input(ours.input)
+    _check_interactive_beam()
     prepare_output(ours.output, overwrite=ours.overwrite)
 
     import apache_beam as beam
@@ -207,6 +208,23 @@ def _check_input(pattern: str) -> None:
         matched = FileSystems.match([os.path.join(pattern, "*")])[0].metadata_list
     if not matched:
         raise UsageError(f"--input {pattern!r} matches no files")
+
+
+def _check_interactive_beam() -> None:
+    # Inside IPython (a notebook kernel) Beam relabels every top-level transform through
+    # Interactive Beam, whose import needs pandas, an extra we do not require; without this
+    # check the run dies deep in Beam with "No module named 'pandas'".
+    from apache_beam.utils.interactive_utils import is_in_ipython
+
+    if not is_in_ipython():
+        return
+    try:
+        import apache_beam.runners.interactive.interactive_environment  # noqa: F401
+    except ImportError as e:
+        raise UsageError(
+            f"Beam cannot build a pipeline inside IPython/Jupyter here: Interactive Beam failed to import ({e}); "
+            'pip install "apache-beam[interactive]", or run `python -m pipelines.ingest` in a subprocess'
+        ) from e
 
 
 def _reject_unknown_flags(options: PipelineOptions, argv: list[str]) -> None:

@@ -105,6 +105,18 @@ def test_bad_arguments_exit_non_zero_with_one_clear_line(args, message, small_lo
     assert "Traceback" not in done.stderr
 
 
+def test_inside_ipython_without_interactive_beam_is_a_clear_usage_error(small_log, tmp_path, monkeypatch):
+    import apache_beam.utils.interactive_utils as interactive_utils
+
+    monkeypatch.setattr(interactive_utils, "is_in_ipython", lambda: True)
+    # As where pandas (Beam's "interactive" extra) is not installed: the import fails.
+    monkeypatch.setitem(sys.modules, "apache_beam.runners.interactive.interactive_environment", None)
+    out = tmp_path / "out"
+    with pytest.raises(UsageError, match=r"IPython/Jupyter.*apache-beam\[interactive\].*python -m pipelines.ingest"):
+        run_ingest(["--input", small_log[0], "--config", DEMO_CONFIG, "--output", str(out)])
+    assert not out.exists()  # refused before anything was written
+
+
 def test_no_prism_download_is_attempted(small_log, tmp_path):
     done = _cli("--input", small_log[0], "--config", DEMO_CONFIG, "--output", str(tmp_path / "o"), "--no_report")
     assert done.returncode == 0, done.stderr[-2000:]
