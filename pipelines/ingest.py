@@ -41,6 +41,7 @@ from pipelines.errors import UsageError, cli_errors, quiet_beam_tracebacks
 from pipelines.options import IngestOptions
 from pipelines.output_dir import prepare_output
 from pipelines.progress import LogProgress
+from transforms.beam.histories import TARGET_PREFIX
 
 __all__ = ["build_ingest", "run_ingest", "main"]
 
@@ -91,10 +92,11 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
             batch_size=config.read_batch_size,
         )
         schema = None  # the grouped columns differ from the events'; WriteShards infers them
-    salts = sorted({p.salt for p in config.hashed}, key=lambda s: (s is not None, s))
+    hashed = _hash_plans(config)
+    salts = sorted({salt for _, _, salt in hashed}, key=lambda s: (s is not None, s))
     for salt in salts:
-        plans = [p for p in config.hashed if p.salt == salt]
-        hash_ids = HashIds([p.name for p in plans], {p.name: p.hash_buckets for p in plans}, salt)
+        plans = [(name, buckets) for name, buckets, s in hashed if s == salt]
+        hash_ids = HashIds([name for name, _ in plans], dict(plans), salt)
         batches = batches | f"HashIds{'' if salt is None else salt}" >> hash_ids
         if schema is not None:
             schema = hash_ids.output_schema(schema)
@@ -117,9 +119,24 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
         out.shuffle,
         out.seed,
         schema=schema,
+        # An inferred schema cannot know the id ranges; the trainer sizes its tables from them.
+        schema_updates=None if schema is not None else {name: {"hash_buckets": b} for name, b, _ in hashed},
         stats_batch_sizes=list(config.batch_sizes),
         row_group_size=out.row_group_size,
     )
+
+
+def _hash_plans(config) -> list[tuple[str, int, object]]:
+    """(column, hash_buckets, salt) for every hashed column.
+
+    A history's target item (`target_<item>`, one per example) is hashed like
+    the history's items, so the two share one id space.
+    """
+    plans = [(p.name, p.hash_buckets, p.salt) for p in config.hashed]
+    h = config.histories
+    if h is not None and h.examples_per_event:
+        plans += [(TARGET_PREFIX + name, buckets, salt) for name, buckets, salt in plans if name == h.item]
+    return plans
 
 
 def _counter(result, namespace: str, name: str) -> int:

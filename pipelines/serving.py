@@ -6,10 +6,17 @@ the exported signature applies `keras.layers.Hashing(num_bins)` (or
 `keras.layers.StringLookup(vocabulary=...)`) to the same raw strings, so a
 row scored at serving time sees exactly the ids it was trained on.
 
-Signature `serving_default`:
+Signature `serving_default` of a click model (`export_serving_model`):
   inputs: every sparse feature as a string `[B]` (several ids joined by "|",
     "" for none) and every dense feature as float32 `[B]` (NaN when missing);
   output: `probability` float32 `[B]`.
+
+Signature of a history model (`export_history_model`), item feature `f`:
+  inputs: `f` string `[B]` (the history's raw ids joined by "|"), `f__weights`
+    string `[B]` (their weights joined by "|", when the history is weighted),
+    `target_f` string `[B]` (the raw id to score);
+  output: `rating` float32 `[B]` (task rating) or `score` float32 `[B]`
+    (task next_item: higher means more likely next).
 """
 
 from __future__ import annotations
@@ -20,9 +27,9 @@ import keras
 import tensorflow as tf
 
 import ops
-from sparse_io.schema import Schema
+from sparse_io.schema import Schema, weights_column
 
-__all__ = ["export_serving_model", "raw_features_to_model_inputs", "LIST_SEPARATOR"]
+__all__ = ["export_serving_model", "export_history_model", "raw_features_to_model_inputs", "LIST_SEPARATOR"]
 
 LIST_SEPARATOR = "|"
 
@@ -48,13 +55,59 @@ def raw_features_to_model_inputs(raw: dict, schema: Schema, id_maps: dict, combi
     """Raw strings and floats -> the COO/dense dict `CtrModel` takes (graph function)."""
     inputs = {}
     for spec in schema.sparse:
-        tokens = tf.strings.split(raw[spec.name], sep=LIST_SEPARATOR)
-        tokens = tf.ragged.boolean_mask(tokens, tf.strings.length(tokens) > 0)
-        ids = tf.cast(id_maps[spec.name](tokens), tf.int64)
+        ids = tf.cast(id_maps[spec.name](_split(raw[spec.name])), tf.int64)
         inputs[spec.name] = ops.to_coo(ids, combiner=combiner)
     for spec in schema.dense:
         inputs[spec.name] = tf.cast(raw[spec.name], tf.float32)
     return inputs
+
+
+def _save(module: tf.Module, model, serve, export_dir: str) -> str:
+    # The variables, not the Keras model: a tracked Keras model would add its own
+    # signature traced from the training inputs.
+    module.model_variables = list(model.variables)
+    module.serve = serve
+    # Serving never differentiates; the custom gradients of the bag and block-sparse
+    # ops capture graph-local tensors that a SavedModel cannot hold.
+    options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
+    tf.saved_model.save(module, export_dir, signatures={"serving_default": serve}, options=options)
+    return export_dir
+
+
+def _split(raw: tf.Tensor) -> tf.RaggedTensor:
+    tokens = tf.strings.split(raw, sep=LIST_SEPARATOR)
+    return tf.ragged.boolean_mask(tokens, tf.strings.length(tokens) > 0)
+
+
+def export_history_model(model, schema: Schema, export_dir: str) -> str:
+    """Writes a SavedModel of a `HistoryModel` taking raw ids (see the module doc); returns the path.
+
+    Raises:
+      ValueError: the item feature has no hash_buckets in schema.json.
+    """
+    item, target = model.item_feature, model.target_feature
+    spec = schema[item]
+    if not spec.hash_buckets:
+        raise ValueError(f"feature {item!r}: serving raw ids needs hash_buckets in schema.json")
+    hashing = keras.layers.Hashing(num_bins=spec.hash_buckets)
+    signature = {item: tf.TensorSpec([None], tf.string, name=item),
+                 target: tf.TensorSpec([None], tf.string, name=target)}
+    weights = weights_column(item)
+    if spec.weighted:
+        signature[weights] = tf.TensorSpec([None], tf.string, name=weights)
+
+    @tf.function(input_signature=[signature])
+    def serve(raw):
+        ids = tf.cast(hashing(_split(raw[item])), tf.int64)
+        gains = tf.strings.to_number(_split(raw[weights])) if spec.weighted else None
+        inputs = {item: ops.to_coo(ids, gains, combiner=model.combiner),
+                  target: tf.cast(hashing(raw[target]), tf.float32)}
+        output = model(inputs, training=False)
+        if model.task == "next_item":
+            return {"score": tf.linalg.diag_part(output)}
+        return {"rating": output}
+
+    return _save(tf.Module(), model, serve, export_dir)
 
 
 def export_serving_model(model, schema: Schema, export_dir: str, *, vocab_dir: str | None = None,
@@ -65,9 +118,6 @@ def export_serving_model(model, schema: Schema, export_dir: str, *, vocab_dir: s
     signature.update({spec.name: tf.TensorSpec([None], tf.float32, name=spec.name) for spec in schema.dense})
 
     module = tf.Module()
-    # The variables, not the Keras model: a tracked Keras model would add its own
-    # signature traced from the training inputs.
-    module.model_variables = list(model.variables)
     module.id_maps = id_maps
 
     @tf.function(input_signature=[signature])
@@ -75,9 +125,4 @@ def export_serving_model(model, schema: Schema, export_dir: str, *, vocab_dir: s
         inputs = raw_features_to_model_inputs(raw, schema, id_maps.maps, combiner)
         return {"probability": tf.sigmoid(model(inputs, training=False))}
 
-    module.serve = serve
-    # Serving never differentiates; the custom gradients of the bag and block-sparse
-    # ops capture graph-local tensors that a SavedModel cannot hold.
-    options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
-    tf.saved_model.save(module, export_dir, signatures={"serving_default": serve}, options=options)
-    return export_dir
+    return _save(module, model, serve, export_dir)

@@ -1,5 +1,9 @@
 """Seeded synthetic click logs in the Criteo layout, with a label the features explain.
 
+`synthetic_rating_events` makes the other kind of log: user/item rating
+events whose ratings follow hidden user tastes and item traits, so a model
+of a user's history predicts the next rating better than the mean does.
+
 Each categorical column draws ids from a Zipf law (a few ids in most rows, a
 long tail seen once), rendered as 8-digit hex as Criteo ships them; integer
 columns are log-normal counts with some -1s; about 10-20% of cells are empty,
@@ -15,7 +19,7 @@ import os
 
 import numpy as np
 
-__all__ = ["synthetic_criteo_lines", "write_synthetic_criteo"]
+__all__ = ["synthetic_criteo_lines", "write_synthetic_criteo", "synthetic_rating_events", "write_synthetic_events"]
 
 NUM_INT = 13
 NUM_CAT = 26
@@ -74,4 +78,44 @@ def write_synthetic_criteo(path: str, rows: int, seed: int, **kwargs) -> str:
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "wt", encoding="utf-8") as f:
         f.write(text)
+    return path
+
+
+def synthetic_rating_events(events: int, seed: int, *, users: int = 300, items: int = 2000,
+                            zipf_a: float = 1.2, rank: int = 4) -> list[dict]:
+    """`events` rating events `{"user_id", "item_id", "timestamp", "rating"}`, time-ordered.
+
+    Each event picks, among 8 items drawn from a Zipf law, the one that best
+    fits the user's taste (with Gumbel noise), so a history says what comes
+    next; its rating is `3 + quality(item) + 1.2 * taste(user) . trait(item)`
+    plus noise, rounded and clipped to 1..5. Tastes, traits and qualities
+    depend only on `seed // 1000` (as for `synthetic_criteo_lines`).
+    """
+    rng = np.random.default_rng(seed)
+    world = np.random.default_rng(seed // 1000 + 54321)
+    taste = world.normal(0.0, 1.0, size=(users, rank)) / np.sqrt(rank)
+    trait = world.normal(0.0, 1.0, size=(items, rank))
+    quality = world.normal(0.0, 0.8, size=items)
+    user = rng.integers(users, size=events)
+    candidates = np.minimum(rng.zipf(zipf_a, size=(events, 8)), items) - 1
+    fit = np.einsum("ek,eck->ec", taste[user], trait[candidates]) + rng.gumbel(size=candidates.shape)
+    item = candidates[np.arange(events), np.argmax(fit, axis=1)]
+    score = 3.0 + quality[item] + 1.2 * np.einsum("ij,ij->i", taste[user], trait[item])
+    rating = np.clip(np.rint(score + rng.normal(0.0, 0.3, size=events)), 1, 5)
+    start = 1_700_000_000 + 86_400 * (seed % 1000)
+    time = start + np.sort(rng.integers(0, 86_400, size=events))
+    return [
+        {"user_id": f"u{u}", "item_id": int(i), "timestamp": int(t), "rating": float(r)}
+        for u, i, t, r in zip(user.tolist(), item.tolist(), time.tolist(), rating.tolist())
+    ]
+
+
+def write_synthetic_events(path: str, events: int, seed: int, **kwargs) -> str:
+    """Writes `synthetic_rating_events(events, seed)` as JSON Lines to `path`."""
+    import json
+
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for event in synthetic_rating_events(events, seed, **kwargs):
+            f.write(json.dumps(event) + "\n")
     return path

@@ -1,20 +1,26 @@
-"""`python -m pipelines.train`: train the click model on an ingest output directory.
+"""`python -m pipelines.train`: train a model on an ingest output directory.
 
     python -m pipelines.train --data out/train --eval_data out/test \\
         --model_dir out/model --steps 300 --batch_size 1024 --jit_compile
 
 Reads the shards with `transforms.make_dataset` (COO batches padded to the
 capacity stats.json records, so every step has the same shapes and XLA
-compiles once), trains `pipelines.model.CtrModel` with binary cross-entropy,
-checkpoints the model, the optimizer and the input position to --model_dir
-every --checkpoint_every steps, and resumes from there when restarted. At the
-end it evaluates on --eval_data (loss and AUC) and exports a SavedModel whose
-`serving_default` signature takes raw ids (the strings of the log) and hashes
-them exactly as the ingest did.
+compiles once) and trains what the schema calls for (`pipelines.tasks`):
+`CtrModel` with binary cross-entropy on click logs, or `HistoryModel` on
+user histories (`--task rating`: squared error on the next rating;
+`--task next_item`: softmax over the batch's target items). It checkpoints
+the model, the optimizer and the input position to --model_dir every
+--checkpoint_every steps, and resumes from there when restarted. At the end
+it evaluates on --eval_data and exports a SavedModel whose `serving_default`
+signature takes raw ids (the strings of the log) and hashes them exactly as
+the ingest did.
 
 `--strategy multi_worker` runs under `tf.distribute.MultiWorkerMirroredStrategy`
 with the cluster taken from TF_CONFIG; each worker reads its own part of the
-shards.
+shards. Only the chief writes to --model_dir (other workers checkpoint under
+`--model_dir/workers/`); a restarted multi-worker run restores the model and
+the step and reads its data from the start again (per-worker input positions
+are not saved).
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ import sys
 import time
 
 __all__ = ["train", "main", "TrainResult"]
+
+from pipelines.tasks import TASK_CHOICES
 
 _LOGGER = logging.getLogger("sparseflow.train")
 CHECKPOINT_DIR = "checkpoints"
@@ -50,6 +58,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint_every", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--strategy", choices=("default", "multi_worker"), default="default")
+    p.add_argument("--task", choices=TASK_CHOICES, default="auto",
+                   help="ctr (a label column), rating or next_item (history ingests); auto picks from schema.json")
     p.add_argument("--export", choices=("savedmodel", "none"), default="savedmodel")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
@@ -59,20 +69,7 @@ class TrainResult(dict):
     """What `train` returns: steps, final loss, eval loss/AUC, paths, examples/s."""
 
 
-def _vocab_sizes(schema) -> dict[str, int]:
-    sizes = {}
-    for spec in schema.sparse:
-        size = spec.vocabulary_size or spec.hash_buckets
-        if size is None:
-            raise ValueError(
-                f"feature {spec.name!r}: schema.json gives neither hash_buckets nor vocabulary_size; "
-                "the trainer needs the id range to size its table"
-            )
-        sizes[spec.name] = size
-    return sizes
-
-
-def _dataset(args, directory: str, *, training: bool, start=None, input_context=None):
+def _dataset(args, task, directory: str, *, training: bool, start=None, input_context=None):
     from transforms.tfdata.dataset import make_dataset
 
     return make_dataset(
@@ -83,7 +80,10 @@ def _dataset(args, directory: str, *, training: bool, start=None, input_context=
         num_epochs=None if training and args.steps else (args.epochs if training else 1),
         output="coo",
         capacities="stats",
-        drop_remainder=training,
+        # next_item scores a row against the other targets of its batch: batches stay full.
+        drop_remainder=training or task.name == "next_item",
+        features=task.features,
+        label=task.label,
         combiner="mean",
         start=start,
         return_position=training,
@@ -132,15 +132,13 @@ def train(argv: list[str]) -> TrainResult:
     import keras
     import tensorflow as tf
 
-    from pipelines.model import CtrModel
+    from pipelines.tasks import resolve_task
     from sparse_io.schema import Schema
     from transforms.tfdata.state import InputState
 
     schema = Schema.load(args.data)
-    if schema.label is None:
-        raise ValueError(f"{args.data}: schema.json has no label feature to train on")
-    vocab_sizes = _vocab_sizes(schema)
-    dense = [f.name for f in schema.dense]
+    task = resolve_task(schema, args.task)
+    _LOGGER.info("task %s: features %s, label %s", task.name, task.features or "all", task.label)
     keras.utils.set_random_seed(args.seed)
 
     strategy = (
@@ -149,10 +147,7 @@ def train(argv: list[str]) -> TrainResult:
         else tf.distribute.get_strategy()
     )
     with strategy.scope():
-        model = CtrModel(
-            vocab_sizes, dense, embedding_dim=args.embedding_dim, hidden_units=hidden,
-            density=args.density, block_size=args.block_size, seed=args.seed,
-        )
+        model = task.make_model(schema, args, hidden)
         model.build()
         optimizer = keras.optimizers.Adam(args.learning_rate)
         # Variables exist before the restore, so every saved value finds its place at once.
@@ -172,7 +167,7 @@ def train(argv: list[str]) -> TrainResult:
         _LOGGER.info("resumed from %s at step %d, input position %s", restored, int(step.numpy()), start)
 
     def make_input(context):
-        return _dataset(args, args.data, training=True, start=start, input_context=context)
+        return _dataset(args, task, args.data, training=True, start=start, input_context=context)
 
     if args.strategy == "multi_worker":
         dataset = strategy.distribute_datasets_from_function(make_input)
@@ -183,8 +178,8 @@ def train(argv: list[str]) -> TrainResult:
 
     def replica_step(features, label):
         with tf.GradientTape() as tape:
-            logits = model(features, training=True)
-            per_row = tf.nn.sigmoid_cross_entropy_with_logits(labels=tf.cast(label, tf.float32), logits=logits)
+            output = model(task.model_inputs(features, label), training=True)
+            per_row = task.per_row_loss(label, output)
             # Summed over the replica's rows and divided by the global batch: replicas add up to the mean.
             loss = tf.reduce_sum(per_row) / global_batch
         grads = tape.gradient(loss, model.trainable_variables)
@@ -220,6 +215,7 @@ def train(argv: list[str]) -> TrainResult:
     manager.save(checkpoint_number=step)
 
     result = TrainResult(
+        task=task.name,
         steps=int(step.numpy()),
         loss=loss_value,
         examples_per_second=done_here * global_batch / max(elapsed, 1e-9),
@@ -228,11 +224,9 @@ def train(argv: list[str]) -> TrainResult:
     if not chief:
         return result
     if args.eval_data:
-        result.update(evaluate(model, args.eval_data, args.batch_size))
+        result.update(evaluate(model, task, args.eval_data, args.batch_size))
     if args.export == "savedmodel":
-        from pipelines.serving import export_serving_model
-
-        result["export"] = export_serving_model(model, schema, os.path.join(args.model_dir, EXPORT_DIR))
+        result["export"] = task.export(model, schema, os.path.join(args.model_dir, EXPORT_DIR))
     with open(os.path.join(args.model_dir, "train_result.json"), "w", encoding="utf-8") as f:
         json.dump(result, f, indent=2)
     return result
@@ -252,24 +246,14 @@ def _worker_dir(model_dir: str, strategy) -> str:
     return os.path.join(model_dir, "workers", f"{resolver.task_type}-{resolver.task_id}", CHECKPOINT_DIR)
 
 
-def evaluate(model, directory: str, batch_size: int) -> dict:
-    """Loss and AUC of `model` on every row of an ingest output directory."""
-    import keras
-    import numpy as np
-    import tensorflow as tf
-
+def evaluate(model, task, directory: str, batch_size: int) -> dict:
+    """The task's held-out metrics (see `pipelines.tasks`) of `model` on every row of an ingest output."""
     from transforms.tfdata.dataset import make_dataset
 
-    dataset = make_dataset(directory, batch_size, shuffle=False, output="coo", combiner="mean", format="parquet")
-    auc = keras.metrics.AUC(num_thresholds=2000)
-    losses, count = [], 0
-    for features, label in dataset:
-        logits = model(features, training=False)
-        y = tf.cast(label, tf.float32)
-        losses.append(float(tf.reduce_sum(tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=logits))))
-        count += int(tf.shape(y)[0])
-        auc.update_state(y, tf.sigmoid(logits))
-    return {"eval_loss": float(np.sum(losses) / max(count, 1)), "eval_auc": float(auc.result()), "eval_rows": count}
+    dataset = make_dataset(directory, batch_size, shuffle=False, output="coo", combiner="mean", format="parquet",
+                           features=task.features, label=task.label,
+                           drop_remainder=task.name == "next_item")
+    return task.evaluate(model, dataset)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,38 +1,56 @@
-"""The demo program: synthetic log -> read_logs -> Parquet shards + schema.json + dead letters."""
+"""The demo: synthetic logs -> ingest -> train -> held-out AUC, and the same flow on the user's own logs."""
 
-import json
 import os
 
-import pyarrow.compute as pc
+import pytest
 
 from pipelines import demo
-from sparse_io import Schema, criteo_schema, read_parquet_shard
+from pipelines.synthetic import synthetic_criteo_lines, write_synthetic_criteo
+
+SMALL = ["--rows", "3000", "--eval_rows", "1000", "--steps", "60", "--batch_size", "128"]
 
 
-def test_demo_writes_shards_schema_and_dead_letters(tmp_path, capsys):
-    out = str(tmp_path / "demo")
-    summary = demo.main(["--output", out, "--rows", "1500", "--shards", "3", "--seed", "7"])
-    assert "dead letters       2" in capsys.readouterr().out
-    assert summary["records"] == 1500 and summary["dead_letters"] == 2 and summary["rows_read"] == 1498
-    assert summary["padded_lines"] > 0
-    assert sorted(os.listdir(out)) == [
-        "errors",
-        "part-00000-of-00003.parquet",
-        "part-00001-of-00003.parquet",
-        "part-00002-of-00003.parquet",
-        "raw",
-        "schema.json",
-    ]
-    schema = Schema.load(out)
-    assert schema == criteo_schema()
-    tables = [read_parquet_shard(p, schema) for p in summary["shards"]]
-    assert sum(t.num_rows for t in tables) == 1498 and all(t.num_rows in (499, 500) for t in tables)
-    assert all(set(pc.unique(t.column("label")).to_pylist()) <= {0, 1} for t in tables)
-    with open(summary["dead_letters_file"]) as f:
-        letters = [json.loads(line) for line in f]
-    assert len(letters) == 2 and all("not-a-number" in d["raw"] for d in letters)
+def test_demo_with_no_data_ingests_trains_and_beats_chance_on_held_out_rows(tmp_path, capsys):
+    out = tmp_path / "demo"
+    demo.main(["--output", str(out), *SMALL])
+    printed = capsys.readouterr().out
+    assert "sparseflow demo done" in printed and "held-out rows" in printed
+    for part in ("train/schema.json", "train/stats.json", "train/report.html", "heldout/schema.json",
+                 "model/checkpoints/checkpoint", "model/export/saved_model.pb", "raw/train.tsv.gz"):
+        assert (out / part).exists(), part
+    auc_line = next(line for line in printed.splitlines() if "AUC on held-out rows" in line)
+    auc = float(auc_line.split("/")[-1])
+    assert auc > 0.6, printed
 
 
-def test_demo_is_reproducible_for_a_seed():
-    assert demo.synthetic_criteo_lines(50, seed=3) == demo.synthetic_criteo_lines(50, seed=3)
-    assert demo.synthetic_criteo_lines(50, seed=3) != demo.synthetic_criteo_lines(50, seed=4)
+def test_demo_runs_on_the_users_logs_and_says_where_its_auc_comes_from(tmp_path):
+    logs = write_synthetic_criteo(str(tmp_path / "mine" / "day.tsv"), 1500, 7)
+    result = demo.run_demo(["--input", logs, "--output", str(tmp_path / "out"), "--steps", "5",
+                            "--batch_size", "128"])
+    assert result["steps"] == 5 and result["eval_rows"] == 1500
+    assert result["auc_on"].startswith("training rows")
+    assert not os.path.exists(tmp_path / "out" / "raw")  # nothing synthetic was generated
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--eval_input", "x.tsv"], "--eval_input needs --input"),
+    (["--steps", "0"], "must be positive"),
+    (["--format", "xml"], "invalid choice"),
+])
+def test_bad_demo_arguments_exit_with_the_problem(args, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        demo.run_demo(args)
+    assert exit_info.value.code != 0
+    assert message in capsys.readouterr().err
+
+
+def test_synthetic_logs_are_reproducible_for_a_seed_and_differ_across_seeds():
+    assert synthetic_criteo_lines(50, seed=3) == synthetic_criteo_lines(50, seed=3)
+    assert synthetic_criteo_lines(50, seed=3) != synthetic_criteo_lines(50, seed=4)
+    fields = [line.split("\t") for line in synthetic_criteo_lines(2000, seed=3)]
+    assert all(len(f) <= 40 for f in fields)
+    labels = [int(f[0]) for f in fields]
+    assert 0.05 < sum(labels) / len(labels) < 0.95
+    # Zipf ids: the most common C1 value covers far more rows than a uniform draw would.
+    c1 = [f[14] for f in fields if len(f) > 14 and f[14]]
+    assert max(c1.count(v) for v in set(c1)) > 20 * len(c1) / len(set(c1))

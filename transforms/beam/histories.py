@@ -21,7 +21,9 @@ from sparse_io.schema import weights_column
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
 from transforms.beam._columns import require_columns
 
-__all__ = ["GroupHistories", "build_histories", "partition_of"]
+__all__ = ["GroupHistories", "build_histories", "partition_of", "TARGET_PREFIX"]
+
+TARGET_PREFIX = "target_"  # names the event an example predicts: target_<item>, target_<weight>
 
 
 def partition_of(keys: pa.Array, num_partitions: int) -> np.ndarray:
@@ -72,7 +74,7 @@ def build_histories(
     min_length: int = 1,
     dedupe_consecutive: bool = False,
     examples_per_event: bool = False,
-    target_prefix: str = "target_",
+    target_prefix: str = TARGET_PREFIX,
 ) -> pa.Table:
     """Builds histories from a table holding every event of its keys (the per-partition step).
 
@@ -231,7 +233,7 @@ class GroupHistories(beam.PTransform):
         *,
         num_partitions: int = 32,
         batch_size: int = 8192,
-        target_prefix: str = "target_",
+        target_prefix: str = TARGET_PREFIX,
     ):
         super().__init__()
         names = [key, item, time] + ([weight] if weight is not None else [])

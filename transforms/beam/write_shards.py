@@ -204,6 +204,15 @@ def _finalize(
     }
 
 
+def _updated(schema: Schema, updates: dict[str, dict]) -> Schema:
+    for name, changes in updates.items():
+        if name not in schema.names:
+            raise ValueError(f"WriteShards: schema_updates names {name!r}, which the batches do not hold "
+                             f"(they hold {schema.names})")
+        schema = schema.replace(name, **changes)
+    return schema
+
+
 class WriteShards(beam.PTransform):
     """Writes record batches as training shards with schema.json and stats.json beside them.
 
@@ -218,6 +227,10 @@ class WriteShards(beam.PTransform):
         draws fresh randomness.
       schema: the `sparse_io.Schema` of the batches; None infers it from their
         Arrow schema (`infer_schema`: list columns sparse, `label` the label).
+      schema_updates: feature name -> FeatureSpec fields to set on the
+        inferred schema, for what an Arrow schema cannot say (e.g.
+        `{"item_id": {"hash_buckets": 100000}}`); a name the batches do not
+        hold is an error when the schema is inferred.
       stats_batch_sizes: batch sizes whose COO capacity stats.json records.
       rows_per_shard: target shard size when `num_shards` is None. A shard is
         held in memory by the worker that writes it.
@@ -240,6 +253,7 @@ class WriteShards(beam.PTransform):
         seed: int | None = None,
         *,
         schema: Schema | None = None,
+        schema_updates: dict[str, dict] | None = None,
         stats_batch_sizes: Sequence[int] = DEFAULT_STATS_BATCH_SIZES,
         rows_per_shard: int = 500_000,
         row_group_size: int = DEFAULT_ROW_GROUP_SIZE,
@@ -265,7 +279,10 @@ class WriteShards(beam.PTransform):
         self._num_shards = num_shards
         self._shuffle = shuffle
         self._seed = seed
+        if schema_updates and schema is not None:
+            raise ValueError("WriteShards: schema_updates only apply to an inferred schema; put them in `schema`")
         self._schema = schema
+        self._schema_updates = dict(schema_updates or {})
         self._stats_batch_sizes = list(stats_batch_sizes)
         self._rows_per_shard = rows_per_shard
         self._row_group_size = row_group_size
@@ -282,11 +299,12 @@ class WriteShards(beam.PTransform):
             )
             side["computed_shards"] = beam.pvalue.AsSingleton(count)
         if self._schema is None:
+            updates = self._schema_updates
             inferred = (
                 batches
                 | "ArrowSchema" >> beam.Map(lambda b: b.schema)
                 | "OneSchema" >> beam.combiners.Sample.FixedSizeGlobally(1)
-                | "Infer" >> beam.Map(lambda found: infer_schema(found[0]) if found else Schema([]))
+                | "Infer" >> beam.Map(lambda found: _updated(infer_schema(found[0]) if found else Schema([]), updates))
             )
             side["inferred_schema"] = beam.pvalue.AsSingleton(inferred)
         assign_side = {k: v for k, v in side.items() if k == "computed_shards"}
