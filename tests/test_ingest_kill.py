@@ -14,10 +14,10 @@ import pytest
 from pipelines.synthetic import write_synthetic_criteo
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ROWS = 40_000
+ROWS = 30_000
 NUM_SHARDS = 6
 KILLS = 3
-# Many small row groups over several shards stretch the writing phase to a second or more.
+# Many small row groups over several shards stretch the writing of each shard.
 CONFIG = f"""\
 input: {{format: criteo}}
 features: {{"C*": {{hash_buckets: 5000}}}}
@@ -44,15 +44,21 @@ def _shard_temporaries(out):
     return [n for n in names if n.startswith(".tmp-") and "part-" in n]
 
 
-def _wait_for_writing(proc, out, timeout=120.0):
-    """Polls until the first shard temporary appears; returns its time, or None if the run ended first."""
+def _wait_for_writing(proc, out, nth=1, timeout=120.0):
+    """Polls until a temporary of the `nth` shard to be written is present; returns whether one is.
+
+    False when the run ended first.
+    """
+    seen = set()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if _shard_temporaries(out):
-            return time.monotonic()
+        now = _shard_temporaries(out)
+        seen.update(now)
+        if now and len(seen) >= nth:
+            return True
         if proc.poll() is not None:
-            return None
-        time.sleep(0.005)
+            return False
+        time.sleep(0.002)
     raise AssertionError("no shard temporary appeared")
 
 
@@ -89,12 +95,8 @@ def test_killed_ingest_leaves_no_partial_shard_and_a_rerun_matches_an_uninterrup
     root, log, config = inputs
     reference = str(root / "reference")
     proc = _start(log, config, reference)
-    began = _wait_for_writing(proc, reference)
     _, err = proc.communicate(timeout=300)
-    ended = time.monotonic()
     assert proc.returncode == 0, err.decode()[-2000:]
-    assert began is not None
-    writing_seconds = ended - began
     expected = _shard_tables(reference)
     assert len(expected) == NUM_SHARDS and sum(t.num_rows for t in expected.values()) == ROWS
 
@@ -104,20 +106,20 @@ def test_killed_ingest_leaves_no_partial_shard_and_a_rerun_matches_an_uninterrup
     partial_seen = 0
     for _ in range(KILLS):
         proc = _start(log, config, out)
-        began = _wait_for_writing(proc, out)
-        if began is not None:
-            # A seeded moment inside the writing phase as the uninterrupted run timed it.
-            time.sleep(rng.uniform(0.0, 0.9) * writing_seconds)
+        # A seeded moment while shards are written: while the temporary of a seeded shard (the
+        # first, second or third to be written) exists, a few milliseconds in.
+        writing = _wait_for_writing(proc, out, nth=rng.randint(1, NUM_SHARDS // 2))
+        time.sleep(rng.uniform(0.0, 0.01))
         alive = proc.poll() is None
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=60)
-        killed_while_writing += alive and began is not None
+        killed_while_writing += alive and writing
         partial_seen += bool(_shard_temporaries(out))
         for name in _final_shards(out):
             _assert_complete(os.path.join(out, name))
         # Whatever else is there under a part- name is a hidden temporary.
         assert all(not n.startswith("part-") or n.endswith(".parquet") for n in os.listdir(out))
-    assert killed_while_writing >= 2, "the kills should land while shards are being written"
+    assert killed_while_writing == KILLS, "the kills should land while shards are being written"
     assert partial_seen >= 1, "at least one kill should cut a shard in the middle of its write"
 
     proc = _start(log, config, out)
