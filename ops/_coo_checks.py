@@ -121,6 +121,11 @@ class Checks:
         if check is not None:
             self._pending.append(check)
 
+    @property
+    def pending(self) -> list[tf.Tensor | tf.Operation]:
+        """The graph checks added so far (empty eagerly: those raise at once), for control dependencies."""
+        return list(self._pending)
+
     def guard(self, *tensors: tf.Tensor) -> tuple[tf.Tensor, ...]:
         """`tensors`, made to depend on every check added so far."""
         return after(self._pending, *tensors)

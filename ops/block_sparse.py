@@ -27,7 +27,10 @@ import tensorflow as tf
 from ops import _block_kernels as kernels
 from ops.block_layouts import check_layout
 
-__all__ = ["BlockSparseMatMul", "block_sparse_matmul"]
+__all__ = ["BlockSparseMatMul", "block_sparse_matmul", "BLOCK_SIZES"]
+
+# The block edges the kernels are built and tested for; others are rejected rather than run untested.
+BLOCK_SIZES = (8, 16, 32, 64)
 
 # On CPU a chunk's gathered copy of x (rows x padded blocks x bs values) should stay in cache: about
 # this many bytes, which gave 32 rows at M=4096, K=N=2048, bs=32, 10% density, the fastest of 32..256.
@@ -40,7 +43,7 @@ class BlockSparseMatMul:
 
     Args:
       layout: bool (or 0/1) numpy array `[K / block_size, N / block_size]`.
-      block_size: edge of the square blocks (8, 16, 32 and 64 are tested).
+      block_size: edge of the square blocks: 8, 16, 32 or 64 (`BLOCK_SIZES`).
       chunk_rows: rows of x processed at a time. Default on CPU: as many as
         keep a chunk's gathered copy of x near 2 MiB (so it stays in cache),
         16 to 512; no chunking when a GPU is visible.
@@ -67,8 +70,8 @@ class BlockSparseMatMul:
         jit_compile: bool = True,
     ) -> None:
         layout = check_layout(layout, "BlockSparseMatMul")
-        if int(block_size) != block_size or block_size < 1:
-            raise ValueError(f"BlockSparseMatMul: block_size must be a positive int, got {block_size!r}")
+        if isinstance(block_size, bool) or block_size not in BLOCK_SIZES:
+            raise ValueError(f"BlockSparseMatMul: block_size must be one of {BLOCK_SIZES}, got {block_size!r}")
         if chunk_rows is not None and chunk_rows < 1:
             raise ValueError(f"BlockSparseMatMul: chunk_rows must be >= 1, got {chunk_rows}")
         self.layout = layout.copy()
@@ -114,6 +117,8 @@ class BlockSparseMatMul:
 
         Raises:
           ValueError: x or w (or gates) of the wrong rank, size or dtype.
+          tf.errors.InvalidArgumentError: the same, when only the run-time
+            shape shows it (inside a `tf.function` with unknown dimensions).
         """
         x, w = self._inputs(x, w)
         if gates is not None:
@@ -232,6 +237,12 @@ class BlockSparseMatMul:
             raise ValueError(f"BlockSparseMatMul: x must be [M, {self.in_features}], got shape {x.shape}")
         if w.shape.rank != 3 or any(d not in (None, e) for d, e in zip(w.shape, self.weight_shape)):
             raise ValueError(f"BlockSparseMatMul: w must have shape {self.weight_shape}, got {w.shape}")
+        # Unknown dimensions are checked when the data arrives: a w with extra blocks would otherwise
+        # stand in for the zero padding block, and a short x row would be reshaped silently.
+        if not x.shape[1:].is_fully_defined():
+            x = tf.ensure_shape(x, [None, self.in_features], name="BlockSparseMatMul_x")
+        if not w.shape.is_fully_defined():
+            w = tf.ensure_shape(w, self.weight_shape, name="BlockSparseMatMul_w")
         return x, w
 
 

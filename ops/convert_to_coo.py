@@ -66,6 +66,10 @@ def convert_to_coo(
       `1 / sum(w)` and for "sqrtn" by `1 / sqrt(sum(w^2))`, both over ALL the
       row's weights before merging, and 0 where that sum is 0. "sum" computes
       no scale at all.
+      Non-finite weights are not errors: NaN and inf propagate by IEEE
+      arithmetic into their own entry ("sum") or their row's gains ("mean",
+      "sqrtn", where an inf weight makes the row's scale 0 and its gains NaN);
+      other rows are unaffected.
 
     Raises:
       ValueError: unknown combiner, wrong dtype or rank, or a length mismatch

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 import tensorflow as tf
 from tensorflow.python.ops import control_flow_util
 
+from ops._coo_checks import Checks, first_true
+
 __all__ = ["embedding_bag", "IMPLEMENTATIONS", "PARTITION_STRATEGIES"]
 
 IMPLEMENTATIONS = ("auto", "segment", "csr")
@@ -72,8 +74,15 @@ def embedding_bag(
     Raises:
       ValueError: static problems (ranks, lengths, dtypes, shard sizes,
         unknown option).
-      tf.errors.InvalidArgumentError: ids or row ids out of range (on CPU;
-        GPU gathers return zeros for out-of-range ids).
+      tf.errors.InvalidArgumentError: col_ids outside `[0, vocab)`, row_ids
+        outside `[0, sample_count]`, or lengths that differ at run time; the
+        message names the check and the first offending position. Checked on
+        every device, eagerly and in graphs; inside an XLA-compiled function
+        no run-time check is made (XLA has no assertions): there a GPU gather
+        gives zeros for an out-of-range id and a negative row id is dropped.
+
+    Non-finite gains or table rows are not errors: they propagate (NaN or
+    inf) into the rows of the output they belong to, and only those.
 
     Example:
       >>> table = tf.reshape(tf.range(8.0), [4, 2])
@@ -95,12 +104,54 @@ def embedding_bag(
         sample_count = _sample_count(sample_count, where)
         if implementation == "auto":
             implementation = _auto_implementation(rows_dtype=shards[0].dtype)
+        checks = Checks()
+        if not _in_xla_context():
+            _check_data(checks, shards, row_ids, col_ids, gains, sample_count, where)
         # Distinct ids: each table row is read once, and the table gradient has one row per id.
-        unique_ids, slot = tf.unique(col_ids, out_idx=tf.int32)
+        # Everything after the checks depends on them, so no kernel sees data they reject.
+        with tf.control_dependencies(checks.pending):
+            unique_ids, slot = tf.unique(col_ids, out_idx=tf.int32)
+            (gains,) = checks.guard(gains)
         rows = _gather_rows(shards, unique_ids, partition_strategy, where)
         if implementation == "segment":
             return _combine_segment(rows, slot, row_ids, gains, sample_count)
         return _combine_csr(rows, slot, row_ids, gains, sample_count)
+
+
+def _check_data(checks: Checks, shards, row_ids, col_ids, gains, sample_count, where: str) -> None:
+    """Lengths (when not static), col_ids in [0, vocab) and row_ids in [0, sample_count]."""
+    lengths = [t.shape[0] for t in (row_ids, col_ids, gains)]
+    if None in lengths:
+        n = tf.size(col_ids)
+        checks.add(
+            lambda: tf.logical_and(tf.equal(tf.size(row_ids), n), tf.equal(tf.size(gains), n)),
+            f"{where}: check equal_lengths failed: row_ids, col_ids and gains must have equal lengths",
+        )
+    static_vocab = [s.shape[0] for s in shards]
+    if None in static_vocab:
+        vocab = tf.cast(tf.shape(shards[0])[0], tf.int64)
+        shown = "vocab"
+    else:
+        vocab = tf.constant(sum(static_vocab), tf.int64)
+        shown = f"vocab={sum(static_vocab)}"
+    # int64 comparisons: int32 ones run in host memory on a GPU.
+    cols = tf.cast(col_ids, tf.int64)
+    col_bad = tf.logical_or(cols < 0, cols >= vocab)
+    checks.add(
+        lambda: tf.logical_not(tf.reduce_any(col_bad)),
+        f"{where}: check col_ids_in_range failed: col_ids must be table rows in [0, {shown})",
+        lambda: first_true(col_bad),
+    )
+    rows = tf.cast(row_ids, tf.int64)
+    limit = tf.cast(sample_count, tf.int64)
+    bound = f"={sample_count}" if isinstance(sample_count, int) else ""
+    row_bad = tf.logical_or(rows < 0, rows > limit)
+    checks.add(
+        lambda: tf.logical_not(tf.reduce_any(row_bad)),
+        f"{where}: check row_ids_in_range failed: row_ids must be in [0, sample_count{bound}] "
+        "(sample_count itself marks padding)",
+        lambda: first_true(row_bad),
+    )
 
 
 def _in_xla_context() -> bool:

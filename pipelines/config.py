@@ -154,6 +154,14 @@ def _positive(value: int | None, path: str) -> int | None:
     return value
 
 
+def _non_negative(value: int | None, path: str, default: int) -> int:
+    if value is None:
+        return default
+    if value < 0:
+        raise _fail(path, f"must be >= 0, got {value}")
+    return value
+
+
 def _schema(raw: Any, fmt: str) -> Schema:
     if raw is None:
         if fmt == "criteo":
@@ -219,7 +227,7 @@ def _feature_plans(raw: Any, schema: Schema, histories: HistoryConfig | None) ->
                 use_vocabulary=vocab is not None,
                 min_frequency=_positive(v.get("min_frequency"), f"{path}.vocabulary.min_frequency") or 1,
                 top_k=_positive(v.get("top_k"), f"{path}.vocabulary.top_k"),
-                num_oov_buckets=v.get("num_oov_buckets", 1) if v.get("num_oov_buckets") is not None else 1,
+                num_oov_buckets=_non_negative(v.get("num_oov_buckets"), f"{path}.vocabulary.num_oov_buckets", 1),
             )
         )
     planned = {p.name for p in plans}
@@ -334,10 +342,15 @@ def load_config(path: str, *, format_override: str | None = None) -> IngestConfi
     Raises:
       ConfigError: unreadable file, bad syntax, or an invalid key (named).
     """
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise ConfigError(f"config file {path!r} does not exist")
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    if not os.path.isfile(path):
+        raise ConfigError(f"config file {path!r} is not a regular file")
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config file {path!r} is not UTF-8 text: byte {e.start} cannot be decoded") from e
     try:
         if path.endswith(".json"):
             data = json.loads(text)

@@ -162,6 +162,8 @@ def run_ingest(argv: list[str]) -> dict:
         raise UsageError("--input is required (a file pattern, local or gs://)")
     if not ours.output:
         raise UsageError("--output is required (a directory)")
+    if not ours.progress_seconds >= 0:  # also rejects NaN
+        raise UsageError(f"--progress_seconds must be >= 0 (0 turns progress lines off), got {ours.progress_seconds}")
     if ours.config:
         config = load_config(ours.config, format_override=ours.format)
     elif ours.format in (None, "criteo"):

@@ -115,19 +115,36 @@ class _Progress:
         print(f"\r{bar}  loss {loss:.4f}  {rate:,.0f} examples/s", end=end, file=sys.stderr, flush=True)
 
 
+def _args(argv: list[str]) -> tuple[argparse.Namespace, tuple[int, ...]]:
+    """Parsed flags and the hidden widths; a bad value exits 2 with one line naming the flag."""
+    p = _parser()
+    args = p.parse_args(argv)
+    for flag in ("batch_size", "epochs", "embedding_dim", "checkpoint_every"):
+        if getattr(args, flag) <= 0:
+            p.error(f"--{flag} must be positive, got {getattr(args, flag)}")
+    if args.steps is not None and args.steps <= 0:
+        p.error(f"--steps must be positive, got {args.steps}")
+    if not args.learning_rate > 0:  # also rejects NaN
+        p.error(f"--learning_rate must be positive, got {args.learning_rate}")
+    if not 0 < args.density <= 1:
+        p.error(f"--density must be in (0, 1], got {args.density}")
+    try:
+        hidden = tuple(int(u) for u in args.hidden_units.split(",") if u.strip())
+    except ValueError:
+        p.error(f"--hidden_units must be comma-separated integers, got {args.hidden_units!r}")
+    if any(u <= 0 or u % args.block_size for u in hidden):
+        p.error(f"--hidden_units {args.hidden_units} must be positive multiples of --block_size {args.block_size}")
+    return args, hidden
+
+
 def train(argv: list[str]) -> TrainResult:
     """Runs training as the command line `argv` asks; returns a `TrainResult`.
 
     Raises:
-      SystemExit: bad flags (argparse prints the problem).
+      SystemExit: bad flags or flag values (argparse prints one line naming the flag, exit status 2).
       ValueError / FileNotFoundError: data directories that are not ingest outputs.
     """
-    args = _parser().parse_args(argv)
-    if args.batch_size <= 0 or (args.steps is not None and args.steps <= 0) or args.epochs <= 0:
-        raise ValueError("--batch_size, --steps and --epochs must be positive")
-    hidden = tuple(int(u) for u in args.hidden_units.split(",") if u)
-    if any(u % args.block_size for u in hidden):
-        raise ValueError(f"--hidden_units {args.hidden_units} must be multiples of --block_size {args.block_size}")
+    args, hidden = _args(argv)
 
     import keras
     import tensorflow as tf

@@ -120,10 +120,10 @@ def test_prune_drops_zero_gated_blocks_and_keeps_the_product():
 def test_to_dense_and_from_dense_round_trip_at_argwhere_positions():
     rng = np.random.default_rng(14)
     layout = ops.random_layout(3, 5, 0.4, seed=4)
-    plan = ops.BlockSparseMatMul(layout, 4)
+    plan = ops.BlockSparseMatMul(layout, 8)
     w = rng.standard_normal(plan.weight_shape).astype(np.float32)
     dense = plan.to_dense(w).numpy()
-    np.testing.assert_array_equal(dense, _dense(layout, w, 4))
+    np.testing.assert_array_equal(dense, _dense(layout, w, 8))
     np.testing.assert_array_equal(plan.from_dense(dense).numpy(), w)
 
 
