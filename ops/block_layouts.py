@@ -12,20 +12,34 @@ import numpy as np
 __all__ = ["random_layout", "banded_layout", "magnitude_layout", "check_layout"]
 
 
-def random_layout(k_blocks: int, n_blocks: int, density: float, *, seed: int | None = 0) -> np.ndarray:
-    """Exactly `round(density * k_blocks * n_blocks)` blocks, chosen uniformly with `seed`.
+def random_layout(
+    k_blocks: int, n_blocks: int, density: float, *, seed: int | None = 0, every_column: bool = False
+) -> np.ndarray:
+    """`round(density * k_blocks * n_blocks)` blocks, chosen uniformly with `seed`.
+
+    With `every_column`, each block column first gets one block (in a random
+    row), so the count is `max(n_blocks, round(density * k_blocks * n_blocks))`:
+    a layer whose output block has no input block would emit a constant there.
 
     Example:
       >>> int(random_layout(4, 4, 0.25, seed=1).sum())
       4
+      >>> random_layout(2, 4, 0.1, seed=1, every_column=True).sum(axis=0).tolist()
+      [1, 1, 1, 1]
     """
     _check_grid(k_blocks, n_blocks, "random_layout")
     if not 0.0 <= density <= 1.0:
         raise ValueError(f"random_layout: density must be in [0, 1], got {density}")
+    rng = np.random.default_rng(seed)
     total = k_blocks * n_blocks
-    chosen = np.random.default_rng(seed).choice(total, size=round(density * total), replace=False)
     layout = np.zeros(total, dtype=bool)
-    layout[chosen] = True
+    wanted = round(density * total)
+    if every_column:
+        layout[rng.integers(k_blocks, size=n_blocks) * n_blocks + np.arange(n_blocks)] = True
+        wanted -= n_blocks
+    if wanted > 0:
+        free = np.flatnonzero(~layout)
+        layout[rng.choice(free, size=wanted, replace=False)] = True
     return layout.reshape(k_blocks, n_blocks)
 
 

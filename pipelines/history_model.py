@@ -3,8 +3,8 @@
     history ids (+ ratings as weights) --EmbeddingBag--BlockSparseDense x L--Dense(dim)--> user vector u
     target item id --------------------------------------Embedding-------------------> item vector v
     rating:    r = u . v + item bias + global bias       (squared error)
-    next_item: logits = u . v' for every target v' of the batch, the row's own
-               target the right answer (softmax over in-batch negatives)
+    next_item: logits = u . v' + bias' for every target v' of the batch, the
+               row's own target the right answer (softmax over in-batch negatives)
 
 Inputs are what `transforms.make_dataset(output="coo")` yields for a history
 ingest (`examples_per_event: true`): the history as a COO triple under the
@@ -61,7 +61,9 @@ class HistoryModel(keras.Model):
         self.user_projection = keras.layers.Dense(embedding_dim, name="user")
         self.items = keras.layers.Embedding(vocab_size, embedding_dim, name="items")
         self.item_bias = keras.layers.Embedding(vocab_size, 1, embeddings_initializer="zeros", name="item_bias")
-        self.global_bias = self.add_weight(shape=(), initializer=keras.initializers.Constant(3.0), name="global_bias")
+        if task == "rating":  # a constant shift cancels in next_item's softmax
+            self.global_bias = self.add_weight(shape=(), initializer=keras.initializers.Constant(3.0),
+                                               name="global_bias")
 
     @property
     def target_feature(self) -> str:
@@ -94,9 +96,10 @@ class HistoryModel(keras.Model):
             x = getattr(self, f"hidden_{i}")(x)
         user = self.user_projection(x)
         item = self.items(target)
+        bias = tf.squeeze(self.item_bias(target), 1)
         if self.task == "next_item":
-            return tf.matmul(user, item, transpose_b=True)
-        return tf.reduce_sum(user * item, axis=1) + tf.squeeze(self.item_bias(target), 1) + self.global_bias
+            return tf.matmul(user, item, transpose_b=True) + bias[None, :]
+        return tf.reduce_sum(user * item, axis=1) + bias + self.global_bias
 
     def get_config(self) -> dict:
         config = super().get_config()

@@ -142,6 +142,14 @@ def test_block_sparse_dense_draws_its_layout_from_density_and_seed():
     np.testing.assert_array_equal(a.layout, b.layout)
 
 
+def test_block_sparse_dense_at_low_density_still_feeds_every_output_block():
+    layer = BlockSparseDense(64, density=0.05, block_size=16, seed=0)
+    layer.build((None, 32))  # a 2 x 4 grid: 5% would be no block at all
+    assert layer.layout.sum(axis=0).tolist() == [1, 1, 1, 1]
+    x = np.random.default_rng(0).normal(size=(8, 32)).astype(np.float32)
+    assert np.all(np.std(layer(x).numpy(), axis=0) > 0)  # no output is a constant
+
+
 def _model(rng):
     ids = keras.Input(shape=(None,), dtype="int64", ragged=True)
     hidden = EmbeddingBag(VOCAB, 16, combiner="mean", num_shards=2)(ids)

@@ -49,7 +49,7 @@ def test_rating_model_beats_predicting_the_mean(data, tmp_path):
 
 def test_next_item_model_ranks_the_true_next_item_above_chance(data, tmp_path):
     result = train(["--data", str(data / "train"), "--eval_data", str(data / "heldout"), "--task", "next_item",
-                    "--model_dir", str(tmp_path / "m"), "--steps", "250", "--learning_rate", "0.01",
+                    "--model_dir", str(tmp_path / "m"), "--steps", "250", "--learning_rate", "0.003",
                     "--export", "none", *SMALL])
     # Chance: 10 of the 128 targets of a batch.
     assert result["eval_hit_rate_at_10"] > 1.5 * 10 / 128, result

@@ -21,7 +21,8 @@ class BlockSparseDense(keras.layers.Layer):
     Args:
       units: output width, a multiple of block_size.
       density: fraction of blocks kept, drawn at build time with `seed`
-        (`ops.random_layout`); or
+        (`ops.random_layout(..., every_column=True)`: every output block gets
+        at least one input block, so no unit is stuck at its bias); or
       layout: a bool `[K / block_size, units / block_size]` array (or a list
         of "0"/"1" strings, one per block row, as `get_config` writes it).
         Give exactly one of density and layout.
@@ -90,7 +91,7 @@ class BlockSparseDense(keras.layers.Layer):
             )
         grid = (features // self.block_size, self.units // self.block_size)
         if self.layout is None:
-            self.layout = random_layout(*grid, self.density, seed=self.seed)
+            self.layout = random_layout(*grid, self.density, seed=self.seed, every_column=True)
         elif self.layout.shape != grid:
             raise ValueError(
                 f"BlockSparseDense {self.name}: layout shape {self.layout.shape} != block grid {grid}"
