@@ -40,3 +40,10 @@ class IngestOptions(PipelineOptions):
             help="seconds between progress log lines on the local runner (0 turns them off)",
         )
         parser.add_argument("--no_report", action="store_true", default=False, help="skip report.html")
+        parser.add_argument(
+            "--validate_only",
+            action="store_true",
+            default=False,
+            help="build the pipeline for the chosen runner, check that every step serialises, and stop "
+            "(reads and writes nothing; a pre-flight check before submitting to Dataflow)",
+        )

@@ -69,7 +69,7 @@ class TrainResult(dict):
     """What `train` returns: steps, final loss, eval loss/AUC, paths, examples/s."""
 
 
-def _dataset(args, task, directory: str, *, training: bool, start=None, input_context=None):
+def _dataset(args, task, directory: str, *, training: bool, start=None, input_context=None, dropped=None):
     from transforms.tfdata.dataset import make_dataset
 
     return make_dataset(
@@ -80,6 +80,10 @@ def _dataset(args, task, directory: str, *, training: bool, start=None, input_co
         num_epochs=None if training and args.steps else (args.epochs if training else 1),
         output="coo",
         capacities="stats",
+        # stats.json's capacity bounds consecutive rows; a shuffled batch can hold more
+        # ids. Those few are dropped and counted rather than stopping the run.
+        overflow="drop",
+        dropped=dropped,
         # next_item scores a row against the other targets of its batch: batches stay full.
         drop_remainder=training or task.name == "next_item",
         features=task.features,
@@ -183,8 +187,10 @@ def train(argv: list[str]) -> TrainResult:
         start = InputState.from_tensor(position.numpy())
         _LOGGER.info("resumed from %s at step %d, input position %s", restored, int(step.numpy()), start)
 
+    dropped = tf.Variable(0, dtype=tf.int64, trainable=False, name="dropped_ids")
+
     def make_input(context):
-        return _dataset(args, task, args.data, training=True, start=start, input_context=context)
+        return _dataset(args, task, args.data, training=True, start=start, input_context=context, dropped=dropped)
 
     if args.strategy == "multi_worker":
         dataset = strategy.distribute_datasets_from_function(make_input)
@@ -231,8 +237,12 @@ def train(argv: list[str]) -> TrainResult:
     progress.update(int(step.numpy()), done_here, loss_value, final=True)
     manager.save(checkpoint_number=step)
 
+    if int(dropped.numpy()):
+        _LOGGER.warning("%d ids past the stats.json capacity of their shuffled batch were dropped",
+                        int(dropped.numpy()))
     result = TrainResult(
         task=task.name,
+        dropped_ids=int(dropped.numpy()),
         steps=int(step.numpy()),
         loss=loss_value,
         examples_per_second=done_here * global_batch / max(elapsed, 1e-9),
