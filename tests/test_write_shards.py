@@ -116,3 +116,14 @@ def test_bad_arguments():
         WriteShards("x", schema={"a": 1})
     with pytest.raises(ValueError, match="cannot hold"):
         infer_schema(pa.schema([("m", pa.map_(pa.string(), pa.int64()))]))
+
+
+def test_a_symbolic_link_planted_under_a_shard_name_does_not_redirect_the_write(tmp_path):
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    (out / shard_name(0, 1, ".parquet")).symlink_to(elsewhere / "stolen.parquet")
+    _, batches = _batches(rows=20)
+    with pytest.raises(Exception, match="symbolic link"):
+        _run((str(out), batches, dict(num_shards=1, seed=1)))
+    assert list(elsewhere.iterdir()) == []

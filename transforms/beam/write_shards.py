@@ -156,17 +156,19 @@ class _WriteShardFn(beam.DoFn):
             table.to_batches(max_chunksize=self._row_group_size),
             schema,
             self._row_group_size,
+            self._output_dir,
         )
         self._rows.inc(rows)
         yield index, path, rows
 
 
-def _write(path: str, format: str, batches, schema: Schema, row_group_size: int) -> int:
+def _write(path: str, format: str, batches, schema: Schema, row_group_size: int, output_dir: str) -> int:
+    # output_root: a symbolic link planted in the output directory cannot redirect a shard elsewhere.
     if format == "parquet":
-        return write_parquet_shard(path, batches, schema, row_group_size=row_group_size)
+        return write_parquet_shard(path, batches, schema, row_group_size=row_group_size, output_root=output_dir)
     from sparse_io.tfrecord import write_tfrecord_shard
 
-    return write_tfrecord_shard(path, batches, schema)
+    return write_tfrecord_shard(path, batches, schema, output_root=output_dir)
 
 
 def _finalize(
@@ -187,14 +189,14 @@ def _finalize(
     for index in range(shards):
         if index not in done:
             path = FileSystems.join(output_dir, shard_name(index, shards, suffix))
-            done[index] = (path, _write(path, format, [], schema, row_group_size))
+            done[index] = (path, _write(path, format, [], schema, row_group_size, output_dir))
     keep = {path for path, _ in done.values()}
     pattern = FileSystems.join(output_dir, "part-*-of-*")
     stale = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list if m.path not in keep]
     if stale:
         FileSystems.delete(stale)
     remove_stale_temporaries(output_dir)
-    schema.save(output_dir)
+    schema.save(output_dir, output_root=output_dir)
     return {
         "shards": [done[i][0] for i in range(shards)],
         "num_rows": sum(rows for _, rows in done.values()),
