@@ -62,3 +62,22 @@ def test_the_tfrecord_dataset_runs_inside_the_tf_data_service(tmp_path):
         assert features["items"].row_ids.dtype == tf.int32
     assert sorted(labels) == list(range(60))
     del worker
+
+
+@pytest.mark.parametrize("global_seed", [0, 5])
+def test_a_global_seed_neither_breaks_nor_changes_the_seeded_shuffle(tmp_path, global_seed):
+    # keras.utils.set_random_seed(0) is common in training scripts; TensorFlow used to trip on it here.
+    write_tfrecord_shards(str(tmp_path), random_rows(40, seed=2), 3)
+
+    def order():
+        ds = make_dataset(str(tmp_path), 8, shuffle=True, seed=11, num_epochs=2, output="coo", shuffle_buffer=16)
+        return [int(v) for _, label in ds for v in label.numpy()]
+
+    tf.random.set_seed(None)
+    expected = order()
+    try:
+        tf.random.set_seed(global_seed)
+        assert order() == expected
+    finally:
+        tf.random.set_seed(None)
+    assert sorted(expected) == sorted(list(range(40)) * 2) and expected[:40] != expected[40:]

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["over_epochs", "epoch_seed", "draw_seed", "plain"]
+__all__ = ["over_epochs", "epoch_seed", "draw_seed", "plain", "seeded_shuffle"]
 
 # Every function this package hands to tf.data uses Python control flow on
 # static facts only; autograph's conversion would find nothing to convert and
@@ -25,6 +25,24 @@ plain = tf.autograph.experimental.do_not_convert
 
 _ENDLESS = 1 << 62
 _STRIDE = 1_000_003  # seeds of different epochs and streams never collide for streams < _STRIDE
+
+
+def seeded_shuffle(dataset: tf.data.Dataset, buffer_size: int, seed: tf.Tensor) -> tf.data.Dataset:
+    """`dataset.shuffle(buffer_size, seed, reshuffle_each_iteration=False)` for a tensor `seed`.
+
+    TensorFlow combines an op seed with the global seed by comparing the pair
+    to (0, 0) in Python, which fails on a tensor op seed when the global seed
+    is 0 (`tf.random.set_seed(0)`, `keras.utils.set_random_seed(0)`). The op
+    seed here already identifies the epoch and stream, so the global seed is
+    left out of this shuffle: its order depends on our seed alone.
+    """
+    graph = tf.compat.v1.get_default_graph()
+    saved = graph.seed
+    graph.seed = None
+    try:
+        return dataset.shuffle(buffer_size, seed=seed, reshuffle_each_iteration=False)
+    finally:
+        graph.seed = saved
 
 
 def draw_seed() -> int:

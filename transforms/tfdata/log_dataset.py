@@ -21,7 +21,7 @@ import tensorflow as tf
 from sparse_io.schema import Schema, criteo_schema
 from transforms.tfdata.columns import Column, select_columns
 from transforms.tfdata.dataset import _capacities, _check_args, _column_parts, _combiners, finish_batches
-from transforms.tfdata.epochs import draw_seed, epoch_seed, over_epochs, plain
+from transforms.tfdata.epochs import draw_seed, epoch_seed, over_epochs, plain, seeded_shuffle
 from transforms.tfdata.ids import hash_ids, lookup_ids, vocabulary_table
 from transforms.tfdata.log_parsing import LineFormat, LineParser
 from transforms.tfdata.paths import list_files
@@ -207,7 +207,7 @@ def make_log_dataset(
                 numbered = numbered.shard(shards, worker)
             if shuffle:
                 # One seed per (epoch, file): files do not share a permutation pattern.
-                numbered = numbered.shuffle(shuffle_buffer, seed=epoch_seed(seed, epoch, 2 + number))
+                numbered = seeded_shuffle(numbered, shuffle_buffer, epoch_seed(seed, epoch, 2 + number))
             return numbered.batch(chunk).map(plain(lambda numbers, text: (path, numbers, text)))
 
         paths = tf.data.Dataset.from_tensor_slices(
@@ -218,7 +218,7 @@ def make_log_dataset(
             )
         )
         if shuffle and len(chosen) > 1:
-            paths = paths.shuffle(len(chosen), seed=epoch_seed(seed, epoch, 0), reshuffle_each_iteration=False)
+            paths = seeded_shuffle(paths, len(chosen), epoch_seed(seed, epoch, 0))
         chunks = paths.interleave(
             plain(numbered_chunks),
             # Unshuffled input is read file after file, in name order.

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from transforms.tfdata.columns import Column
-from transforms.tfdata.epochs import draw_seed, epoch_seed, over_epochs, plain
+from transforms.tfdata.epochs import draw_seed, epoch_seed, over_epochs, plain, seeded_shuffle
 from transforms.tfdata.sharding import split_files
 
 __all__ = ["tfrecord_dataset", "parse_spec"]
@@ -134,7 +134,7 @@ def tfrecord_dataset(
             paths = [files[f] for f in mine]
             names = tf.data.Dataset.from_tensor_slices(paths)
             if len(paths) > 1:
-                names = names.shuffle(len(paths), seed=epoch_seed(seed, epoch, 0), reshuffle_each_iteration=False)
+                names = seeded_shuffle(names, len(paths), epoch_seed(seed, epoch, 0))
             records = names.interleave(
                 plain(lambda path: tf.data.TFRecordDataset(path, compression_type=compression_type)),
                 cycle_length=min(len(paths), 4),
@@ -149,7 +149,7 @@ def tfrecord_dataset(
             records = tf.data.TFRecordDataset(list(files), compression_type=compression_type)
             records = records.shard(num_shards, index)
         if shuffle:
-            records = records.shuffle(shuffle_buffer, seed=epoch_seed(seed, epoch, 1), reshuffle_each_iteration=False)
+            records = seeded_shuffle(records, shuffle_buffer, epoch_seed(seed, epoch, 1))
         return records.batch(batch_size, drop_remainder=drop_remainder)
 
     batches = over_epochs(num_epochs, one_epoch)
