@@ -361,6 +361,8 @@ def _torch_embedding_bag(quick: bool) -> dict:
                 "pass": step,
                 "ours_ms": a.median_s * 1e3,
                 "torch_ms": b.median_s * 1e3,
+                "ours_spread_ms": [a.min_s * 1e3, a.max_s * 1e3],
+                "torch_spread_ms": [b.min_s * 1e3, b.max_s * 1e3],
                 "ratio": ratio(a, b),
                 "ours_ns_per_id": a.median_s / rows.size * 1e9,
                 "torch_ns_per_id": b.median_s / rows.size * 1e9,

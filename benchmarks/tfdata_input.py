@@ -196,7 +196,9 @@ def _allocation_per_batch(parquet_dir: str, schema: Schema) -> dict:
     return {"allocated_bytes": peak, "handed_over_bytes": handed, "allocated_over_handed_over": peak / handed}
 
 
-def bench_set(name: str, schema: Schema, table: pa.Table, ids: int, reps: int, tmp: str) -> tuple[list, dict]:
+def bench_set(
+    name: str, schema: Schema, table: pa.Table, ids: int, reps: int, tmp: str, settle_s: float = 0.5
+) -> tuple[list, dict]:
     from transforms import make_dataset
 
     directory = os.path.join(tmp, name)
@@ -223,7 +225,7 @@ def bench_set(name: str, schema: Schema, table: pa.Table, ids: int, reps: int, t
         },
         reps=reps,
         warmup=1,
-        settle_s=0.5,
+        settle_s=settle_s,
     )
     results = []
     for contender, t in timings.items():
@@ -290,13 +292,13 @@ def batch_sweep(directory: str, schema: Schema, rows: int, batch_sizes, reps: in
 
 def run(quick: bool) -> dict:
     """Both data sets; returns a JSON-able dict and prints a markdown table."""
-    rows = {"criteo": 40_960 if quick else 409_600, "multi": 20_480 if quick else 204_800}
+    rows = {"criteo": 16_384 if quick else 409_600, "multi": 8_192 if quick else 204_800}
     reps = 2 if quick else 4
     all_results, ratios = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, make in (("criteo", criteo_like), ("multi", multi_valued)):
             schema, table, ids = make(rows[name])
-            results, set_ratios = bench_set(name, schema, table, ids, reps, tmp)
+            results, set_ratios = bench_set(name, schema, table, ids, reps, tmp, settle_s=0.1 if quick else 0.5)
             all_results += results
             ratios[name] = set_ratios
             if name == "criteo":
