@@ -19,6 +19,7 @@ verdict is kept.
 from __future__ import annotations
 
 import importlib
+import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -38,6 +39,9 @@ def run_benchmark(name: str, quick: bool, log: Callable[[str], None] = print) ->
     began = time.perf_counter()
     try:
         module = importlib.import_module(f"benchmarks.{name}")
+        if "tensorflow" in sys.modules:
+            # Benchmarks build fresh tf.functions per contender on purpose; the retracing warning is noise.
+            sys.modules["tensorflow"].get_logger().setLevel("ERROR")
         result = module.run(quick)
     except Exception as error:  # one failing benchmark must not hide the others' results
         seconds = time.perf_counter() - began
