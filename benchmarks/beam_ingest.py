@@ -191,8 +191,8 @@ def run(
 ) -> dict:
     """Runs the benchmark; returns a JSON-able dict (also printed as a markdown table)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    rows = rows or (50_000 if quick else 1_000_000)
-    peer_rows = peer_rows or (1_000 if quick else 50_000)
+    rows = rows or (20_000 if quick else 500_000)
+    peer_rows = peer_rows or (1_000 if quick else 10_000)
     reps = reps or (2 if quick else 3)
     work = tempfile.mkdtemp(prefix="beam_ingest_")
     try:

@@ -28,7 +28,7 @@ import time
 import pyarrow as pa
 import pyarrow.csv as pcsv
 
-from pipelines.demo import synthetic_criteo_lines
+from pipelines.synthetic import synthetic_criteo_lines
 from sparse_io import DeadLetterSink, criteo_schema, read_logs
 from sparse_io.example_encoding import encode_examples
 

@@ -8,10 +8,19 @@ the same batch, forward and forward+backward (gradient for the table), with
 and without per-id weights, for uniform ids over a large table and for
 Zipf-skewed ids; and against `torch.nn.functional.embedding_bag` when torch
 is importable. Block-sparse matmul (block 32) at several densities against a
-dense `tf.linalg.matmul` of the same shape. Contenders run alternately in
+dense `tf.linalg.matmul` of the same shape and, forward only, against
+`scipy.sparse.bsr_matrix` products of the same blocks at densities up to
+SCIPY_MAX_DENSITY (scipy has no block-masked product for the weight
+gradient, and its BSR product, a plain loop over blocks, takes tens of
+seconds a call beyond that at the full size). Contenders run alternately in
 one process; the table gives medians, min-max spreads and ratios (ours /
 peer: below 1 is faster), plus bytes moved and FLOPs per call so that a GPU
 run can be set against the device's limits.
+
+Memory-bandwidth limit: beside each op, a numpy copy that moves the same
+number of bytes as the op minimally moves (a copy of n bytes reads n and
+writes n, so it copies half the op's bytes) runs in the same rotation; its
+time is the floor a bandwidth-bound op could reach here.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
+import scipy.sparse
 import tensorflow as tf
 
 import ops
@@ -33,6 +43,7 @@ DIM = 64
 BLOCK = 32
 DENSITIES = (0.05, 0.10, 0.25, 0.50, 1.00)
 QUICK_DENSITIES = (0.10, 1.00)
+SCIPY_MAX_DENSITY = 0.10
 
 
 def run(quick: bool = False) -> dict:
@@ -79,15 +90,21 @@ def _embedding_bag(quick: bool) -> dict:
             def peer(sp_ids=sp_ids, sp_weights=sp_weights):
                 return tf.nn.embedding_lookup_sparse(table, sp_ids, sp_weights, combiner="sum")
 
+            costs = {
+                step: _embedding_costs(nnz, distinct, batch, backward=step == "fwd+bwd")
+                for step in ("fwd", "fwd+bwd")
+            }
             contenders = {
                 "ours fwd": _blocking(tf.function(ours)),
                 "peer fwd": _blocking(tf.function(peer)),
                 "ours fwd+bwd": _blocking(_forward_backward(ours, table, upstream)),
                 "peer fwd+bwd": _blocking(_forward_backward(peer, table, upstream)),
+                "copy fwd": copy_limit(costs["fwd"]["mbytes"] * 1e6),
+                "copy fwd+bwd": copy_limit(costs["fwd+bwd"]["mbytes"] * 1e6),
             }
             timings = alternate(contenders, reps=reps, warmup=2)
             for step in ("fwd", "fwd+bwd"):
-                a, b = timings[f"ours {step}"], timings[f"peer {step}"]
+                a, b, c = timings[f"ours {step}"], timings[f"peer {step}"], timings[f"copy {step}"]
                 rows_out.append(
                     {
                         "ids": "zipf(1.2)" if skewed else "uniform",
@@ -101,19 +118,20 @@ def _embedding_bag(quick: bool) -> dict:
                         "peer_spread_ms": [b.min_s * 1e3, b.max_s * 1e3],
                         "ours_ns_per_id": a.median_s / nnz * 1e9,
                         "peer_ns_per_id": b.median_s / nnz * 1e9,
+                        "copy_limit_ms": c.median_s * 1e3,
+                        "copy_limit_spread_ms": [c.min_s * 1e3, c.max_s * 1e3],
                         "ratio": ratio(a, b),
                         "noisy": noisy(a, b),
-                        **_embedding_costs(nnz, distinct, batch, backward=step == "fwd+bwd"),
+                        **costs[step],
                     }
                 )
                 rows_out[-1]["ours_gbps"] = rows_out[-1]["mbytes"] / (a.median_s * 1e3)  # MB per ms
     columns = ["ids", "weights", "pass", "ours_ms", "peer_ms", "ratio", "ours_ns_per_id", "peer_ns_per_id"]
-    columns += ["noisy", "mbytes", "mflops", "ours_gbps"]
+    columns += ["noisy", "mbytes", "mflops", "ours_gbps", "copy_limit_ms"]
     print(f"\n### Embedding bag vs tf.nn.embedding_lookup_sparse (batch {batch}, dim {DIM}, vocab {vocab})\n")
     print(markdown_table(rows_out, columns))
     print(
-        f"\nA {DIM}-dim float32 row is {DIM * 4} bytes: at the ~8 GB/s this machine copies, a copy-bound "
-        f"lookup would take ~{DIM * 4 / 8:.0f} ns/id. ours_gbps far below 8 means the time goes to "
+        "\ncopy_limit_ms: a numpy copy moving the same bytes. ours_ms far above it means the time goes to "
         "random row fetches (latency), hashing the ids and per-op overhead, not to bandwidth."
     )
     return {"batch": batch, "dim": DIM, "vocab": vocab, "reps": reps, "rows": rows_out}
@@ -146,49 +164,64 @@ def _embedding_costs(nnz, distinct, batch, backward):
 def _block_sparse(quick: bool) -> dict:
     m, k, n, reps = (512, 1024, 1024, 3) if quick else (4096, 2048, 2048, 5)
     rng = np.random.default_rng(1)
-    x = tf.constant(rng.standard_normal((m, k)).astype(np.float32))
+    x_np = rng.standard_normal((m, k)).astype(np.float32)
+    x = tf.constant(x_np)
     dy = tf.constant(rng.standard_normal((m, n)).astype(np.float32))
     dense_w = tf.Variable(rng.standard_normal((k, n)).astype(np.float32) * 0.02)
-    plans, weights = {}, {}
+    x_t = np.ascontiguousarray(x_np.T)  # scipy multiplies sparse @ dense natively, so compute (W^T x^T)^T
+    plans, weights, scipy_w_t = {}, {}, {}
     for density in QUICK_DENSITIES if quick else DENSITIES:
-        plans[density] = ops.BlockSparseMatMul(
-            ops.random_layout(k // BLOCK, n // BLOCK, density, seed=2), BLOCK
-        )
-        weights[density] = tf.Variable(rng.standard_normal(plans[density].weight_shape).astype(np.float32))
+        plan = ops.BlockSparseMatMul(ops.random_layout(k // BLOCK, n // BLOCK, density, seed=2), BLOCK)
+        plans[density] = plan
+        weights[density] = tf.Variable(rng.standard_normal(plan.weight_shape).astype(np.float32))
+        if density <= SCIPY_MAX_DENSITY:
+            scipy_w_t[density] = scipy_bsr(plan, weights[density].numpy()).T.tobsr()
+            _check_scipy(plan(x, weights[density]).numpy(), scipy_w_t[density], x_t, density)
 
     forward = {"dense": _blocking(tf.function(lambda: tf.linalg.matmul(x, dense_w)))}
     backward = {"dense": _blocking(_matmul_grads(lambda: tf.linalg.matmul(x, dense_w), x, dense_w, dy))}
     for density, plan in plans.items():
         w = weights[density]
         forward[density] = _blocking(tf.function(lambda plan=plan, w=w: plan(x, w)))
+        if density in scipy_w_t:
+            forward[f"scipy {density}"] = lambda w_t=scipy_w_t[density]: w_t @ x_t
+        forward[f"copy {density}"] = copy_limit(_matmul_costs(plan, m, backward=False)["mbytes"] * 1e6)
         backward[density] = _blocking(_matmul_grads(lambda plan=plan, w=w: plan(x, w), x, w, dy))
+        backward[f"copy {density}"] = copy_limit(_matmul_costs(plan, m, backward=True)["mbytes"] * 1e6)
     rows_out = []
     for step, contenders in (("fwd", forward), ("fwd+bwd", backward)):
         timings = alternate(contenders, reps=reps, warmup=1)
         dense = timings["dense"]
         for density, plan in plans.items():
-            t = timings[density]
-            rows_out.append(
-                {
-                    "pass": step,
-                    "density": density,
-                    "blocks": plan.nnz_blocks,
-                    "ours_ms": t.median_s * 1e3,
-                    "ours_spread_ms": [t.min_s * 1e3, t.max_s * 1e3],
-                    "dense_ms": dense.median_s * 1e3,
-                    "dense_spread_ms": [dense.min_s * 1e3, dense.max_s * 1e3],
-                    "ratio": ratio(t, dense),
-                    "ratio_per_density": ratio(t, dense) / density,
-                    "noisy": noisy(t, dense),
-                    **_matmul_costs(plan, m, backward=step == "fwd+bwd"),
-                }
-            )
+            t, copy = timings[density], timings[f"copy {density}"]
+            row = {
+                "pass": step,
+                "density": density,
+                "blocks": plan.nnz_blocks,
+                "ours_ms": t.median_s * 1e3,
+                "ours_spread_ms": [t.min_s * 1e3, t.max_s * 1e3],
+                "dense_ms": dense.median_s * 1e3,
+                "dense_spread_ms": [dense.min_s * 1e3, dense.max_s * 1e3],
+                "ratio": ratio(t, dense),
+                "ratio_per_density": ratio(t, dense) / density,
+                "noisy": noisy(t, dense),
+                "copy_limit_ms": copy.median_s * 1e3,
+                "copy_limit_spread_ms": [copy.min_s * 1e3, copy.max_s * 1e3],
+                **_matmul_costs(plan, m, backward=step == "fwd+bwd"),
+            }
+            if f"scipy {density}" in timings:
+                s = timings[f"scipy {density}"]
+                row["scipy_bsr_ms"] = s.median_s * 1e3
+                row["scipy_bsr_spread_ms"] = [s.min_s * 1e3, s.max_s * 1e3]
+                row["ratio_vs_scipy"] = ratio(t, s)
+                row["noisy_vs_scipy"] = noisy(t, s)
+            rows_out.append(row)
     summary = {}
     for step in ("fwd", "fwd+bwd"):
         summary[step] = _break_even([r for r in rows_out if r["pass"] == step])
     columns = ["pass", "density", "ours_ms", "dense_ms", "ratio", "ratio_per_density", "noisy"]
-    columns += ["gflops", "dense_gflops", "mbytes", "dense_mbytes"]
-    print(f"\n### Block-sparse matmul (block {BLOCK}) vs dense tf.linalg.matmul, M={m} K={k} N={n}\n")
+    columns += ["scipy_bsr_ms", "ratio_vs_scipy", "copy_limit_ms", "gflops", "dense_gflops", "mbytes"]
+    print(f"\n### Block-sparse matmul (block {BLOCK}) vs dense tf.linalg.matmul and scipy BSR, M={m} K={k} N={n}\n")
     print(markdown_table(rows_out, columns))
     for step, where in summary.items():
         print(f"\n{step}: block-sparse stops winning at density {where}")
@@ -201,6 +234,32 @@ def _block_sparse(quick: bool) -> dict:
         "rows": rows_out,
         "break_even": summary,
     }
+
+
+def scipy_bsr(plan, w: np.ndarray) -> scipy.sparse.bsr_matrix:
+    """W `[K, N]` as a scipy BSR matrix; `np.argwhere` order is row-major, which is BSR's block order."""
+    block_rows = plan.blocks[:, 0]
+    indptr = np.zeros(plan.layout.shape[0] + 1, dtype=np.int32)
+    np.cumsum(np.bincount(block_rows, minlength=plan.layout.shape[0]), out=indptr[1:])
+    return scipy.sparse.bsr_matrix(
+        (w, plan.blocks[:, 1].astype(np.int32), indptr), shape=(plan.in_features, plan.out_features)
+    )
+
+
+def _check_scipy(ours: np.ndarray, w_t, x_t: np.ndarray, density: float) -> None:
+    """The peer must compute the same product before its time means anything."""
+    theirs = (w_t @ x_t).T
+    if not np.allclose(ours, theirs, rtol=1e-3, atol=1e-3):
+        worst = float(np.max(np.abs(ours - theirs)))
+        raise AssertionError(f"scipy BSR product differs from ours at density {density}: max |diff| {worst}")
+
+
+def copy_limit(nbytes: float):
+    """A numpy copy that moves `nbytes` (reads plus writes): the memory-bandwidth floor for that traffic."""
+    elements = max(1, int(nbytes / 2) // 4)
+    source = np.ones(elements, dtype=np.float32)
+    target = np.empty_like(source)
+    return lambda: np.copyto(target, source)
 
 
 def _matmul_grads(fn, x, w, dy):
@@ -302,6 +361,8 @@ def _torch_embedding_bag(quick: bool) -> dict:
                 "pass": step,
                 "ours_ms": a.median_s * 1e3,
                 "torch_ms": b.median_s * 1e3,
+                "ours_spread_ms": [a.min_s * 1e3, a.max_s * 1e3],
+                "torch_spread_ms": [b.min_s * 1e3, b.max_s * 1e3],
                 "ratio": ratio(a, b),
                 "ours_ns_per_id": a.median_s / rows.size * 1e9,
                 "torch_ns_per_id": b.median_s / rows.size * 1e9,

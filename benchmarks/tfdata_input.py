@@ -16,7 +16,9 @@ gains per feature):
   pyarrow.parquet  pq.read_table of the same Parquet shards: the decode limit;
   memcpy         numpy copy of the same number of id bytes: the physical limit.
 Iterators are started and warmed up once; a timed repetition is one pass
-over the data. Contenders alternate, with a pause outside the timing so one
+over the data. A batch-size sweep (criteo set; 512 to 16384 rows, --quick:
+1024 and 4096) times the three tf.data contenders again at each size, for
+input throughput against batch size. Contenders alternate, with a pause outside the timing so one
 pipeline's background threads do not run on another's clock; medians,
 min-max and ratios are reported, and the peak RSS of the process.
 """
@@ -45,6 +47,8 @@ from sparse_io.schema import FeatureSpec, Schema, weights_column
 
 BATCH = 4096
 SHARDS = 4
+SWEEP_BATCHES = (512, 1024, 4096, 16384)
+QUICK_SWEEP_BATCHES = (1024, 4096)
 
 
 def _lists(lengths: np.ndarray, values: np.ndarray) -> pa.ListArray:
@@ -102,7 +106,7 @@ def write_shards(directory: str, schema: Schema, table: pa.Table) -> tuple[str, 
     return parquet, tfrecord
 
 
-def standard_dataset(tfrecord_dir: str, schema: Schema):
+def standard_dataset(tfrecord_dir: str, schema: Schema, batch_size: int = BATCH):
     """What users write today: parse Examples into SparseTensors, then the inputs of a weighted combine."""
     import tensorflow as tf
 
@@ -129,7 +133,7 @@ def standard_dataset(tfrecord_dir: str, schema: Schema):
             out[f.name] = tf.sparse.to_dense(parsed[f.name], default_value=float("nan"))[:, 0]
         return out, parsed["label"]
 
-    ds = tf.data.TFRecordDataset(files).batch(BATCH).map(combine_inputs, num_parallel_calls=tf.data.AUTOTUNE)
+    ds = tf.data.TFRecordDataset(files).batch(batch_size).map(combine_inputs, num_parallel_calls=tf.data.AUTOTUNE)
     return ds.repeat().prefetch(tf.data.AUTOTUNE)
 
 
@@ -192,7 +196,9 @@ def _allocation_per_batch(parquet_dir: str, schema: Schema) -> dict:
     return {"allocated_bytes": peak, "handed_over_bytes": handed, "allocated_over_handed_over": peak / handed}
 
 
-def bench_set(name: str, schema: Schema, table: pa.Table, ids: int, reps: int, tmp: str) -> tuple[list, dict]:
+def bench_set(
+    name: str, schema: Schema, table: pa.Table, ids: int, reps: int, tmp: str, settle_s: float = 0.5
+) -> tuple[list, dict]:
     from transforms import make_dataset
 
     directory = os.path.join(tmp, name)
@@ -219,7 +225,7 @@ def bench_set(name: str, schema: Schema, table: pa.Table, ids: int, reps: int, t
         },
         reps=reps,
         warmup=1,
-        settle_s=0.5,
+        settle_s=settle_s,
     )
     results = []
     for contender, t in timings.items():
@@ -245,17 +251,64 @@ def bench_set(name: str, schema: Schema, table: pa.Table, ids: int, reps: int, t
     return results, ratios
 
 
+def batch_sweep(directory: str, schema: Schema, rows: int, batch_sizes, reps: int) -> list[dict]:
+    """Rows per second of the three tf.data contenders at each batch size, over the shards in `directory`."""
+    from transforms import make_dataset
+
+    parquet, tfrecord = os.path.join(directory, "parquet"), os.path.join(directory, "tfrecord")
+    out = []
+    for batch_size in batch_sizes:
+        iterators = {
+            "ours parquet": iter(make_dataset(parquet, batch_size, shuffle=False, num_epochs=None, output="coo")),
+            "ours graph (tfrecord)": iter(
+                make_dataset(tfrecord, batch_size, shuffle=False, num_epochs=None, output="coo")
+            ),
+            "standard (parse_example)": iter(standard_dataset(tfrecord, schema, batch_size)),
+        }
+        for it in iterators.values():
+            for _ in range(3):
+                next(it)
+        batches = -(-rows // batch_size)
+        timings = _alternate_settled(
+            {name: _pass(it, batches) for name, it in iterators.items()}, reps=reps, warmup=1, settle_s=0.3
+        )
+        for contender, t in timings.items():
+            out.append(
+                {
+                    "batch_size": batch_size,
+                    "contender": contender,
+                    "rows": batches * batch_size,
+                    "median_s": t.median_s,
+                    "min_s": t.min_s,
+                    "max_s": t.max_s,
+                    "rows_per_s": batches * batch_size / t.median_s,
+                    "rows_per_s_min": batches * batch_size / t.max_s,
+                    "rows_per_s_max": batches * batch_size / t.min_s,
+                }
+            )
+        del iterators
+    return out
+
+
 def run(quick: bool) -> dict:
     """Both data sets; returns a JSON-able dict and prints a markdown table."""
-    rows = {"criteo": 40_960 if quick else 409_600, "multi": 20_480 if quick else 204_800}
+    rows = {"criteo": 8_192 if quick else 409_600, "multi": 4_096 if quick else 204_800}
     reps = 2 if quick else 4
     all_results, ratios = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, make in (("criteo", criteo_like), ("multi", multi_valued)):
             schema, table, ids = make(rows[name])
-            results, set_ratios = bench_set(name, schema, table, ids, reps, tmp)
+            results, set_ratios = bench_set(name, schema, table, ids, reps, tmp, settle_s=0.1 if quick else 0.5)
             all_results += results
             ratios[name] = set_ratios
+            if name == "criteo":
+                sweep = batch_sweep(
+                    os.path.join(tmp, name),
+                    schema,
+                    rows[name],
+                    QUICK_SWEEP_BATCHES if quick else SWEEP_BATCHES,
+                    reps=1 if quick else 3,
+                )
     peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(markdown_table(all_results, ["set", "contender", "median_s", "min_s", "max_s", "rows_per_s", "ids_per_s"]))
     print()
@@ -269,6 +322,8 @@ def run(quick: bool) -> dict:
             f"= {r['allocation']['allocated_over_handed_over']:.2f}x what it hands to TensorFlow"
         )
     print(f"peak RSS {peak_rss_mib:.0f} MiB")
+    print("\nInput throughput against batch size (criteo set):\n")
+    print(markdown_table(sweep, ["batch_size", "contender", "rows_per_s", "rows_per_s_min", "rows_per_s_max"]))
     return {
         "benchmark": "tfdata_input",
         "quick": quick,
@@ -276,6 +331,7 @@ def run(quick: bool) -> dict:
         "rows": rows,
         "results": all_results,
         "ratios": ratios,
+        "batch_sweep": sweep,
         "peak_rss_mib": peak_rss_mib,
     }
 

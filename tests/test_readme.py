@@ -74,3 +74,12 @@ def test_the_python_example_runs_on_freshly_ingested_shards(tmp_path):
                           env=_env(), timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1].endswith("(256, 16) (256, 64) True")
+
+
+def test_the_benchmark_rows_in_the_readme_are_those_of_results_md():
+    results = (REPO / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8").splitlines()
+    section = README[README.index("## Benchmarks"):]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| ---")]
+    assert len(rows) > 10
+    missing = [row for row in rows if row not in results]
+    assert not missing, missing

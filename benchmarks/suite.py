@@ -1,0 +1,301 @@
+"""Runs the benchmarks and brings their results to one shape: rows of ours against a peer.
+
+Each benchmark module returns a dict of its own shape from `run(quick)`;
+a normaliser per benchmark turns it into comparison rows:
+
+    {"benchmark", "what", "peer_name", "unit", "higher_is_better",
+     "ours", "ours_min", "ours_max", "peer", "peer_min", "peer_max",
+     "ratio", "limit", "noisy"}
+
+`ours` and `peer` are medians in `unit`, with their min-max over the
+repetitions. `ratio` is how many times better ours is (ours / peer for a
+throughput, peer / ours for a time or a memory size), so above 1 always
+means ours wins. `noisy` is set when either min-max spread is wider than the
+gap between the medians: the ratio is then not settled. Where a benchmark
+reports no spread for a figure, its min and max are None and its own noisy
+verdict is kept.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+import traceback
+from collections.abc import Callable
+
+__all__ = ["BENCHMARKS", "comparison_row", "normalise", "run_benchmark", "data_sizes"]
+
+# Run order: TensorFlow device set-up happens in the first one, before any module hides GPUs.
+BENCHMARKS = ("convert_to_coo", "ops_gpu_stage", "beam_ingest", "io_formats", "tfdata_input", "reader_memory")
+
+
+def run_benchmark(name: str, quick: bool, log: Callable[[str], None] = print) -> dict:
+    """Imports `benchmarks.<name>` and runs it.
+
+    Returns {"name", "seconds", "result"}, or {"name", "seconds", "error"} (a traceback) when it raised.
+    """
+    log(f"[benchmarks] {name}: started ({'quick' if quick else 'full'})")
+    began = time.perf_counter()
+    try:
+        module = importlib.import_module(f"benchmarks.{name}")
+        if "tensorflow" in sys.modules:
+            # Benchmarks build fresh tf.functions per contender on purpose; the retracing warning is noise.
+            sys.modules["tensorflow"].get_logger().setLevel("ERROR")
+        result = module.run(quick)
+    except Exception as error:  # one failing benchmark must not hide the others' results
+        seconds = time.perf_counter() - began
+        log(f"[benchmarks] {name}: FAILED after {seconds:.1f} s: {type(error).__name__}: {error}")
+        return {"name": name, "seconds": seconds, "error": traceback.format_exc(limit=8)}
+    seconds = time.perf_counter() - began
+    log(f"[benchmarks] {name}: done in {seconds:.1f} s")
+    return {"name": name, "seconds": seconds, "result": result}
+
+
+def comparison_row(
+    benchmark: str,
+    what: str,
+    peer_name: str,
+    unit: str,
+    higher_is_better: bool,
+    ours: tuple[float, float | None, float | None],
+    peer: tuple[float, float | None, float | None],
+    limit: str = "",
+    noisy: bool | None = None,
+) -> dict:
+    """One normalised row; `ours`/`peer` are (median, min, max) in `unit`."""
+    ratio = ours[0] / peer[0] if higher_is_better else peer[0] / ours[0]
+    if None not in ours and None not in peer:
+        noisy = max(ours[2] - ours[1], peer[2] - peer[1]) > abs(ours[0] - peer[0])
+    return {
+        "benchmark": benchmark,
+        "what": what,
+        "peer_name": peer_name,
+        "unit": unit,
+        "higher_is_better": higher_is_better,
+        "ours": ours[0],
+        "ours_min": ours[1],
+        "ours_max": ours[2],
+        "peer": peer[0],
+        "peer_min": peer[1],
+        "peer_max": peer[2],
+        "ratio": ratio,
+        "limit": limit,
+        "noisy": bool(noisy),
+    }
+
+
+def _rate(amount: float, median_s: float, min_s: float, max_s: float, scale: float = 1.0) -> tuple:
+    """Times in seconds to (median, min, max) of amount/second; the slowest time gives the lowest rate."""
+    return (amount / median_s / scale, amount / max_s / scale, amount / min_s / scale)
+
+
+# Normalisers, one per benchmark -----------------------------------------------------------------
+
+
+def _convert_to_coo(r: dict) -> list[dict]:
+    rows = []
+    for variant, v in r["variants"].items():
+        for row in v["rows"]:
+            ours, peer = row["ours"]["cpu"], row["peer"]["cpu"]
+            rows.append(
+                comparison_row(
+                    "convert_to_coo",
+                    f"convert_to_coo {variant}: {row['path']}",
+                    "stock TF ops composition",
+                    "M ids/CPU-s",
+                    True,
+                    _rate(v["ids"], ours["median_ms"] / 1e3, ours["min_ms"] / 1e3, ours["max_ms"] / 1e3, 1e6),
+                    _rate(v["ids"], peer["median_ms"] / 1e3, peer["min_ms"] / 1e3, peer["max_ms"] / 1e3, 1e6),
+                    f"allocates {row['ours B/id']:.0f} B/id (peer {row['peer B/id']:.0f})",
+                )
+            )
+    return rows
+
+
+def _ops_gpu_stage(r: dict) -> list[dict]:
+    rows = []
+    for row in r["embedding_bag"]["rows"]:
+        ids = row["ids_per_call"]
+        weights = "weighted" if row["weights"] else "unweighted"
+        copy_rate = ids / (row["copy_limit_ms"] / 1e3) / 1e6
+        rows.append(
+            comparison_row(
+                "ops_gpu_stage",
+                f"embedding_bag {row['ids']} ids, {weights}, {row['pass']}",
+                "tf.nn.embedding_lookup_sparse",
+                "M ids/s",
+                True,
+                _rate(ids, row["ours_ms"] / 1e3, *(t / 1e3 for t in row["ours_spread_ms"]), 1e6),
+                _rate(ids, row["peer_ms"] / 1e3, *(t / 1e3 for t in row["peer_spread_ms"]), 1e6),
+                f"bandwidth limit {copy_rate:.0f} M ids/s (numpy copy of {row['mbytes']:.1f} MB)",
+            )
+        )
+    for row in r["block_sparse"]["rows"]:
+        what = f"block-sparse matmul {row['pass']}, density {row['density']:.2f}"
+        ours = (row["ours_ms"], *row["ours_spread_ms"])
+        limit = f"bandwidth limit {row['copy_limit_ms']:.2f} ms; {row['gflops']:.2f} GFLOP"
+        dense = (row["dense_ms"], *row["dense_spread_ms"])
+        rows.append(comparison_row("ops_gpu_stage", what, "dense tf.linalg.matmul", "ms", False, ours, dense, limit))
+        if "scipy_bsr_ms" in row:
+            scipy = (row["scipy_bsr_ms"], *row["scipy_bsr_spread_ms"])
+            rows.append(
+                comparison_row("ops_gpu_stage", what, "scipy.sparse.bsr_matrix", "ms", False, ours, scipy, limit)
+            )
+    for row in r.get("torch", {}).get("rows", []):
+        ours = (row["ours_ms"], *row.get("ours_spread_ms", (None, None)))
+        torch = (row["torch_ms"], *row.get("torch_spread_ms", (None, None)))
+        rows.append(
+            comparison_row(
+                "ops_gpu_stage",
+                f"embedding_bag uniform ids, weighted, {row['pass']}",
+                "torch embedding_bag",
+                "ms",
+                False,
+                ours,
+                torch,
+                noisy=row.get("noisy"),
+            )
+        )
+    return rows
+
+
+def _beam_ingest(r: dict) -> list[dict]:
+    def triple(name: str) -> tuple:
+        return (r[name]["rows_per_s"], r[name]["rows_per_s_min"], r[name]["rows_per_s_max"])
+
+    cpu = r["cpu_ratios"]
+    return [
+        comparison_row(
+            "beam_ingest",
+            "Beam ingest TSV -> hashed Parquet shards",
+            "per-row Beam pipeline",
+            "rows/s",
+            True,
+            triple("ours"),
+            triple("per_row"),
+            f"target >= {r['targets']['ours_over_per_row']:.0f}x; CPU-time ratio {cpu['ours_over_per_row']:.1f}x",
+        ),
+        comparison_row(
+            "beam_ingest",
+            "Beam ingest TSV -> hashed Parquet shards",
+            "pyarrow.csv.read_csv (parse limit)",
+            "rows/s",
+            True,
+            triple("ours"),
+            triple("parse"),
+            f"target >= {r['targets']['ours_over_parse']:.2f}x; CPU-time ratio {cpu['ours_over_parse']:.2f}x",
+        ),
+    ]
+
+
+def _io_formats(r: dict) -> list[dict]:
+    rows = []
+    for task in r["results"]:
+        seconds = task["seconds"]
+
+        def rate(name, task=task, seconds=seconds):
+            s = seconds[name]
+            return _rate(task["rows"], s["median"], s["min"], s["max"])
+
+        peers = [name for name in seconds if name != "ours"]
+        ceiling = next((n for n in peers if n.startswith("bare")), None)
+        for peer in peers:
+            limit = ""
+            if peer == ceiling:
+                limit = "parse ceiling (no validation)"
+            elif ceiling:
+                limit = f"ceiling {seconds[ceiling]['rows_per_s']:,.0f} rows/s ({ceiling})"
+            row = comparison_row("io_formats", task["task"], peer, "rows/s", True, rate("ours"), rate(peer), limit)
+            rows.append(row)
+    return rows
+
+
+def _tfdata_input(r: dict) -> list[dict]:
+    rows = []
+    for data_set, set_rows in r["rows"].items():
+        by = {x["contender"]: x for x in r["results"] if x["set"] == data_set}
+
+        def rate(name, by=by, set_rows=set_rows):
+            x = by[name]
+            return _rate(set_rows, x["median_s"], x["min_s"], x["max_s"])
+
+        limit = (
+            f"pyarrow.parquet read {by['pyarrow.parquet read']['rows_per_s']:,.0f} rows/s; "
+            f"memcpy of the ids {by['memcpy ids']['rows_per_s']:,.0f} rows/s"
+        )
+        for ours in ("ours parquet", "ours graph (tfrecord)"):
+            rows.append(
+                comparison_row(
+                    "tfdata_input",
+                    f"{data_set} shards -> COO batches of {r['batch_size']}, {ours}",
+                    "TFRecord + tf.io.parse_example",
+                    "rows/s",
+                    True,
+                    rate(ours),
+                    rate("standard (parse_example)"),
+                    limit,
+                )
+            )
+    return rows
+
+
+def _reader_memory(r: dict) -> list[dict]:
+    rows = []
+    for size in (str(s) for s in r["sizes"]):
+        ours, peer = r["runs"]["ours"][size], r["runs"]["peer"][size]
+        growth = ""
+        if size == str(r["sizes"][-1]):
+            growth = f"; 10x rows grew ours {r['ours_growth_mib']:+.0f} MiB, peer {r['peer_growth_mib']:+.0f} MiB"
+        rows.append(
+            comparison_row(
+                "reader_memory",
+                f"peak RSS reading {int(size):,} Criteo rows",
+                "pyarrow.csv.read_csv (whole table)",
+                "MiB",
+                False,
+                (ours["peak_mib"]["median"], ours["peak_mib"]["min"], ours["peak_mib"]["max"]),
+                (peer["peak_mib"]["median"], peer["peak_mib"]["min"], peer["peak_mib"]["max"]),
+                f"log file {ours['file_mib']:.0f} MiB{growth}",
+            )
+        )
+    return rows
+
+
+_NORMALISERS = {
+    "convert_to_coo": _convert_to_coo,
+    "ops_gpu_stage": _ops_gpu_stage,
+    "beam_ingest": _beam_ingest,
+    "io_formats": _io_formats,
+    "tfdata_input": _tfdata_input,
+    "reader_memory": _reader_memory,
+}
+
+
+def normalise(name: str, result: dict) -> list[dict]:
+    """The comparison rows of benchmark `name`'s result dict."""
+    return _NORMALISERS[name](result)
+
+
+def data_sizes(name: str, r: dict) -> str:
+    """The generated data a benchmark ran on, in words."""
+    if name == "convert_to_coo":
+        return f"batch {r['batch']} x {r['features']} features; variants: {', '.join(r['variants'])}"
+    if name == "ops_gpu_stage":
+        e, b = r["embedding_bag"], r["block_sparse"]
+        return (
+            f"embedding batch {e['batch']}, vocab {e['vocab']:,}, dim {e['dim']}; "
+            f"matmul M={b['m']} K={b['k']} N={b['n']}, block {b['block_size']}"
+        )
+    if name == "beam_ingest":
+        c = r["config"]
+        return f"{c['rows']:,} TSV rows (per-row peer: {c['peer_rows']:,}), {c['reps']} reps"
+    if name == "io_formats":
+        return "; ".join(f"{t['task']}: {t['rows']:,} rows" for t in r["results"])
+    if name == "tfdata_input":
+        sets = ", ".join(f"{k} {v:,} rows" for k, v in r["rows"].items())
+        sweep = sorted({x["batch_size"] for x in r.get("batch_sweep", [])})
+        return f"{sets}; batch {r['batch_size']}; sweep over batch sizes {sweep}"
+    if name == "reader_memory":
+        return " and ".join(f"{s:,}" for s in r["sizes"]) + " Criteo TSV rows"
+    return ""
