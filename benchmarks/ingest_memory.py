@@ -34,13 +34,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-from benchmarks.reader_memory import _peak_mib, write_criteo_log
+from benchmarks._rss import add_growth, measure_in_child, peak_mib, print_table, summarise
+from benchmarks.reader_memory import write_criteo_log
 
 CONTENDERS = ("ingest", "reader")
 
@@ -53,7 +52,7 @@ def _child(contender: str, path: str, out: str) -> dict:
         from pipelines.ingest import run_ingest
     else:
         from sparse_io import DeadLetterSink, read_logs
-    baseline = _peak_mib()
+    baseline = peak_mib()
     start = time.perf_counter()
     if contender == "ingest":
         summary = run_ingest(
@@ -63,25 +62,11 @@ def _child(contender: str, path: str, out: str) -> dict:
         rows = summary["rows_out"]
     else:
         rows = sum(batch.num_rows for batch in read_logs(path, "criteo", errors=DeadLetterSink()))
-    return {"rows": rows, "seconds": time.perf_counter() - start, "baseline_mib": baseline, "peak_mib": _peak_mib()}
+    return {"rows": rows, "seconds": time.perf_counter() - start, "baseline_mib": baseline, "peak_mib": peak_mib()}
 
 
 def _measure(contender: str, path: str, out: str) -> dict:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.ingest_memory", "--child", contender, path, out],
-        capture_output=True, text=True, env=env, cwd=root, check=False,
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"{contender} on {path} failed:\n{result.stderr[-2000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
-def _stats(values: list[float]) -> dict:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+    return measure_in_child("benchmarks.ingest_memory", contender, path, out)
 
 
 def run(quick: bool) -> dict:
@@ -102,44 +87,10 @@ def run(quick: bool) -> dict:
                     runs[contender].append(_measure(contender, path, out))
             for contender, measured in runs.items():
                 assert all(m["rows"] == rows for m in measured), (contender, measured)
-                results["runs"].setdefault(contender, {})[str(rows)] = {
-                    "file_mib": size / 2**20,
-                    "peak_mib": _stats([m["peak_mib"] for m in measured]),
-                    "work_mib": _stats([m["peak_mib"] - m["baseline_mib"] for m in measured]),
-                    "seconds": _stats([m["seconds"] for m in measured]),
-                }
-    small, large = (str(s) for s in sizes)
-    for contender, by_size in results["runs"].items():
-        results[f"{contender}_growth_mib"] = by_size[large]["peak_mib"]["median"] - by_size[small]["peak_mib"]["median"]
-        results[f"{contender}_growth_ratio"] = (
-            by_size[large]["peak_mib"]["median"] / by_size[small]["peak_mib"]["median"]
-        )
-        results[f"{contender}_growth_mib_per_100k_rows"] = (
-            results[f"{contender}_growth_mib"] / ((int(large) - int(small)) / 100_000)
-        )
-    _print_table(results)
+                results["runs"].setdefault(contender, {})[str(rows)] = summarise(measured, size, "work_mib")
+    add_growth(results)
+    print_table(results, "run", "work_mib", "added by the work")
     return results
-
-
-def _print_table(results: dict) -> None:
-    print("| run | rows | log MiB | peak RSS MiB (median) | min-max | added by the work MiB | seconds |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for contender, by_size in results["runs"].items():
-        for rows, r in by_size.items():
-            p = r["peak_mib"]
-            print(
-                f"| {contender} | {int(rows):,} | {r['file_mib']:.0f} | {p['median']:.0f} "
-                f"| {p['min']:.0f}-{p['max']:.0f} | {r['work_mib']['median']:.0f} | {r['seconds']['median']:.1f} |"
-            )
-    small, large = results["sizes"]
-    print()
-    for contender in results["runs"]:
-        print(
-            f"{contender}: peak RSS grew {results[f'{contender}_growth_mib']:+.0f} MiB "
-            f"({results[f'{contender}_growth_ratio']:.2f}x; "
-            f"{results[f'{contender}_growth_mib_per_100k_rows']:.0f} MiB per 100k rows) "
-            f"from {small:,} to {large:,} rows (10x the log)"
-        )
 
 
 def main(argv: list[str] | None = None) -> None:

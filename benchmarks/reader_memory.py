@@ -29,9 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,6 +37,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
+
+from benchmarks._rss import add_growth, measure_in_child, peak_mib, print_table, summarise
 
 _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 _CHUNK_ROWS = 100_000
@@ -87,22 +86,10 @@ def write_criteo_log(path: str, rows: int, seed: int = 0) -> int:
 # --- one measurement, in a fresh process --------------------------------------------------------------
 
 
-def _peak_mib() -> float:
-    """Peak resident set of this process so far, MiB."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-
-
 def _child(contender: str, path: str) -> dict:
     if contender == "ours":
         from sparse_io import DeadLetterSink, read_logs
-    baseline = _peak_mib()
+    baseline = peak_mib()
     start = time.perf_counter()
     if contender == "ours":
         sink = DeadLetterSink()
@@ -117,32 +104,14 @@ def _child(contender: str, path: str) -> dict:
             convert_options=pcsv.ConvertOptions(column_types=types),
         )
         rows = table.num_rows
-    return {"rows": rows, "seconds": time.perf_counter() - start, "baseline_mib": baseline, "peak_mib": _peak_mib()}
+    return {"rows": rows, "seconds": time.perf_counter() - start, "baseline_mib": baseline, "peak_mib": peak_mib()}
 
 
 def _measure(contender: str, path: str) -> dict:
-    env = dict(os.environ)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.reader_memory", "--child", contender, path],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=root,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"{contender} on {path} failed:\n{result.stderr[-2000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return measure_in_child("benchmarks.reader_memory", contender, path)
 
 
 # --- the benchmark ------------------------------------------------------------------------------------
-
-
-def _stats(values: list[float]) -> dict:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
 def run(quick: bool) -> dict:
@@ -162,39 +131,10 @@ def run(quick: bool) -> dict:
                     runs[contender].append(_measure(contender, path))
             for contender, measured in runs.items():
                 assert all(m["rows"] == rows for m in measured), (contender, measured)
-                results["runs"].setdefault(contender, {})[str(rows)] = {
-                    "file_mib": size / 2**20,
-                    "peak_mib": _stats([m["peak_mib"] for m in measured]),
-                    "reading_mib": _stats([m["peak_mib"] - m["baseline_mib"] for m in measured]),
-                    "seconds": _stats([m["seconds"] for m in measured]),
-                }
-    small, large = (str(s) for s in sizes)
-    for contender, by_size in results["runs"].items():
-        results[f"{contender}_growth_mib"] = by_size[large]["peak_mib"]["median"] - by_size[small]["peak_mib"]["median"]
-        results[f"{contender}_growth_ratio"] = (
-            by_size[large]["peak_mib"]["median"] / by_size[small]["peak_mib"]["median"]
-        )
-    _print_table(results)
+                results["runs"].setdefault(contender, {})[str(rows)] = summarise(measured, size, "reading_mib")
+    add_growth(results)
+    print_table(results, "reader", "reading_mib", "added by reading")
     return results
-
-
-def _print_table(results: dict) -> None:
-    print("| reader | rows | log MiB | peak RSS MiB (median) | min-max | added by reading MiB | seconds |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for contender, by_size in results["runs"].items():
-        for rows, r in by_size.items():
-            p = r["peak_mib"]
-            print(
-                f"| {contender} | {int(rows):,} | {r['file_mib']:.0f} | {p['median']:.0f} "
-                f"| {p['min']:.0f}-{p['max']:.0f} | {r['reading_mib']['median']:.0f} | {r['seconds']['median']:.1f} |"
-            )
-    small, large = results["sizes"]
-    print()
-    for contender in results["runs"]:
-        print(
-            f"{contender}: peak RSS grew {results[f'{contender}_growth_mib']:+.0f} MiB "
-            f"({results[f'{contender}_growth_ratio']:.2f}x) from {small:,} to {large:,} rows (10x the log)"
-        )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -27,7 +27,9 @@ from collections.abc import Callable
 __all__ = ["BENCHMARKS", "comparison_row", "normalise", "run_benchmark", "data_sizes"]
 
 # Run order: TensorFlow device set-up happens in the first one, before any module hides GPUs.
-BENCHMARKS = ("convert_to_coo", "ops_gpu_stage", "beam_ingest", "io_formats", "tfdata_input", "reader_memory")
+BENCHMARKS = (
+    "convert_to_coo", "ops_gpu_stage", "beam_ingest", "io_formats", "tfdata_input", "reader_memory", "ingest_memory",
+)
 
 
 def run_benchmark(name: str, quick: bool, log: Callable[[str], None] = print) -> dict:
@@ -240,26 +242,39 @@ def _tfdata_input(r: dict) -> list[dict]:
     return rows
 
 
-def _reader_memory(r: dict) -> list[dict]:
+def _memory_rows(name: str, r: dict, ours: str, peer: str, what: str, peer_label: str) -> list[dict]:
+    """One row per log size: peak RSS of contender `ours` against `peer` (lower is better)."""
     rows = []
     for size in (str(s) for s in r["sizes"]):
-        ours, peer = r["runs"]["ours"][size], r["runs"]["peer"][size]
+        a, b = r["runs"][ours][size], r["runs"][peer][size]
         growth = ""
         if size == str(r["sizes"][-1]):
-            growth = f"; 10x rows grew ours {r['ours_growth_mib']:+.0f} MiB, peer {r['peer_growth_mib']:+.0f} MiB"
+            grew = {c: f"{r[f'{c}_growth_mib']:+.0f} MiB" for c in (ours, peer)}
+            growth = f"; 10x rows grew {ours} {grew[ours]}, {peer} {grew[peer]}"
         rows.append(
             comparison_row(
-                "reader_memory",
-                f"peak RSS reading {int(size):,} Criteo rows",
-                "pyarrow.csv.read_csv (whole table)",
+                name,
+                what.format(rows=int(size)),
+                peer_label,
                 "MiB",
                 False,
-                (ours["peak_mib"]["median"], ours["peak_mib"]["min"], ours["peak_mib"]["max"]),
-                (peer["peak_mib"]["median"], peer["peak_mib"]["min"], peer["peak_mib"]["max"]),
-                f"log file {ours['file_mib']:.0f} MiB{growth}",
+                (a["peak_mib"]["median"], a["peak_mib"]["min"], a["peak_mib"]["max"]),
+                (b["peak_mib"]["median"], b["peak_mib"]["min"], b["peak_mib"]["max"]),
+                f"log file {a['file_mib']:.0f} MiB{growth}",
             )
         )
     return rows
+
+
+def _reader_memory(r: dict) -> list[dict]:
+    return _memory_rows("reader_memory", r, "ours", "peer", "peak RSS reading {rows:,} Criteo rows",
+                        "pyarrow.csv.read_csv (whole table)")
+
+
+def _ingest_memory(r: dict) -> list[dict]:
+    return _memory_rows("ingest_memory", r, "ingest", "reader",
+                        "peak RSS of the whole ingest (local runner), {rows:,} Criteo rows",
+                        "sparse_io.read_logs alone (the reading part)")
 
 
 _NORMALISERS = {
@@ -269,6 +284,7 @@ _NORMALISERS = {
     "io_formats": _io_formats,
     "tfdata_input": _tfdata_input,
     "reader_memory": _reader_memory,
+    "ingest_memory": _ingest_memory,
 }
 
 
@@ -296,6 +312,6 @@ def data_sizes(name: str, r: dict) -> str:
         sets = ", ".join(f"{k} {v:,} rows" for k, v in r["rows"].items())
         sweep = sorted({x["batch_size"] for x in r.get("batch_sweep", [])})
         return f"{sets}; batch {r['batch_size']}; sweep over batch sizes {sweep}"
-    if name == "reader_memory":
+    if name in ("reader_memory", "ingest_memory"):
         return " and ".join(f"{s:,}" for s in r["sizes"]) + " Criteo TSV rows"
     return ""
