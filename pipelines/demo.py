@@ -82,7 +82,7 @@ def run_demo(argv: list[str]) -> dict:
         "--batch_size", str(args.batch_size), "--seed", str(args.seed),
         *(["--jit_compile"] if args.jit_compile else []),
     ])
-    result["auc_on"] = "held-out rows" if "heldout" in ingested else "training rows (no --eval_input)"
+    result["evaluated_on"] = "held-out rows" if "heldout" in ingested else "training rows (no --eval_input)"
     result["seconds"] = time.monotonic() - started
     result["report"] = ingested["train"].get("report")
     return result
@@ -103,7 +103,11 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  ingest report                        {r['report']}")
         print(f"  model checkpoints and SavedModel     {r['model_dir']}")
         print(f"  final training loss                  {r['loss']:.4f}")
-        print(f"  loss / AUC on {r['auc_on']:<22} {r['eval_loss']:.4f} / {r['eval_auc']:.3f}")
+        if "eval_auc" in r:
+            print(f"  loss / AUC on {r['evaluated_on']:<22} {r['eval_loss']:.4f} / {r['eval_auc']:.3f}")
+        else:  # a history ingest: its task's metrics (pipelines.tasks)
+            for key in sorted(k for k in r if k.startswith("eval_") and k != "eval_rows"):
+                print(f"  {key[5:]} on {r['evaluated_on']:<22} {r[key]:.4f}")
         print(f"  total time                           {r['seconds']:.0f} s")
 
 

@@ -28,7 +28,7 @@ def test_demo_runs_on_the_users_logs_and_says_where_its_auc_comes_from(tmp_path)
     result = demo.run_demo(["--input", logs, "--output", str(tmp_path / "out"), "--steps", "5",
                             "--batch_size", "128"])
     assert result["steps"] == 5 and result["eval_rows"] == 1500
-    assert result["auc_on"].startswith("training rows")
+    assert result["evaluated_on"].startswith("training rows")
     assert not os.path.exists(tmp_path / "out" / "raw")  # nothing synthetic was generated
 
 
@@ -54,3 +54,14 @@ def test_synthetic_logs_are_reproducible_for_a_seed_and_differ_across_seeds():
     # Zipf ids: the most common C1 value covers far more rows than a uniform draw would.
     c1 = [f[14] for f in fields if len(f) > 14 and f[14]]
     assert max(c1.count(v) for v in set(c1)) > 20 * len(c1) / len(set(c1))
+
+
+def test_demo_runs_on_a_users_rating_history_with_its_config(tmp_path, capsys):
+    from pipelines.synthetic import write_synthetic_events
+
+    events = write_synthetic_events(str(tmp_path / "events.jsonl"), 2000, 3000)
+    config = os.path.join(os.path.dirname(demo.__file__), "configs", "user_history.yaml")
+    demo.main(["--input", events, "--format", "jsonl", "--config", config, "--output", str(tmp_path / "out"),
+               "--steps", "5", "--batch_size", "64"])
+    printed = capsys.readouterr().out
+    assert "rmse on training rows" in printed and "sparseflow demo done" in printed
