@@ -16,7 +16,7 @@ Example (Criteo, with comments, as accepted by `load_config`)::
       C9: {vocabulary: {min_frequency: 1}}  # exact names win over globs
     output:
       format: parquet         # parquet | tfrecord
-      num_shards: 4
+      num_shards: 4           # default: one shard per 128 MiB of log text
       row_group_size: 65536
       shuffle: true
       seed: 0

@@ -28,6 +28,7 @@ non-empty output (without --overwrite), or an exceeded error budget.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -173,7 +174,11 @@ def run_ingest(argv: list[str]) -> dict:
         raise UsageError(f"--format {ours.format} needs --config naming the features to read")
     if ours.validate_only:
         return validate_graph(options, config, ours.input, ours.output)
-    _check_input(ours.input)
+    files = _check_input(ours.input)
+    if config.output.num_shards is None:
+        config = dataclasses.replace(
+            config, output=dataclasses.replace(config.output, num_shards=shards_for_input(files))
+        )
     _check_interactive_beam()
     prepare_output(ours.output, overwrite=ours.overwrite)
 
@@ -246,7 +251,8 @@ def _shards(output_dir: str) -> list[str]:
     return [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
 
 
-def _check_input(pattern: str) -> None:
+def _check_input(pattern: str) -> list:
+    """The files `pattern` matches (Beam FileMetadata); UsageError when none or unlistable."""
     try:
         matched = FileSystems.match([pattern])[0].metadata_list
     except Exception as e:  # the filesystem's own error says why (bad bucket, no credentials)
@@ -255,6 +261,23 @@ def _check_input(pattern: str) -> None:
         matched = FileSystems.match([os.path.join(pattern, "*")])[0].metadata_list
     if not matched:
         raise UsageError(f"--input {pattern!r} matches no files")
+    return matched
+
+
+# One shard per this much log text; compressed logs count for _COMPRESSED_RATIO times their size.
+INPUT_BYTES_PER_SHARD = 128 << 20
+_COMPRESSED_RATIO = 4
+_COMPRESSED = (".gz", ".bz2", ".zst", ".zstd", ".deflate")
+
+
+def shards_for_input(files: list) -> int:
+    """The shard count for logs of these sizes: one per `INPUT_BYTES_PER_SHARD` of text, at least one.
+
+    Fixing the count before the run lets WriteShards stream: counting rows
+    inside the pipeline would hold every row until the count is known.
+    """
+    text = sum(f.size_in_bytes * (_COMPRESSED_RATIO if f.path.endswith(_COMPRESSED) else 1) for f in files)
+    return max(1, -(-text // INPUT_BYTES_PER_SHARD))
 
 
 def _check_interactive_beam() -> None:

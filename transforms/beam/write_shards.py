@@ -1,9 +1,11 @@
 """WriteShards: record batches -> `part-NNNNN-of-MMMMM` shards, schema.json and stats.json.
 
 With `shuffle`, every row gets a random shard and a random sort key in one
-numpy call per batch; a GroupByKey on the shard index brings each shard's
-rows together, and the shard is sorted by the key and written. That is a
-global shuffle: any row can land anywhere, in any shard. With a `seed`, the
+numpy call per batch; the rows are spilled to fragment files by shard and
+key range (`transforms.beam.shard_spill`), a GroupByKey brings each shard's
+fragment names together, and the shard is written in key order, one key
+range at a time. That is a global shuffle: any row can land anywhere, in
+any shard, and memory holds a slice of a shard, never the whole input. With a `seed`, the
 random numbers of a batch are drawn from a generator seeded by the seed and
 a digest of the batch's contents, so the same input gives the same shards
 whatever order the runner processes batches in.
@@ -29,6 +31,7 @@ from sparse_io.atomic import remove_stale_temporaries
 from sparse_io.schema import SCHEMA_FILE, WEIGHTS_SUFFIX, FeatureSpec, Schema
 from sparse_io.shards import DEFAULT_ROW_GROUP_SIZE, shard_name, write_parquet_shard
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
+from transforms.beam.shard_spill import SpillByKeyRange, sorted_shard_batches
 from transforms.beam.stats import STATS_FILE, ComputeStats
 
 __all__ = ["WriteShards", "infer_schema", "DEFAULT_STATS_BATCH_SIZES"]
@@ -143,21 +146,20 @@ class _WriteShardFn(beam.DoFn):
         self._rows = beam.metrics.Metrics.counter(_METRICS, "rows")
 
     def process(self, element, computed_shards=None, inferred_schema=None):
-        index, parts = element
+        index, fragments = element
+        fragments = list(fragments)
         shards = self._num_shards or computed_shards
         schema = self._schema or inferred_schema
-        table = pa.Table.from_batches(list(parts))
-        keys = table.column(_ORDER).to_numpy()
-        table = table.drop_columns([_ORDER]).take(pa.array(np.argsort(keys, kind="stable")))
         path = FileSystems.join(self._output_dir, shard_name(index, shards, _SUFFIX[self._format]))
         rows = _write(
             path,
             self._format,
-            table.to_batches(max_chunksize=self._row_group_size),
+            sorted_shard_batches(fragments, _ORDER, self._row_group_size),
             schema,
             self._row_group_size,
             self._output_dir,
         )
+        FileSystems.delete(fragments)
         self._rows.inc(rows)
         yield index, path, rows
 
@@ -234,8 +236,9 @@ class WriteShards(beam.PTransform):
         `{"item_id": {"hash_buckets": 100000}}`); a name the batches do not
         hold is an error when the schema is inferred.
       stats_batch_sizes: batch sizes whose COO capacity stats.json records.
-      rows_per_shard: target shard size when `num_shards` is None. A shard is
-        held in memory by the worker that writes it.
+      rows_per_shard: target shard size when `num_shards` is None. A worker
+        holds one key range of one shard in memory (about 1/64 of it) and up
+        to `shard_spill.DEFAULT_SPILL_ROWS` rows waiting to be spilled.
       row_group_size: Parquet row-group size.
 
     Input: PCollection[pa.RecordBatch]. Output: a PCollection of one dict
@@ -316,6 +319,7 @@ class WriteShards(beam.PTransform):
             >> beam.ParDo(
                 _AssignShardsFn(self._num_shards, self._shuffle, self._seed), **assign_side
             ).with_output_types(tuple[int, pa.RecordBatch])
+            | "Spill" >> beam.ParDo(SpillByKeyRange(self._output_dir, _ORDER)).with_output_types(tuple[int, str])
             | "GroupShards" >> beam.GroupByKey()
             | "WriteShard"
             >> beam.ParDo(
