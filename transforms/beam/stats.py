@@ -48,6 +48,10 @@ __all__ = ["ComputeStats", "FeatureStats", "STATS_FILE", "STATS_FORMAT_VERSION",
 STATS_FILE = "stats.json"
 STATS_FORMAT_VERSION = 1
 _SIMULATED_BATCHES = 20_000
+# Distinct ids per feature counted exactly. Past it the id table keeps at most twice this many
+# counters per feature, so the memory the stats take stops growing with the log
+# (26 features x 2 x 65,536 counters: a few tens of MiB).
+DEFAULT_EXACT_LIMIT = 65_536
 
 
 class FeatureStats:
@@ -60,7 +64,7 @@ class FeatureStats:
       (3, 2, [[2, 2]], 3)
     """
 
-    def __init__(self, feature: str, exact_limit: int = 1_000_000):
+    def __init__(self, feature: str, exact_limit: int = DEFAULT_EXACT_LIMIT):
         self.feature = feature
         self.lengths = LengthHistogram()
         self.ids = BoundedCounts(exact_limit)
@@ -229,7 +233,7 @@ class ComputeStats(beam.PTransform):
         *,
         output_path: str | None = None,
         top_k: int = 20,
-        exact_limit: int = 1_000_000,
+        exact_limit: int = DEFAULT_EXACT_LIMIT,
         seed: int = 0,
     ):
         super().__init__()
