@@ -16,7 +16,7 @@ import statistics
 import subprocess
 import sys
 
-__all__ = ["peak_mib", "measure_in_child", "summarise", "add_growth", "print_table"]
+__all__ = ["peak_mib", "measure_in_child", "measure_alternately", "summarise", "add_growth", "print_table"]
 
 
 def peak_mib() -> float:
@@ -48,6 +48,24 @@ def measure_in_child(module: str, *args: str) -> dict:
     if result.returncode != 0:
         raise RuntimeError(f"{module} {' '.join(args)} failed:\n{result.stderr[-2000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def measure_alternately(measure, contenders, rows: int, repeats: int, *, warm_up: bool) -> dict[str, list[dict]]:
+    """`measure(contender)` for each contender in turn, `repeats` times (after one untimed run when `warm_up`).
+
+    Alternating lets load changes on a shared machine hit every contender alike;
+    the warm-up puts the log in the page cache for all runs. Every run must
+    report `rows` rows.
+    """
+    if warm_up:
+        measure(contenders[0])
+    runs: dict[str, list[dict]] = {c: [] for c in contenders}
+    for _ in range(repeats):
+        for contender in contenders:
+            runs[contender].append(measure(contender))
+    for contender, measured in runs.items():
+        assert all(m["rows"] == rows for m in measured), (contender, measured)
+    return runs
 
 
 def _stats(values: list[float]) -> dict:

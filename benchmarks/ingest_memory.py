@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 
-from benchmarks._rss import add_growth, measure_in_child, peak_mib, print_table, summarise
+from benchmarks._rss import add_growth, measure_alternately, measure_in_child, peak_mib, print_table, summarise
 from benchmarks.reader_memory import write_criteo_log
 
 CONTENDERS = ("ingest", "reader")
@@ -79,14 +79,10 @@ def run(quick: bool) -> dict:
             path = os.path.join(tmp, f"criteo-{rows}.tsv")
             size = write_criteo_log(path, rows, seed=rows)
             out = os.path.join(tmp, f"out-{rows}")
-            if not quick:
-                _measure("reader", path, out)  # warm-up: the page cache holds the log for every run alike
-            runs: dict[str, list[dict]] = {c: [] for c in CONTENDERS}
-            for _ in range(repeats):
-                for contender in CONTENDERS:  # alternate, so load changes hit both alike
-                    runs[contender].append(_measure(contender, path, out))
+            runs = measure_alternately(
+                lambda c, path=path, out=out: _measure(c, path, out), CONTENDERS, rows, repeats, warm_up=not quick
+            )
             for contender, measured in runs.items():
-                assert all(m["rows"] == rows for m in measured), (contender, measured)
                 results["runs"].setdefault(contender, {})[str(rows)] = summarise(measured, size, "work_mib")
     add_growth(results)
     print_table(results, "run", "work_mib", "added by the work")

@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
-from benchmarks._rss import add_growth, measure_in_child, peak_mib, print_table, summarise
+from benchmarks._rss import add_growth, measure_alternately, measure_in_child, peak_mib, print_table, summarise
 
 _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 _CHUNK_ROWS = 100_000
@@ -123,14 +123,10 @@ def run(quick: bool) -> dict:
         for rows in sizes:
             path = os.path.join(tmp, f"criteo-{rows}.tsv")
             size = write_criteo_log(path, rows, seed=rows)
-            if not quick:  # warm-up: the page cache holds the file for every timed run alike
-                _measure("ours", path)
-            runs: dict[str, list[dict]] = {"ours": [], "peer": []}
-            for _ in range(repeats):
-                for contender in runs:  # alternate, so load changes hit both alike
-                    runs[contender].append(_measure(contender, path))
+            runs = measure_alternately(
+                lambda c, path=path: _measure(c, path), ("ours", "peer"), rows, repeats, warm_up=not quick
+            )
             for contender, measured in runs.items():
-                assert all(m["rows"] == rows for m in measured), (contender, measured)
                 results["runs"].setdefault(contender, {})[str(rows)] = summarise(measured, size, "reading_mib")
     add_growth(results)
     print_table(results, "reader", "reading_mib", "added by reading")
