@@ -42,6 +42,7 @@ import tensorflow as tf
 
 import ops
 from benchmarks._timing import alternate, markdown_table, noisy, ratio
+from benchmarks.ops_gpu_stage import blocking
 
 SKIP_MESSAGE = "no GPU visible to TensorFlow: skipping GPU timings"
 
@@ -146,14 +147,6 @@ def cpu_reference(cases: dict) -> dict:
     return reference
 
 
-def _blocking(fn):
-    def call():
-        out = fn()
-        tf.test.experimental.sync_devices()
-        return out
-
-    return call
-
 
 def gpu_timings(cases: dict, reference: dict, reps: int) -> list[dict]:
     """Checks each GPU result against the CPU one, then times ours against the peer on the GPU."""
@@ -162,7 +155,7 @@ def gpu_timings(cases: dict, reference: dict, reps: int) -> list[dict]:
         ours, peer = case.functions("/GPU:0")
         _close(ours().numpy(), reference[name], f"GPU vs CPU, {name}: ours")
         _close(peer().numpy(), reference[name], f"GPU vs CPU, {name}: peer")
-        timings = alternate({"ours": _blocking(ours), "peer": _blocking(peer)}, reps=reps, warmup=3)
+        timings = alternate({"ours": blocking(ours), "peer": blocking(peer)}, reps=reps, warmup=3)
         a, b = timings["ours"], timings["peer"]
         peer_costs = getattr(case, "dense_costs", case.costs)
         rows.append(

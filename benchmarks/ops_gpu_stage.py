@@ -95,10 +95,10 @@ def _embedding_bag(quick: bool) -> dict:
                 for step in ("fwd", "fwd+bwd")
             }
             contenders = {
-                "ours fwd": _blocking(tf.function(ours)),
-                "peer fwd": _blocking(tf.function(peer)),
-                "ours fwd+bwd": _blocking(_forward_backward(ours, table, upstream)),
-                "peer fwd+bwd": _blocking(_forward_backward(peer, table, upstream)),
+                "ours fwd": blocking(tf.function(ours)),
+                "peer fwd": blocking(tf.function(peer)),
+                "ours fwd+bwd": blocking(_forward_backward(ours, table, upstream)),
+                "peer fwd+bwd": blocking(_forward_backward(peer, table, upstream)),
                 "copy fwd": copy_limit(costs["fwd"]["mbytes"] * 1e6),
                 "copy fwd+bwd": copy_limit(costs["fwd+bwd"]["mbytes"] * 1e6),
             }
@@ -178,15 +178,15 @@ def _block_sparse(quick: bool) -> dict:
             scipy_w_t[density] = scipy_bsr(plan, weights[density].numpy()).T.tobsr()
             _check_scipy(plan(x, weights[density]).numpy(), scipy_w_t[density], x_t, density)
 
-    forward = {"dense": _blocking(tf.function(lambda: tf.linalg.matmul(x, dense_w)))}
-    backward = {"dense": _blocking(_matmul_grads(lambda: tf.linalg.matmul(x, dense_w), x, dense_w, dy))}
+    forward = {"dense": blocking(tf.function(lambda: tf.linalg.matmul(x, dense_w)))}
+    backward = {"dense": blocking(_matmul_grads(lambda: tf.linalg.matmul(x, dense_w), x, dense_w, dy))}
     for density, plan in plans.items():
         w = weights[density]
-        forward[density] = _blocking(tf.function(lambda plan=plan, w=w: plan(x, w)))
+        forward[density] = blocking(tf.function(lambda plan=plan, w=w: plan(x, w)))
         if density in scipy_w_t:
             forward[f"scipy {density}"] = lambda w_t=scipy_w_t[density]: w_t @ x_t
         forward[f"copy {density}"] = copy_limit(_matmul_costs(plan, m, backward=False)["mbytes"] * 1e6)
-        backward[density] = _blocking(_matmul_grads(lambda plan=plan, w=w: plan(x, w), x, w, dy))
+        backward[density] = blocking(_matmul_grads(lambda plan=plan, w=w: plan(x, w), x, w, dy))
         backward[f"copy {density}"] = copy_limit(_matmul_costs(plan, m, backward=True)["mbytes"] * 1e6)
     rows_out = []
     for step, contenders in (("fwd", forward), ("fwd+bwd", backward)):
@@ -345,9 +345,9 @@ def _torch_embedding_bag(quick: bool) -> dict:
 
     timings = alternate(
         {
-            "ours fwd": _blocking(tf.function(ours)),
+            "ours fwd": blocking(tf.function(ours)),
             "torch fwd": torch_forward,
-            "ours fwd+bwd": _blocking(_forward_backward(ours, table, upstream)),
+            "ours fwd+bwd": blocking(_forward_backward(ours, table, upstream)),
             "torch fwd+bwd": torch_forward_backward,
         },
         reps=reps,
@@ -378,7 +378,7 @@ def _torch_embedding_bag(quick: bool) -> dict:
     return {"rows": rows_out}
 
 
-def _blocking(fn):
+def blocking(fn):
     """Waits for the devices, so that a timing covers the work and not only its dispatch (on GPU)."""
 
     def call():
