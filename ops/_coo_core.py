@@ -57,8 +57,8 @@ def minus_one(x: tf.Tensor) -> tf.Tensor:
     return tf.bitcast(tf.bitcast(x, tf.uint32) - 1, tf.int32)
 
 
-def ragged_rows(row_splits: tf.Tensor, n: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """(rows int32 [N], row_changes bool [N], ids_per_row int64 [S]) from row_splits [S + 1].
+def ragged_rows(row_splits: tf.Tensor, n: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """(rows int32 [N], row_changes bool [N]) from row_splits [S + 1].
 
     `starts[i]` counts the rows whose first id is at position i (position 0
     always counts row 0's, when N > 0). Its running sum minus one is the row
@@ -68,14 +68,13 @@ def ragged_rows(row_splits: tf.Tensor, n: tf.Tensor) -> tuple[tf.Tensor, tf.Tens
     """
     splits = tf.cast(row_splits, tf.int64)
     first = splits[:-1]
-    ids_per_row = splits[1:] - first  # 8S
     # Empty rows at the end start at position N, past the last id: a negative
     # segment id makes unsorted_segment_sum drop them.
     inside = first < tf.cast(n, tf.int64)  # S
     first = tf.where(inside, first, -1)  # 8S
     starts = tf.math.unsorted_segment_sum(tf.cast(inside, tf.int32), first, n)  # 4S + 4N
     rows = minus_one(tf.cumsum(starts))  # 4N (the decrement reuses it)
-    return rows, tf.cast(starts, tf.bool), ids_per_row  # N
+    return rows, tf.cast(starts, tf.bool)  # N
 
 
 def sorted_rows_changes(first_column: tf.Tensor) -> tf.Tensor:

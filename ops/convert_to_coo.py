@@ -5,7 +5,9 @@ SparseCore input step) but ships no kernel for it. This module computes the
 same result with ops that have CPU and GPU kernels, keeping its two fast
 paths: a single weight shared by every id is never expanded to an N-element
 array (a row's scale comes from its id count), and the "sum" combiner
-computes no scale.
+computes no scale. Ragged batches whose rows hold at most one id (one-hot
+features with missing values) skip run detection and merging altogether:
+their rows come from the row lengths.
 """
 
 from __future__ import annotations
@@ -81,7 +83,8 @@ def convert_to_coo(
     Runs eagerly, inside `tf.function` and inside `tf.data.Dataset.map`. Every
     op has a CPU and a GPU kernel, and on a GPU all N-sized data stays in
     device memory; the host only reads scalars: each check's verdict, whether
-    any ids merge (a cond), and how many entries remain (`tf.where`), which
+    any row holds more than one id and whether any ids merge (conds), and how
+    many entries remain (`tf.where`), which
     a data-dependent output length cannot avoid. For the same reason it is
     not for `jit_compile=True` functions: pad its result with `ops.pad_coo`.
 
@@ -238,12 +241,25 @@ class _Call:
     def convert(self, kind: str, index: tf.Tensor, w: tf.Tensor, scalar: bool):
         checks = Checks()
         if kind == "dense":
-            return self._dense(checks, w, scalar)
+            self._check_dense(checks)
+            # An int64 range: TensorFlow keeps an int32 range in host memory on a GPU.
+            positions, gains = checks.guard(tf.range(tf.cast(self.n, tf.int64)), self._one_id_gains(w, scalar))
+            return tf.cast(positions, tf.int32), self.values, gains
         if kind == "sparse":
             rows, row_changes, ids_per_row = self._sparse_rows(checks, index)
-        else:
-            rows, row_changes, ids_per_row = self._ragged_rows(checks, index)
-        is_start = core.run_starts(row_changes, self.values, force_first=kind == "sparse")
+            return self._merge(rows, row_changes, ids_per_row, w, scalar, force_first=True)
+        splits, ids_per_row = self._checked_splits(checks, index)
+        # At most one id per row (one-hot features with missing values): rows come from the
+        # row lengths with S-sized work, and the N-sized run detection and merging are skipped.
+        return core.cond(
+            tf.reduce_all(ids_per_row <= 1),
+            lambda values: self.with_values(values)._one_per_row(ids_per_row, w, scalar),
+            lambda values: self.with_values(values)._ragged_merge(splits, ids_per_row, w, scalar),
+            self.values,
+        )
+
+    def _merge(self, rows, row_changes, ids_per_row, w, scalar: bool, *, force_first: bool):
+        is_start = core.run_starts(row_changes, self.values, force_first=force_first)
         if scalar:
             # The combiner folds into one gain per row, applied while merging.
             per_row = None if self.combiner == "sum" else core.row_unit_gain(ids_per_row(), w, self.combiner)
@@ -254,20 +270,27 @@ class _Call:
             gains = gains * tf.gather(scale, out_rows)
         return out_rows, out_values, gains
 
-    def _dense(self, checks: Checks, w: tf.Tensor, scalar: bool):
+    def _ragged_merge(self, splits, ids_per_row, w, scalar: bool):
+        rows, row_changes = core.ragged_rows(splits, tf.size(core.as_bits(self.values)))
+        return self._merge(rows, row_changes, lambda: ids_per_row, w, scalar, force_first=False)
+
+    def _one_per_row(self, ids_per_row, w, scalar: bool):
+        rows = tf.cast(tf.reshape(tf.where(ids_per_row > 0), [-1]), tf.int32)  # 8N, then 4N
+        return rows, self.values, self._one_id_gains(w, scalar)
+
+    def _one_id_gains(self, w, scalar: bool) -> tf.Tensor:
+        """float32 [N] gains when no row holds more than one id: nothing merges, a row's weight sum is its weight."""
+        if self.combiner != "sum":
+            w = core.row_unit_gain(1.0, w, self.combiner)
+        return tf.fill(tf.shape(core.as_bits(self.values)), w) if scalar else w  # 4N single weight, 0 per-id "sum"
+
+    def _check_dense(self, checks: Checks) -> None:
         if self.validate and not (self.n_static is not None and isinstance(self.count, int)):
             checks.add(
                 lambda: tf.equal(self.n, self.count),
                 f"{self.where}: check dense_length failed: dense input needs exactly one id per "
                 "sample (len(values) == sample_count)",
             )
-        # One id per row: nothing can merge, and a row's weight sum is its one weight.
-        if self.combiner != "sum":
-            w = core.row_unit_gain(1.0, w, self.combiner)
-        gains = tf.fill([self.n], w) if scalar else w
-        # An int64 range: TensorFlow keeps an int32 range in host memory on a GPU.
-        positions, gains = checks.guard(tf.range(tf.cast(self.n, tf.int64)), gains)
-        return tf.cast(positions, tf.int32), self.values, gains
 
     def _sparse_rows(self, checks: Checks, index: tf.Tensor):
         where, n = self.where, self.n
@@ -306,10 +329,13 @@ class _Call:
         rows = tf.cast(_signed(first_column), tf.int32)
         return rows, core.sorted_rows_changes(first_column), lambda: core.count_values(rows, self.count)
 
-    def _ragged_rows(self, checks: Checks, splits: tf.Tensor):
+    def _checked_splits(self, checks: Checks, splits: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """(row_splits int64 [S + 1], ids_per_row int64 [S]), both guarded by the checks."""
         where, n, count = self.where, self.n, self.count
         # int64 throughout: int32 comparisons and slices run in host memory on a GPU.
         splits = tf.cast(splits, tf.int64)
+        # The row lengths serve the sortedness check too: slices cost more than the arithmetic.
+        ids_per_row = splits[1:] - splits[:-1]  # 8S
         if self.validate:
             if not (splits.shape[0] is not None and isinstance(count, int)):
                 checks.add(
@@ -317,7 +343,7 @@ class _Call:
                     f"{where}: check row_splits_length failed: row_splits must have sample_count + 1 entries",
                 )
             n_of_splits = tf.cast(n, tf.int64)
-            falls = splits[1:] < splits[:-1]
+            falls = ids_per_row < 0
             checks.add(
                 lambda: tf.reduce_all(tf.equal(splits[:1], 0)),
                 f"{where}: check row_splits_start failed: row_splits[0] must be 0",
@@ -332,9 +358,7 @@ class _Call:
                 lambda: tf.reduce_all(tf.equal(splits[-1:], n_of_splits)),
                 f"{where}: check row_splits_end failed: row_splits must end at the number of values",
             )
-        (splits,) = checks.guard(splits)
-        rows, row_changes, ids_per_row = core.ragged_rows(splits, n)
-        return rows, row_changes, lambda: ids_per_row
+        return checks.guard(splits, ids_per_row)
 
 
 def _signed(x: tf.Tensor) -> tf.Tensor:

@@ -91,13 +91,16 @@ class Batch:
 
 
 @st.composite
-def batches(draw, *, dense: bool = False, max_rows: int = 8) -> Batch:
-    """Small batches rich in the cases that matter: runs of equal ids, empty rows, zero-weight rows."""
+def batches(draw, *, dense: bool = False, max_rows: int = 8, max_length: int = 6) -> Batch:
+    """Small batches rich in the cases that matter: runs of equal ids, empty rows, zero-weight rows.
+
+    `max_length` bounds the ids per row (1: one-hot rows, some of them empty).
+    """
     sample_count = draw(st.integers(0, max_rows))
     if dense:
         lengths = [1] * sample_count
     else:
-        lengths = draw(st.lists(st.integers(0, 6), min_size=sample_count, max_size=sample_count))
+        lengths = draw(st.lists(st.integers(0, max_length), min_size=sample_count, max_size=sample_count))
     n = sum(lengths)
     id_dtype = draw(st.sampled_from([np.int32, np.int64]))
     # A 3-letter alphabet makes adjacent duplicates (within and across rows) common;

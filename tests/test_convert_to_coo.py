@@ -59,6 +59,36 @@ def test_eager_result_matches_reference_for_every_kind_combiner_and_weight_form(
     assert_coo_equal(got, batch.reference(combiner), batch.ids.dtype)
 
 
+@given(
+    batches(max_rows=40, max_length=1),
+    st.sampled_from(COMBINERS),
+    st.sampled_from([np.int32, np.int64]),
+    st.sampled_from(["float", "scalar", "one"]),
+)
+def test_rows_of_at_most_one_id_match_reference_on_the_one_per_row_path(batch, combiner, index_dtype, form):
+    # Ragged one-hot rows (some empty) skip run detection; the result must not change.
+    got = ops.convert_to_coo(
+        batch.row_splits(index_dtype),
+        tf.constant(batch.ids),
+        _weights_for(batch, form),
+        sample_count=batch.sample_count,
+        combiner=combiner,
+    )
+    assert_coo_equal(got, batch.reference(combiner), batch.ids.dtype)
+
+
+def test_one_row_of_two_equal_ids_among_one_hot_rows_still_merges():
+    splits = tf.constant([0, 1, 1, 3, 4], tf.int64)
+    ids = tf.constant([5, 9, 9, 5], tf.int64)
+    rows, cols, gains = ops.convert_to_coo(splits, ids, 2.0, sample_count=4, combiner="mean")
+    assert rows.numpy().tolist() == [0, 2, 3]
+    assert cols.numpy().tolist() == [5, 9, 5]
+    assert gains.numpy().tolist() == [1.0, 1.0, 1.0]
+    rows, cols, gains = ops.convert_to_coo(splits, ids, [1.0, 1.0, 3.0, 0.0], sample_count=4, combiner="sum")
+    assert rows.numpy().tolist() == [0, 2, 3]
+    assert gains.numpy().tolist() == [1.0, 4.0, 0.0]
+
+
 _GRAPH_FUNCTIONS = {}
 
 
