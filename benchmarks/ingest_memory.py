@@ -31,11 +31,11 @@ Python/numpy memory at most 51 MiB throughout, while the resident set
 drifted up by about 90 MiB over the read. With glibc limited to two malloc
 arenas (`MALLOC_ARENA_MAX=2`) it stayed within 380-400 MiB from about 1.1M
 rows to the end of the read. Writing the shards stays flat (one key range
-at a time); the run's peak comes after the last shard, in well under a
-second, when the runner hands ComputeStats its per-feature accumulators
-(+67 MiB at 3M rows: 26 id tables of up to 2 x 65,536 counts each, as
-encoded and decoded), which grow with the log only until every feature
-reaches that cap. On
+at a time); the run's peak (+67 MiB at 3M rows) comes in the 0.3 s after
+the last shard, as the stage that merges ComputeStats' per-feature
+accumulators starts. Those hold 26 id tables of up to 2 x 65,536 counts
+each, so they grow with the log only until every feature reaches that
+cap. On
 Dataflow the shuffle service holds the grouped data and a worker holds
 one key range of one shard at a time.
 """
