@@ -21,23 +21,23 @@ What the figures show: before WriteShards spilled its shuffle to disk, the
 ingest's peak grew about 190 MiB per 100k Criteo rows (1.2 GiB at 500k
 rows), because the local in-process runner buffers a GroupByKey's whole
 input in memory; now only fragment file names are grouped
-(`transforms.beam.shard_spill`) and the peak grows far less. What grows
-from 500k to a few million rows is bounded structures filling up and the
-allocator keeping pages: a profile of a 3M-row ingest (VmRSS, pyarrow's
-`total_allocated_bytes` and tracemalloc sampled every few seconds) found
-live Arrow memory at most 72 MiB (rising slowly, as the stats' id tables
-fill towards their cap of 2 x 65,536 ids per feature) and live
-Python/numpy memory at most 51 MiB throughout, while the resident set
-drifted up by about 90 MiB over the read. With glibc limited to two malloc
-arenas (`MALLOC_ARENA_MAX=2`) it stayed within 380-400 MiB from about 1.1M
-rows to the end of the read. Writing the shards stays flat (one key range
-at a time); the run's peak (+67 MiB at 3M rows) comes in the 0.3 s after
-the last shard, as the stage that merges ComputeStats' per-feature
+(`transforms.beam.shard_spill`) and the peak grows far less. It still grows
+from 500k to a few million rows. A profile of a 3M-row ingest (VmRSS,
+pyarrow's `total_allocated_bytes` and tracemalloc sampled every few
+seconds) found live Arrow memory at most 72 MiB (rising slowly, as the
+stats' id tables fill towards their cap of 2 x 65,536 ids per feature) and
+live Python/numpy memory at most 51 MiB throughout, while the resident set
+drifted up by about 90 MiB over the read: memory the allocators keep, not
+data the run holds. With glibc limited to two malloc arenas
+(`MALLOC_ARENA_MAX=2`) it stayed within 380-400 MiB from about 1.1M rows
+to the end of the read. Writing the shards stays flat (one key range at a
+time); the run's peak (+67 MiB at 3M rows) comes in the 0.3 s after the
+last shard, as the stage that merges ComputeStats' per-feature
 accumulators starts. Those hold 26 id tables of up to 2 x 65,536 counts
-each, so they grow with the log only until every feature reaches that
-cap. On
-Dataflow the shuffle service holds the grouped data and a worker holds
-one key range of one shard at a time.
+each, so that part should stop growing once every feature reaches the cap;
+no run here has yet shown the whole peak flat. On Dataflow the shuffle
+service holds the grouped data and a worker holds one key range of one
+shard at a time.
 """
 
 from __future__ import annotations
