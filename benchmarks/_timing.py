@@ -8,12 +8,13 @@ min-max spread, compared as ratios.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-__all__ = ["Timing", "alternate", "markdown_table", "noisy", "ratio"]
+__all__ = ["Timing", "Paired", "alternate", "markdown_table", "noisy", "paired", "ratio"]
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,8 @@ class Timing:
     min_s: float
     max_s: float
     reps: int
+    # One time per round of `alternate`, in round order: sample i of two contenders came from the same round.
+    samples: tuple[float, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def spread_s(self) -> float:
@@ -65,7 +68,7 @@ def alternate(
             contenders[name]()
             seconds[name].append(clock() - began)
     return {
-        name: Timing(statistics.median(values), min(values), max(values), len(values))
+        name: Timing(statistics.median(values), min(values), max(values), len(values), tuple(values))
         for name, values in seconds.items()
     }
 
@@ -78,6 +81,38 @@ def ratio(ours: Timing, peer: Timing) -> float:
 def noisy(a: Timing, b: Timing) -> bool:
     """Whether either spread is wider than the gap between the medians (then the ratio is not settled)."""
     return max(a.spread_s, b.spread_s) > abs(a.median_s - b.median_s)
+
+
+@dataclass(frozen=True)
+class Paired:
+    """`a` against `b` round by round: the median of the per-round ratios a/b and a sign test.
+
+    Two contenders timed in the same round of `alternate` ran seconds apart,
+    so a load burst from elsewhere hits both; the per-round ratio cancels it,
+    where medians of the two whole series do not. `p_value` is the one-sided
+    sign-test probability of `a` being faster in at least `wins` of `rounds`
+    rounds if neither were faster: below 0.01, `a` is measurably cheaper.
+    """
+
+    median_ratio: float
+    wins: int
+    rounds: int
+    p_value: float
+
+
+def paired(a: Timing, b: Timing) -> Paired:
+    """Per-round comparison of two contenders timed together by `alternate`.
+
+    Raises:
+      ValueError: either has no per-round samples, or their rounds differ in number.
+    """
+    if not a.samples or len(a.samples) != len(b.samples):
+        raise ValueError(f"paired() needs per-round samples of equal count, got {len(a.samples)} and {len(b.samples)}")
+    ratios = [x / y for x, y in zip(a.samples, b.samples)]
+    rounds = len(ratios)
+    wins = sum(x < y for x, y in zip(a.samples, b.samples))
+    p_value = sum(math.comb(rounds, k) for k in range(wins, rounds + 1)) / 2**rounds
+    return Paired(statistics.median(ratios), wins, rounds, p_value)
 
 
 def markdown_table(rows: list[dict], columns: list[str]) -> str:

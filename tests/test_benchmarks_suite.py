@@ -97,3 +97,69 @@ def test_quick_run_writes_results_and_plots_with_a_row_per_benchmark(quick_run):
         data = (output / "plots" / plot).read_bytes()
         assert data.startswith(b"\x89PNG") and len(data) < 200_000
         assert f"plots/{plot}" in markdown
+
+
+def test_paired_compares_round_by_round_with_a_sign_test_against_scipy():
+    from scipy.stats import binomtest
+
+    from benchmarks._timing import Timing, paired
+
+    # A load burst in round 3 slows both; per round, `a` takes 0.8x of `b` in 9 of 10 rounds.
+    b_samples = [1.0, 1.1, 5.0, 1.0, 0.9, 1.2, 1.0, 1.05, 0.95, 1.0]
+    a_samples = [0.8 * x for x in b_samples[:9]] + [1.3]
+    a = Timing(0.0, 0.0, 0.0, 10, tuple(a_samples))
+    b = Timing(0.0, 0.0, 0.0, 10, tuple(b_samples))
+    result = paired(a, b)
+    assert result.wins == 9 and result.rounds == 10
+    assert result.median_ratio == pytest.approx(0.8)
+    assert result.p_value == pytest.approx(binomtest(9, 10, 0.5, alternative="greater").pvalue)
+    with pytest.raises(ValueError, match="per-round samples"):
+        paired(a, Timing(0.0, 0.0, 0.0, 3, (1.0, 1.0, 1.0)))
+
+
+def test_alternate_keeps_each_rounds_time_in_round_order():
+    from benchmarks._timing import alternate
+
+    ticks = iter(range(1000))
+    calls = []
+    timings = alternate(
+        {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
+        reps=3,
+        warmup=0,
+        clock=lambda: float(next(ticks)),
+    )
+    # Each call spans one tick of the fake clock.
+    assert timings["a"].samples == (1.0, 1.0, 1.0)
+    assert calls == ["a", "b", "b", "a", "a", "b"]  # the starting contender rotates each round
+
+
+def test_results_list_the_fast_paths_against_the_general_path():
+    report = {
+        "quick": False,
+        "environment": {
+            "cpu": "cpu", "cores": 2, "cores_usable": 2, "ram_gib": 8.0, "load_average_at_start": None,
+            "os": "os", "versions": {"python": "3"}, "date": "today", "commit": None,
+        },
+        "seconds": 1.0,
+        "runs": [],
+        "rows": [],
+        "plots": [],
+        "plot_notes": [],
+        "results": {
+            "convert_to_coo": {
+                "variants": {
+                    "multi": {
+                        "fast_paths_vs_general": {
+                            "sum, single w": {
+                                "cpu vs general": 0.68, "paired cpu vs general": 0.66, "cheaper in rounds": "40/41",
+                                "sign test p": 1.9e-11, "bytes+weights vs general": 0.87,
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    }
+    text = results_markdown(report)
+    assert "## convert_to_coo: fast paths against the general path" in text
+    assert "| multi | sum, single w | 0.68 | 0.66 | 40/41 | 1.9e-11 | 0.87 |" in text
