@@ -3,21 +3,28 @@
 `WriteShards` gives every row a shard and a 63-bit sort key. Grouping the
 rows themselves by shard would make a runner hold a whole shard (Beam's
 in-process runner holds every shard: the whole input) in memory. Instead,
-`SpillByKeyRange` buffers rows up to `spill_rows` and writes them out as
-Arrow IPC fragment files, one per (shard, key range) with rows, named
-`.tmp-spill-<shard>-<range>-<id>.arrow` in the output directory; only the
-file names go through the GroupByKey. `sorted_shard_batches` then reads a
-shard's fragments one key range at a time, in key order, and sorts each
-range: the same rows in the same order as sorting the whole shard by key,
-with at most one key range of one shard in memory.
+`SpillByKeyRange` buffers rows up to `spill_rows` and writes them out, one
+Arrow IPC file per shard per spill, named `.tmp-spill-<shard>-<id>.arrow` in
+the output directory, its rows grouped by key range (one or more record
+batches per range, listed in the file's schema metadata); only the file
+names go through the GroupByKey. `sorted_shard_batches` then reads a
+shard's files one key range at a time, in key order, reading just that
+range's batches from each file, and sorts each range: the same rows in the
+same order as sorting the whole shard by key, with at most one key range
+of one shard in memory.
 
 The key ranges are the top `RANGE_BITS` bits of the key, so a range holds
-about `rows / (shards * 2**RANGE_BITS)` rows.
+about `rows / (shards * 2**RANGE_BITS)` rows. One file per shard per spill
+(not one per key range) keeps the file count at spills x shards: with a file
+per range it was 64 times that, and at millions of rows the files held a
+few hundred rows each and creating them dominated the ingest.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import json
 import uuid
 from collections.abc import Iterable, Iterator
 
@@ -29,25 +36,24 @@ from apache_beam.transforms.window import GlobalWindows
 
 from sparse_io.atomic import TMP_PREFIX
 
-__all__ = ["SpillByKeyRange", "sorted_shard_batches", "RANGE_BITS", "DEFAULT_SPILL_ROWS"]
+__all__ = ["SpillByKeyRange", "sorted_shard_batches", "RANGE_BITS", "DEFAULT_SPILL_ROWS", "MAX_OPEN_FRAGMENTS"]
 
 RANGE_BITS = 6
 DEFAULT_SPILL_ROWS = 100_000
 _KEY_BITS = 63  # keys are non-negative int64
 _PREFIX = TMP_PREFIX + "spill-"  # a temporary: a crashed run's leftovers are removed with the others
+_RANGES_KEY = b"sparseflow.spill_ranges"  # schema metadata: [[key range, batches], ...] in file order
+# A shard with more spill files than this is read by reopening each file per key range instead of
+# holding them all open, so a very long input cannot run a worker out of file handles.
+MAX_OPEN_FRAGMENTS = 256
 
 
 def _range_of(keys: np.ndarray) -> np.ndarray:
     return (keys >> (_KEY_BITS - RANGE_BITS)).astype(np.int64)
 
 
-def _fragment_name(shard: int, key_range: int) -> str:
-    return f"{_PREFIX}{shard:05d}-{key_range:03d}-{uuid.uuid4().hex}.arrow"
-
-
-def _key_range_of_path(path: str) -> int:
-    name = FileSystems.split(path)[1]
-    return int(name[len(_PREFIX) :].split("-")[1])
+def _fragment_name(shard: int) -> str:
+    return f"{_PREFIX}{shard:05d}-{uuid.uuid4().hex}.arrow"
 
 
 class SpillByKeyRange(beam.DoFn):
@@ -88,31 +94,79 @@ class SpillByKeyRange(beam.DoFn):
             yield GlobalWindows.windowed_value(element)
 
     def _flush(self) -> Iterator[tuple[int, str]]:
+        by_shard: dict[int, list[tuple[int, list[pa.RecordBatch]]]] = collections.defaultdict(list)
         for (shard, key_range), parts in sorted(self._buffers.items()):
-            path = FileSystems.join(self._output_dir, _fragment_name(shard, key_range))
-            with FileSystems.create(path) as f, pa.ipc.new_stream(f, parts[0].schema) as writer:
-                for part in parts:
-                    writer.write_batch(part)
+            by_shard[shard].append((key_range, parts))
+        for shard, ranges in by_shard.items():
+            path = FileSystems.join(self._output_dir, _fragment_name(shard))
+            index = json.dumps([[key_range, len(parts)] for key_range, parts in ranges]).encode()
+            schema = ranges[0][1][0].schema
+            schema = schema.with_metadata({**(schema.metadata or {}), _RANGES_KEY: index})
+            with FileSystems.create(path) as f, pa.ipc.new_file(f, schema) as writer:
+                for _, parts in ranges:
+                    for part in parts:
+                        writer.write_batch(part)
             yield shard, path
         self._buffers.clear()
         self._buffered = 0
 
 
-def _read(path: str) -> pa.Table:
-    with FileSystems.open(path) as f:
-        return pa.ipc.open_stream(f.read()).read_all()
+class _Fragment:
+    """One spill file: which record batches hold which key range."""
+
+    def __init__(self, path: str):
+        self.path = path
+        with FileSystems.open(path) as f:
+            self.batches = _batches_by_range(pa.ipc.open_file(f))
+
+    def read(self, key_range: int, reader: pa.ipc.RecordBatchFileReader | None = None) -> list[pa.RecordBatch]:
+        """The batches of `key_range` (none when this file holds no row of it)."""
+        if key_range not in self.batches:
+            return []
+        if reader is None:
+            with FileSystems.open(self.path) as f:
+                return self.read(key_range, pa.ipc.open_file(f))
+        return [reader.get_batch(i) for i in self.batches[key_range]]
+
+
+def _batches_by_range(reader: pa.ipc.RecordBatchFileReader) -> dict[int, range]:
+    metadata = reader.schema.metadata or {}
+    if _RANGES_KEY not in metadata:
+        raise ValueError("not a spill file of SpillByKeyRange: its schema has no key-range index")
+    out, first = {}, 0
+    for key_range, count in json.loads(metadata[_RANGES_KEY]):
+        out[key_range] = range(first, first + count)
+        first += count
+    if first != reader.num_record_batches:
+        raise ValueError(f"spill file holds {reader.num_record_batches} record batches, its index lists {first}")
+    return out
+
+
+def _without_index(metadata: dict | None) -> dict | None:
+    kept = {k: v for k, v in (metadata or {}).items() if k != _RANGES_KEY}
+    return kept or None
 
 
 def sorted_shard_batches(paths: Iterable[str], key_column: str, chunk_rows: int) -> Iterator[pa.RecordBatch]:
-    """A shard's rows from its fragments, sorted by key (stable), without the key column.
+    """A shard's rows from its spill files, sorted by key (stable), without the key column.
 
-    Reads one key range at a time; batches hold at most `chunk_rows` rows.
+    Reads one key range at a time, holding the files open (or, past
+    `MAX_OPEN_FRAGMENTS` files, opening each per range); batches hold at
+    most `chunk_rows` rows.
+
+    Raises:
+      ValueError: a path is not a spill file written by `SpillByKeyRange`.
     """
-    by_range: dict[int, list[str]] = collections.defaultdict(list)
-    for path in paths:
-        by_range[_key_range_of_path(path)].append(path)
-    for key_range in sorted(by_range):
-        table = pa.concat_tables([_read(p) for p in sorted(by_range[key_range])])
-        order = np.argsort(table.column(key_column).to_numpy(), kind="stable")
-        table = table.drop_columns([key_column]).take(pa.array(order))
-        yield from table.to_batches(max_chunksize=chunk_rows)
+    fragments = [_Fragment(p) for p in sorted(paths)]
+    key_ranges = sorted({r for fragment in fragments for r in fragment.batches})
+    with contextlib.ExitStack() as stack:
+        readers: list = [None] * len(fragments)
+        if len(fragments) <= MAX_OPEN_FRAGMENTS:
+            readers = [pa.ipc.open_file(stack.enter_context(FileSystems.open(f.path))) for f in fragments]
+        for key_range in key_ranges:
+            parts = [b for fragment, reader in zip(fragments, readers) for b in fragment.read(key_range, reader)]
+            table = pa.Table.from_batches(parts)
+            table = table.replace_schema_metadata(_without_index(table.schema.metadata))
+            order = np.argsort(table.column(key_column).to_numpy(), kind="stable")
+            table = table.drop_columns([key_column]).take(pa.array(order))
+            yield from table.to_batches(max_chunksize=chunk_rows)
