@@ -9,7 +9,7 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamPipeline
 
 from transforms.beam import in_process_options, shard_spill
-from transforms.beam.shard_spill import SpillByKeyRange, sorted_shard_batches
+from transforms.beam.shard_spill import SpillByKeyRange, key_range_of, sorted_shard_batches
 
 KEY = "__key"
 
@@ -40,11 +40,19 @@ def _expected_rows(batches, shards, shard):
     return mine.column("row").to_numpy()[np.argsort(mine.column(KEY).to_numpy(), kind="stable")]
 
 
-@pytest.mark.parametrize("max_open", [256, 1])
-def test_fragments_read_back_in_key_order_per_shard_with_small_spills(tmp_path, monkeypatch, max_open):
+def _by_key_range(batch):
+    """The batch's rows ordered by key range, as WriteShards hands them to the spill."""
+    ranges = key_range_of(batch.column(KEY).to_numpy())
+    return batch.take(pa.array(np.argsort(ranges, kind="stable")))
+
+
+@pytest.mark.parametrize("max_open, presorted", [(256, False), (1, False), (256, True)])
+def test_fragments_read_back_in_key_order_per_shard_with_small_spills(tmp_path, monkeypatch, max_open, presorted):
     # max_open 1: more files than may be held open, so each is reopened per key range.
     monkeypatch.setattr(shard_spill, "MAX_OPEN_FRAGMENTS", max_open)
     batches = _batches(3)
+    if presorted:
+        batches = [_by_key_range(b) for b in batches]
     shards = [i % 3 for i in range(len(batches))]
     found = _spill(SpillByKeyRange(str(tmp_path), KEY, spill_rows=400), list(zip(shards, batches)))
     assert sorted(found) == [0, 1, 2]

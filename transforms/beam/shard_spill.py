@@ -5,19 +5,20 @@ rows themselves by shard would make a runner hold a whole shard (Beam's
 in-process runner holds every shard: the whole input) in memory. Instead,
 `SpillByKeyRange` buffers rows up to `spill_rows` and writes them out, one
 Arrow IPC file per shard per spill, named `.tmp-spill-<shard>-<id>.arrow` in
-the output directory, its rows grouped by key range (one or more record
-batches per range, listed in the file's schema metadata); only the file
-names go through the GroupByKey. `sorted_shard_batches` then reads a
-shard's files one key range at a time, in key order, reading just that
-range's batches from each file, and sorts each range: the same rows in the
-same order as sorting the whole shard by key, with at most one key range
-of one shard in memory.
+the output directory, its rows ordered by key range (the record batches of
+each range listed in the file's schema metadata); only the file names go
+through the GroupByKey. `sorted_shard_batches` then reads a shard's files
+one key range at a time, in key order, reading just that range's batches
+from each file, and sorts each range: the same rows in the same order as
+sorting the whole shard by key, with at most one key range of one shard in
+memory.
 
-The key ranges are the top `RANGE_BITS` bits of the key, so a range holds
-about `rows / (shards * 2**RANGE_BITS)` rows. One file per shard per spill
-(not one per key range) keeps the file count at spills x shards: with a file
-per range it was 64 times that, and at millions of rows the files held a
-few hundred rows each and creating them dominated the ingest.
+The key ranges are the top `RANGE_BITS` bits of the key. A spill cuts its
+rows into shards x ranges pieces, so when the shard count grows with the
+input the pieces per row grow with it: with a file per piece, or a buffered
+slice per piece of every input batch, their fixed costs dominated the
+ingest at a few million rows. So whole batches are buffered, cut only when
+spilled, and a shard's pieces of one spill share one file.
 """
 
 from __future__ import annotations
@@ -36,7 +37,14 @@ from apache_beam.transforms.window import GlobalWindows
 
 from sparse_io.atomic import TMP_PREFIX
 
-__all__ = ["SpillByKeyRange", "sorted_shard_batches", "RANGE_BITS", "DEFAULT_SPILL_ROWS", "MAX_OPEN_FRAGMENTS"]
+__all__ = [
+    "SpillByKeyRange",
+    "sorted_shard_batches",
+    "key_range_of",
+    "RANGE_BITS",
+    "DEFAULT_SPILL_ROWS",
+    "MAX_OPEN_FRAGMENTS",
+]
 
 RANGE_BITS = 6
 DEFAULT_SPILL_ROWS = 100_000
@@ -48,7 +56,8 @@ _RANGES_KEY = b"sparseflow.spill_ranges"  # schema metadata: [[key range, batche
 MAX_OPEN_FRAGMENTS = 256
 
 
-def _range_of(keys: np.ndarray) -> np.ndarray:
+def key_range_of(keys: np.ndarray) -> np.ndarray:
+    """The key range (top `RANGE_BITS` bits of the 63-bit key) of each int64 key."""
     return (keys >> (_KEY_BITS - RANGE_BITS)).astype(np.int64)
 
 
@@ -71,20 +80,16 @@ class SpillByKeyRange(beam.DoFn):
         self._spill_rows = spill_rows
 
     def start_bundle(self):
-        self._buffers: dict[tuple[int, int], list[pa.RecordBatch]] = collections.defaultdict(list)
+        # Whole batches per shard until a spill: slicing each one by key range as it arrives would
+        # keep shards x ranges slices per batch alive, a per-slice cost that grows with the shards.
+        self._buffers: dict[int, list[pa.RecordBatch]] = collections.defaultdict(list)
         self._buffered = 0
 
     def process(self, element):
         shard, batch = element
         if batch.num_rows == 0:
             return
-        ranges = _range_of(batch.column(self._key_column).to_numpy())
-        order = np.argsort(ranges, kind="stable")
-        ranges = ranges[order]
-        batch = batch.take(pa.array(order))
-        bounds = np.flatnonzero(np.diff(ranges)) + 1
-        for lo, hi in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [len(ranges)]])):
-            self._buffers[(int(shard), int(ranges[lo]))].append(batch.slice(int(lo), int(hi - lo)))
+        self._buffers[int(shard)].append(batch)
         self._buffered += batch.num_rows
         if self._buffered >= self._spill_rows:
             yield from self._flush()
@@ -94,16 +99,23 @@ class SpillByKeyRange(beam.DoFn):
             yield GlobalWindows.windowed_value(element)
 
     def _flush(self) -> Iterator[tuple[int, str]]:
-        by_shard: dict[int, list[tuple[int, list[pa.RecordBatch]]]] = collections.defaultdict(list)
-        for (shard, key_range), parts in sorted(self._buffers.items()):
-            by_shard[shard].append((key_range, parts))
-        for shard, ranges in by_shard.items():
+        for shard, batches in sorted(self._buffers.items()):
+            table = pa.Table.from_batches(batches)
+            ranges = key_range_of(table.column(self._key_column).to_numpy())
+            if np.any(ranges[1:] < ranges[:-1]):
+                order = np.argsort(ranges, kind="stable")
+                ranges = ranges[order]
+                table = table.take(pa.array(order)).combine_chunks()
+            starts = np.concatenate([[0], np.flatnonzero(np.diff(ranges)) + 1])
+            ends = np.concatenate([starts[1:], [len(ranges)]])
+            pieces = [
+                (int(ranges[lo]), table.slice(int(lo), int(hi - lo)).to_batches()) for lo, hi in zip(starts, ends)
+            ]
+            index = json.dumps([[key_range, len(parts)] for key_range, parts in pieces]).encode()
+            schema = table.schema.with_metadata({**(table.schema.metadata or {}), _RANGES_KEY: index})
             path = FileSystems.join(self._output_dir, _fragment_name(shard))
-            index = json.dumps([[key_range, len(parts)] for key_range, parts in ranges]).encode()
-            schema = ranges[0][1][0].schema
-            schema = schema.with_metadata({**(schema.metadata or {}), _RANGES_KEY: index})
             with FileSystems.create(path) as f, pa.ipc.new_file(f, schema) as writer:
-                for _, parts in ranges:
+                for _, parts in pieces:
                     for part in parts:
                         writer.write_batch(part)
             yield shard, path
