@@ -20,22 +20,23 @@ peak), and the growth from the small to the large log.
 What the figures show: before WriteShards spilled its shuffle to disk, the
 ingest's peak grew about 190 MiB per 100k Criteo rows (1.2 GiB at 500k
 rows), because the local in-process runner buffers a GroupByKey's whole
-input in memory; now only fragment file names are grouped
-(`transforms.beam.shard_spill`) and the peak grows far less. It still grows
-from 500k to a few million rows. A profile of a 3M-row ingest (VmRSS,
-pyarrow's `total_allocated_bytes` and tracemalloc sampled every few
-seconds) found live Arrow memory at most 72 MiB (rising slowly, as the
-stats' id tables fill towards their cap of 2 x 65,536 ids per feature) and
-live Python/numpy memory at most 51 MiB throughout, while the resident set
-drifted up by about 90 MiB over the read: memory the allocators keep, not
-data the run holds. With glibc limited to two malloc arenas
-(`MALLOC_ARENA_MAX=2`) it stayed within 380-400 MiB from about 1.1M rows
-to the end of the read. Writing the shards stays flat (one key range at a
-time); the run's peak (+67 MiB at 3M rows) comes in the 0.3 s after the
-last shard, as the stage that merges ComputeStats' per-feature
-accumulators starts. Those hold 26 id tables of up to 2 x 65,536 counts
-each, so that part should stop growing once every feature reaches the cap;
-no run here has yet shown the whole peak flat. On Dataflow the shuffle
+input in memory; now only spill file names are grouped
+(`transforms.beam.shard_spill`) and the peak grows far less. Single runs of
+the default ingest (shard count from the input size: 1 shard at 500k rows,
+10 at 5M) peaked at 357 MiB (500k rows), 397 MiB (2M) and 488 MiB (5M),
+after the spill stopped cutting every batch into shards x 64 buffered
+slices (before: 448 MiB at 2M, 575-581 MiB at 5M, and a 5M-row run took
+200-229 s instead of 89 s). The rest of the growth is not data the run
+holds: a profile of a 3M-row ingest found live Arrow memory at most 72 MiB
+(rising slowly as the stats' id tables fill towards their cap of
+2 x 65,536 ids per feature) and live Python/numpy memory at most 51 MiB
+throughout, while the resident set drifted up by about 90 MiB over the
+read, memory the allocators keep; with glibc limited to two malloc arenas
+(`MALLOC_ARENA_MAX=2`) it stayed within 380-400 MiB from about 1.1M rows to
+the end of the read. That run's peak came in the 0.3 s after the last
+shard, as the stage that merges ComputeStats' per-feature accumulators
+starts; those are bounded by the cap, but no run here has shown the whole
+peak flat yet. On Dataflow the shuffle
 service holds the grouped data and a worker holds one key range of one
 shard at a time.
 """
