@@ -28,8 +28,7 @@ after the spill stopped cutting every batch into shards x 64 buffered
 slices (before: 448 MiB at 2M, 575-581 MiB at 5M, and a 5M-row run took
 200-229 s instead of 89 s). The rest of the growth is not data the run
 holds: a profile of a 3M-row ingest (before that change) found live Arrow
-memory at most 72 MiB
-(rising slowly as the stats' id tables fill towards their cap of
+memory at most 72 MiB (rising slowly as the stats' id tables fill towards their cap of
 2 x 65,536 ids per feature) and live Python/numpy memory at most 51 MiB
 throughout, while the resident set drifted up by about 90 MiB over the
 read, memory the allocators keep; with glibc limited to two malloc arenas
