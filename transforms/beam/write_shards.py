@@ -1,9 +1,9 @@
 """WriteShards: record batches -> `part-NNNNN-of-MMMMM` shards, schema.json and stats.json.
 
 With `shuffle`, every row gets a random shard and a random sort key in one
-numpy call per batch; the rows are spilled to fragment files by shard and
-key range (`transforms.beam.shard_spill`), a GroupByKey brings each shard's
-fragment names together, and the shard is written in key order, one key
+numpy call per batch; the rows are spilled to files, one per shard per
+spill, ordered by key range (`transforms.beam.shard_spill`), a GroupByKey
+brings each shard's file names together, and the shard is written in key order, one key
 range at a time. That is a global shuffle: any row can land anywhere, in
 any shard, and memory holds a slice of a shard, never the whole input. With a `seed`, the
 random numbers of a batch are drawn from a generator seeded by the seed and
