@@ -41,7 +41,7 @@ def _expected_rows(batches, shards, shard):
 
 
 def _by_key_range(batch):
-    """The batch's rows ordered by key range, as WriteShards hands them to the spill."""
+    """The batch's rows ordered by key range: a spill finding its rows in that order skips its own sort."""
     ranges = key_range_of(batch.column(KEY).to_numpy())
     return batch.take(pa.array(np.argsort(ranges, kind="stable")))
 

@@ -105,7 +105,7 @@ class SpillByKeyRange(beam.DoFn):
             if np.any(ranges[1:] < ranges[:-1]):
                 order = np.argsort(ranges, kind="stable")
                 ranges = ranges[order]
-                table = table.take(pa.array(order)).combine_chunks()
+                table = table.take(pa.array(order))
             starts = np.concatenate([[0], np.flatnonzero(np.diff(ranges)) + 1])
             ends = np.concatenate([starts[1:], [len(ranges)]])
             pieces = [
@@ -124,21 +124,26 @@ class SpillByKeyRange(beam.DoFn):
 
 
 class _Fragment:
-    """One spill file: which record batches hold which key range."""
+    """One spill file: which record batches hold which key range, and its reader when held open."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, reader: pa.ipc.RecordBatchFileReader | None = None):
         self.path = path
-        with FileSystems.open(path) as f:
-            self.batches = _batches_by_range(pa.ipc.open_file(f))
+        self.reader = reader
+        if reader is None:
+            with FileSystems.open(path) as f:
+                self.batches = _batches_by_range(pa.ipc.open_file(f))
+        else:
+            self.batches = _batches_by_range(reader)
 
-    def read(self, key_range: int, reader: pa.ipc.RecordBatchFileReader | None = None) -> list[pa.RecordBatch]:
+    def read(self, key_range: int) -> list[pa.RecordBatch]:
         """The batches of `key_range` (none when this file holds no row of it)."""
         if key_range not in self.batches:
             return []
-        if reader is None:
-            with FileSystems.open(self.path) as f:
-                return self.read(key_range, pa.ipc.open_file(f))
-        return [reader.get_batch(i) for i in self.batches[key_range]]
+        if self.reader is not None:
+            return [self.reader.get_batch(i) for i in self.batches[key_range]]
+        with FileSystems.open(self.path) as f:
+            reader = pa.ipc.open_file(f)
+            return [reader.get_batch(i) for i in self.batches[key_range]]
 
 
 def _batches_by_range(reader: pa.ipc.RecordBatchFileReader) -> dict[int, range]:
@@ -169,14 +174,15 @@ def sorted_shard_batches(paths: Iterable[str], key_column: str, chunk_rows: int)
     Raises:
       ValueError: a path is not a spill file written by `SpillByKeyRange`.
     """
-    fragments = [_Fragment(p) for p in sorted(paths)]
-    key_ranges = sorted({r for fragment in fragments for r in fragment.batches})
+    paths = sorted(paths)
     with contextlib.ExitStack() as stack:
-        readers: list = [None] * len(fragments)
-        if len(fragments) <= MAX_OPEN_FRAGMENTS:
-            readers = [pa.ipc.open_file(stack.enter_context(FileSystems.open(f.path))) for f in fragments]
+        if len(paths) <= MAX_OPEN_FRAGMENTS:
+            fragments = [_Fragment(p, pa.ipc.open_file(stack.enter_context(FileSystems.open(p)))) for p in paths]
+        else:
+            fragments = [_Fragment(p) for p in paths]
+        key_ranges = sorted({r for fragment in fragments for r in fragment.batches})
         for key_range in key_ranges:
-            parts = [b for fragment, reader in zip(fragments, readers) for b in fragment.read(key_range, reader)]
+            parts = [b for fragment in fragments for b in fragment.read(key_range)]
             table = pa.Table.from_batches(parts)
             table = table.replace_schema_metadata(_without_index(table.schema.metadata))
             order = np.argsort(table.column(key_column).to_numpy(), kind="stable")
