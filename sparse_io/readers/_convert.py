@@ -68,8 +68,20 @@ def np_mask(array: pa.Array, *, null_as) -> np.ndarray:
 
 def empty_to_null(values: pa.Array) -> pa.Array:
     """Strings: "" becomes null (an empty field is a missing value)."""
-    keep = pc.not_equal(values, pa.scalar("", values.type))
-    return pc.if_else(keep, values, pa.scalar(None, values.type))
+    if not (pa.types.is_string(values.type) or pa.types.is_binary(values.type)):
+        keep = pc.not_equal(values, pa.scalar("", values.type))
+        return pc.if_else(keep, values, pa.scalar(None, values.type))
+    # Only the validity bitmap changes: the offsets and the bytes are shared, not copied.
+    n, start = len(values), values.offset
+    _, offsets, data = values.buffers()
+    ends = np.frombuffer(offsets, dtype=np.int32)[start : start + n + 1]
+    valid = ends[1:] != ends[:-1]
+    if values.null_count:
+        valid &= values.is_valid().to_numpy(zero_copy_only=False)
+    elif valid.all():
+        return values
+    bits = np.packbits(np.concatenate([np.zeros(start, dtype=bool), valid]), bitorder="little")
+    return pa.Array.from_buffers(values.type, n, [pa.py_buffer(bits), offsets, data], offset=start)
 
 
 def _nulled(values: pa.Array, bad: np.ndarray) -> pa.Array:
