@@ -80,12 +80,23 @@ def test_hyperloglog_error_is_within_its_stated_bound_and_merges_as_a_union():
     assert abs(s.estimate() - 20_000) <= 4 * s.relative_error * 20_000
 
 
-def test_count_table_merges_exactly_like_counter():
+def _small_ids(rng, n):
+    return rng.zipf(1.5, n) % 1000  # a small range: counted by bincount
+
+
+def _wide_ids(rng, n):
+    # Negative and huge ids, the int64 extremes among them: counted by sorting.
+    pool = np.array([np.iinfo(np.int64).min, -5, 0, 7, 1 << 40, np.iinfo(np.int64).max], dtype=np.int64)
+    return np.where(rng.random(n) < 0.3, pool[rng.integers(0, len(pool), n)], rng.zipf(1.5, n) * -(10**12))
+
+
+@pytest.mark.parametrize("ids", [_small_ids, _wide_ids])
+def test_count_table_merges_exactly_like_counter(ids):
     rng = np.random.default_rng(2)
     reference = collections.Counter()
     tables = [CountTable() for _ in range(3)]
     for i in range(30):
-        values = rng.zipf(1.5, rng.integers(0, 200)) % 1000
+        values = ids(rng, int(rng.integers(0, 200)))
         tables[i % 3].add(pa.array(values, pa.int64()))
         reference.update(values.tolist())
     strings = CountTable()
