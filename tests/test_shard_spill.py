@@ -12,6 +12,7 @@ from transforms.beam import in_process_options, shard_spill
 from transforms.beam.shard_spill import SpillByKeyRange, key_range_of, sorted_shard_batches
 
 KEY = "__key"
+SHARD = "__shard"
 
 
 def _batches(seed, count=12, rows=150):
@@ -23,20 +24,30 @@ def _batches(seed, count=12, rows=150):
     return out
 
 
-def _spill(fn, elements):
+def _with_shards(batches, shards):
+    """Each batch with a shard column: one shard per batch when `shards` holds ints, else per row."""
+    out = []
+    for batch, shard in zip(batches, shards):
+        column = np.full(batch.num_rows, shard) if np.isscalar(shard) else np.asarray(shard)
+        out.append(batch.append_column(SHARD, pa.array(column.astype(np.int32))))
+    return out
+
+
+def _spill(fn, batches):
     """Runs the DoFn over one bundle as a runner would; returns {shard: [fragment paths]}."""
     out = {}
     fn.start_bundle()
-    emitted = [e for element in elements for e in fn.process(element)]
+    emitted = [e for batch in batches for e in fn.process(batch)]
     emitted += [w.value for w in fn.finish_bundle()]
     for shard, path in emitted:
         out.setdefault(shard, []).append(path)
     return out
 
 
-def _expected_rows(batches, shards, shard):
-    """The shard's rows sorted by key, straight from the input."""
-    mine = pa.Table.from_batches([b for s, b in zip(shards, batches) if s == shard])
+def _expected_rows(batches, shard):
+    """The shard's rows sorted by key, straight from the input (batches with their shard column)."""
+    table = pa.Table.from_batches(batches)
+    mine = table.filter(pa.array(table.column(SHARD).to_numpy() == shard))
     return mine.column("row").to_numpy()[np.argsort(mine.column(KEY).to_numpy(), kind="stable")]
 
 
@@ -46,28 +57,39 @@ def _by_key_range(batch):
     return batch.take(pa.array(np.argsort(ranges, kind="stable")))
 
 
-@pytest.mark.parametrize("max_open, presorted", [(256, False), (1, False), (256, True)])
-def test_fragments_read_back_in_key_order_per_shard_with_small_spills(tmp_path, monkeypatch, max_open, presorted):
+@pytest.mark.parametrize(
+    "max_open, presorted, per_row", [(256, False, False), (1, False, False), (256, True, False), (256, False, True)]
+)
+def test_fragments_read_back_in_key_order_per_shard_with_small_spills(
+    tmp_path, monkeypatch, max_open, presorted, per_row
+):
     # max_open 1: more files than may be held open, so each is reopened per key range.
     monkeypatch.setattr(shard_spill, "MAX_OPEN_FRAGMENTS", max_open)
     batches = _batches(3)
     if presorted:
         batches = [_by_key_range(b) for b in batches]
-    shards = [i % 3 for i in range(len(batches))]
-    found = _spill(SpillByKeyRange(str(tmp_path), KEY, spill_rows=400), list(zip(shards, batches)))
+    if per_row:  # rows of one batch spread over all shards, as a shuffle assigns them
+        rng = np.random.default_rng(8)
+        shards = [rng.integers(3, size=b.num_rows) for b in batches]
+    else:
+        shards = [i % 3 for i in range(len(batches))]
+    batches = _with_shards(batches, shards)
+    found = _spill(SpillByKeyRange(str(tmp_path), KEY, SHARD, spill_rows=400), batches)
     assert sorted(found) == [0, 1, 2]
     for shard, fragments in found.items():
         assert len(fragments) >= 2  # spills split a shard over several files
         got = pa.Table.from_batches(list(sorted_shard_batches(fragments, KEY, chunk_rows=64)))
-        assert KEY not in got.column_names and all(b.num_rows <= 64 for b in got.to_batches())
+        assert KEY not in got.column_names and SHARD not in got.column_names
+        assert all(b.num_rows <= 64 for b in got.to_batches())
         assert not got.schema.metadata  # the spill index stays in the spill files
-        np.testing.assert_array_equal(got.column("row").to_numpy(), _expected_rows(batches, shards, shard))
+        np.testing.assert_array_equal(got.column("row").to_numpy(), _expected_rows(batches, shard))
 
 
 def test_a_spill_writes_one_file_per_shard_not_one_per_key_range(tmp_path):
     batches = _batches(4, count=6, rows=500)  # 3,000 random keys: every one of the 64 ranges in each shard
-    shards = [i % 2 for i in range(len(batches))]
-    found = _spill(SpillByKeyRange(str(tmp_path), KEY, spill_rows=1_000_000), list(zip(shards, batches)))
+    rng = np.random.default_rng(9)
+    batches = _with_shards(batches, [rng.integers(2, size=b.num_rows) for b in batches])
+    found = _spill(SpillByKeyRange(str(tmp_path), KEY, SHARD, spill_rows=1_000_000), batches)
     assert {s: len(f) for s, f in found.items()} == {0: 1, 1: 1}  # one spill (at the bundle's end), two shards
     assert len(os.listdir(tmp_path)) == 2
 
@@ -100,5 +122,8 @@ def test_write_shards_leaves_no_fragment_behind(tmp_path):
     with BeamPipeline(options=in_process_options()) as p:
         _ = p | beam.Create(batches) | WriteShards(str(tmp_path), num_shards=2, seed=1)
     assert sorted(os.listdir(tmp_path)) == [
-        "part-00000-of-00002.parquet", "part-00001-of-00002.parquet", "schema.json", "stats.json"
+        "part-00000-of-00002.parquet",
+        "part-00001-of-00002.parquet",
+        "schema.json",
+        "stats.json",
     ]

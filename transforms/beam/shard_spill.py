@@ -1,13 +1,15 @@
 """Spilling a shuffle to disk, so writing shards needs memory for a slice of a shard, not all of it.
 
-`WriteShards` gives every row a shard and a 63-bit sort key. Grouping the
-rows themselves by shard would make a runner hold a whole shard (Beam's
-in-process runner holds every shard: the whole input) in memory. Instead,
-`SpillByKeyRange` buffers rows up to `spill_rows` and writes them out, one
-Arrow IPC file per shard per spill, named `.tmp-spill-<shard>-<id>.arrow` in
-the output directory, its rows ordered by key range (the record batches of
-each range listed in the file's schema metadata); only the file names go
-through the GroupByKey. `sorted_shard_batches` then reads a shard's files
+`WriteShards` gives every row a shard and a 63-bit sort key, as two
+columns of its batch. Grouping the rows themselves by shard would make a
+runner hold a whole shard (Beam's in-process runner holds every shard: the
+whole input) in memory. Instead, `SpillByKeyRange` buffers batches up to
+`spill_rows` rows and writes them out, one Arrow IPC file per shard per
+spill, named `.tmp-spill-<shard>-<id>.arrow` in the output directory, its
+rows ordered by key range (the record batches of each range listed in the
+file's schema metadata); only the file names go through the GroupByKey.
+One stable sort by (shard, key range) per spill puts every row in place, so
+a row is copied once on its way into the spill. `sorted_shard_batches` then reads a shard's files
 one key range at a time, in key order, reading just that range's batches
 from each file, and sorts each range: the same rows in the same order as
 sorting the whole shard by key, with at most one key range of one shard in
@@ -18,12 +20,13 @@ rows into shards x ranges pieces, so when the shard count grows with the
 input the pieces per row grow with it: with a file per piece, or a buffered
 slice per piece of every input batch, their fixed costs dominated the
 ingest at a few million rows. So whole batches are buffered, cut only when
-spilled, and a shard's pieces of one spill share one file.
+spilled, and a shard's pieces of one spill share one file. Batches arrive
+whole, with their shard column, rather than cut into one piece per shard
+first: that cut was a second copy of every row.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import json
 import uuid
@@ -66,30 +69,34 @@ def _fragment_name(shard: int) -> str:
 
 
 class SpillByKeyRange(beam.DoFn):
-    """`(shard, RecordBatch with an int64 key column)` -> `(shard, fragment path)`, rows written to disk.
+    """RecordBatch with int64 key and integer shard columns -> `(shard, spill file path)`, rows on disk.
+
+    The spill files hold the rows without the shard column; the key column
+    stays for `sorted_shard_batches`.
 
     Args:
-      output_dir: where the fragments go (any Beam filesystem).
+      output_dir: where the spill files go (any Beam filesystem).
       key_column: the int64 column holding each row's non-negative sort key.
+      shard_column: the integer column holding each row's shard index.
       spill_rows: rows buffered before they are written out.
     """
 
-    def __init__(self, output_dir: str, key_column: str, spill_rows: int = DEFAULT_SPILL_ROWS):
+    def __init__(self, output_dir: str, key_column: str, shard_column: str, spill_rows: int = DEFAULT_SPILL_ROWS):
         self._output_dir = output_dir
         self._key_column = key_column
+        self._shard_column = shard_column
         self._spill_rows = spill_rows
 
     def start_bundle(self):
-        # Whole batches per shard until a spill: slicing each one by key range as it arrives would
+        # Whole batches until a spill: slicing each one by shard and key range as it arrives would
         # keep shards x ranges slices per batch alive, a per-slice cost that grows with the shards.
-        self._buffers: dict[int, list[pa.RecordBatch]] = collections.defaultdict(list)
+        self._buffer: list[pa.RecordBatch] = []
         self._buffered = 0
 
-    def process(self, element):
-        shard, batch = element
+    def process(self, batch: pa.RecordBatch):
         if batch.num_rows == 0:
             return
-        self._buffers[int(shard)].append(batch)
+        self._buffer.append(batch)
         self._buffered += batch.num_rows
         if self._buffered >= self._spill_rows:
             yield from self._flush()
@@ -99,28 +106,35 @@ class SpillByKeyRange(beam.DoFn):
             yield GlobalWindows.windowed_value(element)
 
     def _flush(self) -> Iterator[tuple[int, str]]:
-        for shard, batches in sorted(self._buffers.items()):
-            table = pa.Table.from_batches(batches)
-            ranges = key_range_of(table.column(self._key_column).to_numpy())
-            if np.any(ranges[1:] < ranges[:-1]):
-                order = np.argsort(ranges, kind="stable")
-                ranges = ranges[order]
-                table = table.take(pa.array(order))
-            starts = np.concatenate([[0], np.flatnonzero(np.diff(ranges)) + 1])
-            ends = np.concatenate([starts[1:], [len(ranges)]])
-            pieces = [
-                (int(ranges[lo]), table.slice(int(lo), int(hi - lo)).to_batches()) for lo, hi in zip(starts, ends)
-            ]
-            index = json.dumps([[key_range, len(parts)] for key_range, parts in pieces]).encode()
-            schema = table.schema.with_metadata({**(table.schema.metadata or {}), _RANGES_KEY: index})
-            path = FileSystems.join(self._output_dir, _fragment_name(shard))
-            with FileSystems.create(path) as f, pa.ipc.new_file(f, schema) as writer:
-                for _, parts in pieces:
-                    for part in parts:
-                        writer.write_batch(part)
-            yield shard, path
-        self._buffers.clear()
-        self._buffered = 0
+        if not self._buffer:
+            return
+        table = pa.Table.from_batches(self._buffer)
+        self._buffer, self._buffered = [], 0
+        shards = table.column(self._shard_column).to_numpy().astype(np.int64)
+        ranges = key_range_of(table.column(self._key_column).to_numpy())
+        table = table.drop_columns([self._shard_column])
+        slot = (shards << RANGE_BITS) | ranges
+        order = np.argsort(slot, kind="stable")
+        slot = slot[order]
+        cuts = np.flatnonzero(np.diff(slot >> RANGE_BITS)) + 1
+        # One shard's rows are copied at a time, so a spill holds at most one shard's copy at once.
+        for rows in np.split(order, cuts) if len(order) else ():
+            shard = int(shards[rows[0]])
+            ordered = table.take(pa.array(rows))
+            yield shard, self._write(shard, ordered, key_range_of(ordered.column(self._key_column).to_numpy()))
+
+    def _write(self, shard: int, table: pa.Table, ranges: np.ndarray) -> str:
+        starts = np.concatenate([[0], np.flatnonzero(np.diff(ranges)) + 1])
+        ends = np.concatenate([starts[1:], [len(ranges)]])
+        pieces = [(int(ranges[lo]), table.slice(int(lo), int(hi - lo)).to_batches()) for lo, hi in zip(starts, ends)]
+        index = json.dumps([[key_range, len(parts)] for key_range, parts in pieces]).encode()
+        schema = table.schema.with_metadata({**(table.schema.metadata or {}), _RANGES_KEY: index})
+        path = FileSystems.join(self._output_dir, _fragment_name(shard))
+        with FileSystems.create(path) as f, pa.ipc.new_file(f, schema) as writer:
+            for _, parts in pieces:
+                for part in parts:
+                    writer.write_batch(part)
+        return path
 
 
 class _Fragment:

@@ -40,6 +40,7 @@ __all__ = ["WriteShards", "infer_schema", "DEFAULT_STATS_BATCH_SIZES"]
 # Rows with equal keys come from identical batches and are identical, so a stable sort by the key alone
 # gives the same shard bytes whatever order the runner delivers the parts in.
 _ORDER = "__sparseflow_order"
+_SHARD = "__sparseflow_shard"  # each row's shard, until the spill files it under that shard
 _SUFFIX = {"parquet": ".parquet", "tfrecord": ".tfrecord"}
 DEFAULT_STATS_BATCH_SIZES = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 _METRICS = "sparseflow.WriteShards"
@@ -106,6 +107,8 @@ def _digest(batch: pa.RecordBatch) -> int:
 
 
 class _AssignShardsFn(beam.DoFn):
+    """Appends each row's shard (`_SHARD`) and sort key (`_ORDER`) to its batch."""
+
     def __init__(self, num_shards: int | None, shuffle: bool, seed: int | None):
         self._num_shards = num_shards
         self._shuffle = shuffle
@@ -122,18 +125,13 @@ class _AssignShardsFn(beam.DoFn):
             # The whole batch goes to one shard, in its order; the batch's digest
             # (or a random key) orders the batches within the shard.
             key = digest if digest is not None else int(rng.integers(2**63))
-            batch = batch.append_column(_ORDER, pa.array(np.full(n, key >> 1, dtype=np.int64)))
-            yield int(rng.integers(shards)), batch
-            return
-        target = rng.integers(shards, size=n)
-        keys = rng.integers(np.iinfo(np.int64).max, size=n, dtype=np.int64)
-        batch = batch.append_column(_ORDER, pa.array(keys))
-        order = np.argsort(target, kind="stable")
-        sorted_target = target[order]
-        regrouped = batch.take(pa.array(order))
-        bounds = np.flatnonzero(np.diff(sorted_target)) + 1
-        for lo, hi in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [n]])):
-            yield int(sorted_target[lo]), regrouped.slice(int(lo), int(hi - lo))
+            target = np.full(n, rng.integers(shards), dtype=np.int32)
+            keys = np.full(n, key >> 1, dtype=np.int64)
+        else:
+            target = rng.integers(shards, size=n).astype(np.int32)
+            keys = rng.integers(np.iinfo(np.int64).max, size=n, dtype=np.int64)
+        # The rows stay where they are: the spill moves each row once, to its shard and key range.
+        yield batch.append_column(_SHARD, pa.array(target)).append_column(_ORDER, pa.array(keys))
 
 
 class _WriteShardFn(beam.DoFn):
@@ -318,8 +316,9 @@ class WriteShards(beam.PTransform):
             | "AssignShards"
             >> beam.ParDo(
                 _AssignShardsFn(self._num_shards, self._shuffle, self._seed), **assign_side
-            ).with_output_types(tuple[int, pa.RecordBatch])
-            | "Spill" >> beam.ParDo(SpillByKeyRange(self._output_dir, _ORDER)).with_output_types(tuple[int, str])
+            ).with_output_types(pa.RecordBatch)
+            | "Spill"
+            >> beam.ParDo(SpillByKeyRange(self._output_dir, _ORDER, _SHARD)).with_output_types(tuple[int, str])
             | "GroupShards" >> beam.GroupByKey()
             | "WriteShard"
             >> beam.ParDo(
