@@ -16,15 +16,14 @@ zstd (.zst, .zstd) or bzip2 (.bz2) compressed, on any file system Beam's
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 
 from sparse_io.dead_letters import DeadLetterSink
 from sparse_io.readers._blocks import parse_lines
-from sparse_io.readers._source import expand_paths, iter_line_blocks, open_binary
-from sparse_io.readers.criteo import check_criteo_schema, parse_criteo_block
+from sparse_io.readers._source import expand_paths, iter_byte_blocks, open_binary, split_lines
+from sparse_io.readers.criteo import check_criteo_schema, parse_criteo_block, parse_criteo_bytes
 from sparse_io.readers.csv import describe_csv_failure, file_columns, header_columns, parse_csv_block
 from sparse_io.readers.jsonl import describe_json_failure, parse_jsonl_block
 from sparse_io.readers.parquet import read_parquet_log
@@ -109,18 +108,19 @@ def _read_text(path, format, schema, batch_size, strict, list_separator, skip_he
     delimiter = _DELIMITERS.get(format)
     has_header = skip_header if skip_header is not None else delimiter is not None
     with open_binary(path) as stream:
-        blocks = iter_line_blocks(stream, batch_size)
-        header = None
+        blocks = iter_byte_blocks(stream, batch_size)
+        header, first_lines = None, []
         if has_header:
             first = next(blocks, None)
             if first is None:
                 return
-            first_line, lines = first
+            first_line, lines = first[0], split_lines(first[1])
             header = lines[0].as_py()
-            rest = [(first_line + 1, lines.slice(1))] if len(lines) > 1 else []
-            blocks = itertools.chain(rest, blocks)
+            first_lines = [(first_line + 1, lines.slice(1))] if len(lines) > 1 else []
+        fast = None
         if format == "criteo":
             parse, describe = functools.partial(parse_criteo_block, schema=schema, strict=strict), str
+            fast = functools.partial(parse_criteo_bytes, schema=schema)
         elif format == "jsonl":
             parse, describe = functools.partial(parse_jsonl_block, schema=schema), describe_json_failure
         else:
@@ -133,8 +133,21 @@ def _read_text(path, format, schema, batch_size, strict, list_separator, skip_he
                 list_separator=list_separator,
             )
             describe = describe_csv_failure
-        for first_line, lines in blocks:
-            batch = parse_lines(lines, first_line, parse, source=path, sink=sink, describe_failure=describe)
+
+        def general(first_line, lines):
+            return parse_lines(lines, first_line, parse, source=path, sink=sink, describe_failure=describe)
+
+        for first_line, lines in first_lines:
+            batch = general(first_line, lines)
+            if batch is not None:
+                yield batch
+        for first_line, data in blocks:
+            # A block of only good records takes the one-pass parser; any other block the general one.
+            batch = fast(data) if fast is not None else None
+            if batch is not None:
+                sink.count_records(batch.num_rows)
+            else:
+                batch = general(first_line, split_lines(data))
             if batch is not None:
                 yield batch
 

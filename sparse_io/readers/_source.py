@@ -100,8 +100,12 @@ def open_binary(path: str) -> Iterator[IO[bytes]]:
         raw.close()
 
 
-def _split_lines(data: bytes) -> pa.BinaryArray:
-    """The lines of `data` (without their "\\n"); a final "\\n" ends the last line."""
+def split_lines(data: bytes) -> pa.BinaryArray:
+    """The lines of `data` (without their "\\n"); a final "\\n" ends the last line.
+
+    Raises:
+      ValueError: `data` is too large for one Arrow binary array.
+    """
     if len(data) > _MAX_BLOCK_BYTES:
         raise ValueError(
             f"a block of lines holds {len(data)} bytes, more than Arrow binary arrays allow; lower batch_size"
@@ -126,14 +130,14 @@ def _drop_bom(chunk: bytes, stream: IO[bytes]) -> bytes:
     return chunk[len(_BOM) :] if chunk.startswith(_BOM) else chunk
 
 
-def iter_line_blocks(
+def iter_byte_blocks(
     stream: IO[bytes], lines_per_block: int, chunk_bytes: int = _CHUNK_BYTES
-) -> Iterator[tuple[int, pa.BinaryArray]]:
-    """Yields `(first_line_number, lines)` with at most `lines_per_block` lines each.
+) -> Iterator[tuple[int, bytes]]:
+    """Yields `(first_line_number, data)`: the bytes of at most `lines_per_block` whole lines.
 
-    Line numbers are 1-based. Lines keep any "\\r" (callers strip it). A file
-    that does not end in "\\n" still yields its last line. A UTF-8 byte order
-    mark at the start of the file is dropped.
+    Every block but the last ends with its last line's "\n"; the last may
+    lack it when the file does. Line numbers are 1-based. Lines keep any
+    "\r". A UTF-8 byte order mark at the start of the file is dropped.
     """
     buf = bytearray()
     positions: list[np.ndarray] = []  # newline offsets into buf, per chunk read
@@ -157,11 +161,24 @@ def iter_line_blocks(
         while pending >= lines_per_block:
             merged = np.concatenate(positions) if len(positions) > 1 else positions[0]
             cut = int(merged[lines_per_block - 1]) + 1
-            yield line_no, _split_lines(bytes(buf[:cut]))
+            yield line_no, bytes(buf[:cut])
             del buf[:cut]
             rest = merged[lines_per_block:] - cut
             positions = [rest] if rest.size else []
             pending -= lines_per_block
             line_no += lines_per_block
     if buf:
-        yield line_no, _split_lines(bytes(buf))
+        yield line_no, bytes(buf)
+
+
+def iter_line_blocks(
+    stream: IO[bytes], lines_per_block: int, chunk_bytes: int = _CHUNK_BYTES
+) -> Iterator[tuple[int, pa.BinaryArray]]:
+    """Yields `(first_line_number, lines)` with at most `lines_per_block` lines each.
+
+    Line numbers are 1-based. Lines keep any "\r" (callers strip it). A file
+    that does not end in "\n" still yields its last line. A UTF-8 byte order
+    mark at the start of the file is dropped.
+    """
+    for line_no, data in iter_byte_blocks(stream, lines_per_block, chunk_bytes):
+        yield line_no, split_lines(data)

@@ -8,6 +8,14 @@ Lines are split into fields in one vectorised call per block, so lines that
 lost their trailing empty fields (as in real Criteo dumps) are read with
 those fields missing and counted (`DeadLetterSink.padded`); in strict mode
 they are dead letters instead. More fields than the schema is always bad.
+
+Most blocks of a well-formed log need none of that care: `parse_criteo_bytes`
+hands the block's bytes to pyarrow's CSV reader, which splits and converts
+all columns in one pass (measured about twice as fast as splitting and
+gathering the fields), and gives up, returning None, on any block that holds
+something the general path treats specially, so the caller parses that
+block with `parse_criteo_block`: the two agree on every block the fast one
+accepts.
 """
 
 from __future__ import annotations
@@ -15,11 +23,19 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pcsv
 
-from sparse_io.readers._convert import RowProblems, empty_to_null, scalar_column, scalar_parts, sparse_column
+from sparse_io.readers._convert import (
+    RowProblems,
+    empty_to_null,
+    np_mask,
+    scalar_column,
+    scalar_parts,
+    sparse_column,
+)
 from sparse_io.schema import Schema
 
-__all__ = ["check_criteo_schema", "parse_criteo_block"]
+__all__ = ["check_criteo_schema", "parse_criteo_block", "parse_criteo_bytes"]
 
 
 def check_criteo_schema(schema: Schema) -> None:
@@ -63,3 +79,53 @@ def parse_criteo_block(
         else:
             columns.append(scalar_column(values, spec, problems, text=True))
     return pa.RecordBatch.from_arrays(columns, schema=schema.arrow_schema()), problems
+
+
+_PARSE = pcsv.ParseOptions(
+    delimiter="\t", quote_char=False, escape_char=False, double_quote=False, ignore_empty_lines=False
+)
+# Bytes the general path treats specially and the CSV reader would not the same way: the CSV
+# reader trims spaces around numbers and ends lines at "\r"; blank lines are dead letters; an
+# "x" may be a hexadecimal integer, which Arrow's parser takes and the contract does not.
+_SPECIAL = (b" ", b"\r", b"\x0b", b"\x0c", b"x", b"X", b"\n\n")
+
+
+def parse_criteo_bytes(data: bytes, schema: Schema) -> pa.RecordBatch | None:
+    """A block of whole lines (as `iter_byte_blocks` yields) parsed in one pass, or None.
+
+    Returns the batch `parse_criteo_block` would return for the same lines
+    when every line is a good record of exactly `len(schema)` fields; None
+    when any line is short, long, blank, not UTF-8, holds a bad value or a
+    byte the general path treats specially: parse such a block with
+    `parse_criteo_block`, which finds the bad lines.
+    """
+    if not data or data.startswith(b"\n") or any(special in data for special in _SPECIAL):
+        return None
+    specs = list(schema)
+    target = schema.arrow_schema()
+    types = {spec.name: pa.string() if spec.is_sparse else target.field(spec.name).type for spec in specs}
+    convert = pcsv.ConvertOptions(column_types=types, null_values=[""], strings_can_be_null=True)
+    read = pcsv.ReadOptions(use_threads=False, column_names=list(types), block_size=len(data) + 1)
+    try:
+        table = pcsv.read_csv(pa.BufferReader(data), read_options=read, parse_options=_PARSE, convert_options=convert)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    problems = RowProblems(table.num_rows)
+    missing = np.ones(table.num_rows, dtype=bool)  # rows of tabs alone are blank lines
+    columns = []
+    for spec in specs:
+        values = table.column(spec.name).combine_chunks()
+        valid = values.is_valid().to_numpy(zero_copy_only=False)
+        missing &= ~valid
+        if spec.is_sparse:
+            splits, elements = scalar_parts(values)
+            columns.append(sparse_column(splits, elements, spec, problems, text=True, hex32=True))
+            continue
+        if spec.kind == "label" and not valid.all():
+            return None
+        if spec.dtype == "float32" and not np_mask(pc.is_finite(values), null_as=True).all():
+            return None
+        columns.append(values)
+    if problems.bad.any() or missing.any():
+        return None
+    return pa.RecordBatch.from_arrays(columns, schema=target)
