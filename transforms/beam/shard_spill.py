@@ -28,6 +28,7 @@ first: that cut was a second copy of every row.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import uuid
 from collections.abc import Iterable, Iterator
@@ -58,6 +59,27 @@ _RANGES_KEY = b"sparseflow.spill_ranges"  # schema metadata: [[key range, batche
 # holding them all open, so a very long input cannot run a worker out of file handles.
 MAX_OPEN_FRAGMENTS = 256
 _WRITE_BUFFER = 1 << 20
+
+
+def _return_freed_memory() -> None:
+    """Asks glibc's malloc to give freed heap memory back to the system; a no-op elsewhere.
+
+    The buffered batches are mostly numpy-allocated (glibc heap) and freed
+    together at each spill; glibc keeps such freed memory mapped, and a 2M-row
+    ingest peaked 20-40 MiB higher without this call (one per spill, well under
+    a millisecond of work per 100k rows).
+    """
+    global _MALLOC_TRIM
+    if _MALLOC_TRIM is None:
+        try:
+            _MALLOC_TRIM = ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _MALLOC_TRIM = False
+    if _MALLOC_TRIM:
+        _MALLOC_TRIM(0)
+
+
+_MALLOC_TRIM = None
 
 
 def key_range_of(keys: np.ndarray) -> np.ndarray:
@@ -97,6 +119,11 @@ class SpillByKeyRange(beam.DoFn):
     def process(self, batch: pa.RecordBatch):
         if batch.num_rows == 0:
             return
+        # Spill before the buffer would pass spill_rows, so it never holds more (a batch larger
+        # than spill_rows alone excepted): with 32k-row input batches, waiting for the threshold
+        # to be crossed held up to a third more.
+        if self._buffer and self._buffered + batch.num_rows > self._spill_rows:
+            yield from self._flush()
         self._buffer.append(batch)
         self._buffered += batch.num_rows
         if self._buffered >= self._spill_rows:
@@ -122,7 +149,11 @@ class SpillByKeyRange(beam.DoFn):
         for rows in np.split(order, cuts) if len(order) else ():
             shard = int(shards[rows[0]])
             ordered = table.take(pa.array(rows))
-            yield shard, self._write(shard, ordered, key_range_of(ordered.column(self._key_column).to_numpy()))
+            path = self._write(shard, ordered, key_range_of(ordered.column(self._key_column).to_numpy()))
+            del ordered
+            yield shard, path
+        del table
+        _return_freed_memory()
 
     def _write(self, shard: int, table: pa.Table, ranges: np.ndarray) -> str:
         starts = np.concatenate([[0], np.flatnonzero(np.diff(ranges)) + 1])
