@@ -23,20 +23,22 @@ rows), because the local in-process runner buffers a GroupByKey's whole
 input in memory; now only spill file names are grouped
 (`transforms.beam.shard_spill`) and the peak grows far less. Single runs of
 the default ingest (shard count from the input size: 1 shard at 500k rows,
-10 at 5M) peaked at 357 MiB (500k rows), 397 MiB (2M) and 488 MiB (5M),
-after the spill stopped cutting every batch into shards x 64 buffered
-slices (before: 448 MiB at 2M, 575-581 MiB at 5M, and a 5M-row run took
-200-229 s instead of 89 s). The rest of the growth is not data the run
-holds: a profile of a 3M-row ingest (before that change) found live Arrow
-memory at most 72 MiB (rising slowly as the stats' id tables fill towards their cap of
-2 x 65,536 ids per feature) and live Python/numpy memory at most 51 MiB
-throughout, while the resident set drifted up by about 90 MiB over the
-read, memory the allocators keep; with glibc limited to two malloc arenas
-(`MALLOC_ARENA_MAX=2`) it stayed within 380-400 MiB from about 1.1M rows to
-the end of the read. That run's peak came in the 0.3 s after the last
-shard, as the stage that merges ComputeStats' per-feature accumulators
-starts; those are bounded by the cap, but no run here has shown the whole
-peak flat yet. On Dataflow the shuffle
+10 at 5M) peaked at 349 MiB (500k rows), 417-428 MiB (2M) and 463 MiB (5M)
+on 2026-12-03. The spill now buffers the input batches themselves (one copy
+of each row fewer, for throughput) and returns freed memory to the system
+after each spill; without that return the 2M-row peak was 437-466 MiB, and
+the code before buffering whole batches peaked at 357 (500k), 397 (2M) and
+488 MiB (5M). Before the spill stopped cutting every batch into shards x 64
+buffered slices: 448 MiB at 2M, 575-581 MiB at 5M, and a 5M-row run took
+200-229 s instead of 80-90 s. The rest of the growth is not
+data the run holds: a profile of a 3M-row ingest (before those changes)
+found live Arrow memory at most 72 MiB (rising slowly as the stats' id
+tables fill towards their cap of 2 x 65,536 ids per feature) and live
+Python/numpy memory at most 51 MiB throughout, while the resident set
+drifted up by about 90 MiB over the read, memory the allocators keep. That
+run's peak came in the 0.3 s after the last shard, as the stage that merges
+ComputeStats' per-feature accumulators starts; those are bounded by the cap,
+but no run here has shown the whole peak flat yet. On Dataflow the shuffle
 service holds the grouped data and a worker holds one key range of one
 shard at a time.
 """
