@@ -88,6 +88,7 @@ _PARSE = pcsv.ParseOptions(
 # reader trims spaces around numbers and ends lines at "\r"; blank lines are dead letters; an
 # "x" may be a hexadecimal integer, which Arrow's parser takes and the contract does not.
 _SPECIAL = (b" ", b"\r", b"\x0b", b"\x0c", b"x", b"X", b"\n\n")
+_MAX_CSV_BLOCK = (1 << 31) - 1  # the CSV reader's block size is an int32
 
 
 def parse_criteo_bytes(data: bytes, schema: Schema) -> pa.RecordBatch | None:
@@ -99,7 +100,9 @@ def parse_criteo_bytes(data: bytes, schema: Schema) -> pa.RecordBatch | None:
     byte the general path treats specially: parse such a block with
     `parse_criteo_block`, which finds the bad lines.
     """
-    if not data or data.startswith(b"\n") or any(special in data for special in _SPECIAL):
+    if not data or len(data) >= _MAX_CSV_BLOCK or data.startswith(b"\n"):
+        return None  # the general path reads (or refuses, naming the size) what this one cannot
+    if any(special in data for special in _SPECIAL):
         return None
     specs = list(schema)
     target = schema.arrow_schema()
