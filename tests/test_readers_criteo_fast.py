@@ -124,3 +124,15 @@ def test_read_file_gives_the_same_rows_and_counts_with_and_without_the_fast_path
     assert len(fast_batches) == len(general_batches) == 4
     for a, b in zip(fast_batches, general_batches):
         assert a.equals(b)
+
+
+@pytest.mark.parametrize("where", ["middle", "end"])
+def test_a_blank_line_is_declined_even_with_one_column(where):
+    from sparse_io import FeatureSpec, Schema
+
+    one = Schema([FeatureSpec("C1", "sparse", "string")])
+    blank_in = {"middle": b"0000abcd\n\n0000abcd\n", "end": b"0000abcd\n0000abcd\n\n"}[where]
+    assert parse_criteo_bytes(b"0000abcd\n0000abcd\n", one) is not None
+    assert parse_criteo_bytes(blank_in, one) is None
+    full = (_line() + "\n").encode()
+    assert parse_criteo_bytes(full + b"\n" + full if where == "middle" else full + b"\n", SCHEMA) is None
