@@ -128,3 +128,19 @@ def test_bounded_counts_switch_to_sketches_with_the_stated_error():
     small = BoundedCounts(capacity=500)
     small.add(pa.array([3, 3, 1], pa.int64()))
     assert small.exact and small.distinct() == 2 and small.top(5) == [[3, 2], [1, 1]]
+
+
+@pytest.mark.parametrize("keep", [0, 1, 3, 10, 50])
+def test_subtract_and_prune_is_the_misra_gries_step(keep):
+    rng = np.random.default_rng(keep)
+    values = (rng.zipf(1.3, 2_000) % 40).astype(np.int64)
+    table = CountTable()
+    table.add(pa.array(values))
+    truth = collections.Counter(values.tolist())
+    ranked = sorted(truth.values(), reverse=True)
+    threshold = ranked[keep] if len(ranked) > keep else 0
+    expected = {v: c - threshold for v, c in truth.items() if c > threshold}
+    assert table.subtract_and_prune(keep) == threshold
+    got = table.sorted()
+    assert dict(zip(got.column("value").to_pylist(), got.column("count").to_pylist())) == expected
+    assert len(expected) <= keep

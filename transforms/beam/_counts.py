@@ -146,15 +146,16 @@ class CountTable:
         Each such step removes at least (keep + 1) times that amount of total
         count, so the sum of all amounts is at most total / (keep + 1).
         """
-        table = self.sorted()
-        if table.num_rows <= keep:
+        table = self.table()
+        if table is None or table.num_rows <= keep:
             return 0
-        threshold = int(table.column("count")[keep].as_py())
-        head = table.slice(0, keep)
-        counts = pc.subtract(head.column("count"), threshold)
-        self._parts = [
-            pa.table({"value": head.column("value"), "count": counts}).filter(pc.greater(counts, 0))
-        ]
+        counts = table.column("count").to_numpy()
+        # The (keep+1)-th largest count by selection, not a sort: the counts above it are exactly
+        # those that stay positive, and no order among them is needed.
+        threshold = int(np.partition(counts, counts.size - keep - 1)[counts.size - keep - 1])
+        kept = counts > threshold
+        values = table.column("value").filter(pa.array(kept))
+        self._parts = [pa.table({"value": values, "count": pa.array(counts[kept] - threshold)})]
         return threshold
 
 
