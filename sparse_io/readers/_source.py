@@ -139,8 +139,10 @@ def iter_byte_blocks(
     lack it when the file does. Line numbers are 1-based. Lines keep any
     "\r". A UTF-8 byte order mark at the start of the file is dropped.
     """
-    buf = bytearray()
-    positions: list[np.ndarray] = []  # newline offsets into buf, per chunk read
+    # Unconsumed input as views of the chunks read, with each chunk's newline offsets: a block is
+    # then joined from them in one copy (a growing bytearray copied each byte three times).
+    chunks: list[memoryview] = []
+    positions: list[np.ndarray] = []
     pending = 0
     line_no = 1
     first_read = True
@@ -152,23 +154,24 @@ def iter_byte_blocks(
             first_read = False
             if chunk.startswith(_BOM[: len(chunk)]):
                 chunk = _drop_bom(chunk, stream)
-        base = len(buf)
-        buf += chunk
         found = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == _NEWLINE)
-        if found.size:
-            positions.append(found + base)
-            pending += found.size
+        chunks.append(memoryview(chunk))
+        positions.append(found)
+        pending += found.size
         while pending >= lines_per_block:
-            merged = np.concatenate(positions) if len(positions) > 1 else positions[0]
-            cut = int(merged[lines_per_block - 1]) + 1
-            yield line_no, bytes(buf[:cut])
-            del buf[:cut]
-            rest = merged[lines_per_block:] - cut
-            positions = [rest] if rest.size else []
+            need, k = lines_per_block, 0
+            while need > positions[k].size:  # chunks whose lines all belong to this block
+                need -= positions[k].size
+                k += 1
+            cut = int(positions[k][need - 1]) + 1
+            yield line_no, b"".join([*chunks[:k], chunks[k][:cut]])
+            rest, rest_positions = chunks[k][cut:], positions[k][need:] - cut
+            chunks = ([rest] if len(rest) else []) + chunks[k + 1 :]
+            positions = ([rest_positions] if len(rest) else []) + positions[k + 1 :]
             pending -= lines_per_block
             line_no += lines_per_block
-    if buf:
-        yield line_no, bytes(buf)
+    if chunks:
+        yield line_no, b"".join(chunks)
 
 
 def iter_line_blocks(
