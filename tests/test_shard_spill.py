@@ -52,7 +52,7 @@ def _expected_rows(batches, shard):
 
 
 def _by_key_range(batch):
-    """The batch's rows ordered by key range: a spill finding its rows in that order skips its own sort."""
+    """The batch's rows already ordered by key range: the spill's sort must keep that order exact too."""
     ranges = key_range_of(batch.column(KEY).to_numpy())
     return batch.take(pa.array(np.argsort(ranges, kind="stable")))
 
