@@ -172,16 +172,3 @@ def iter_byte_blocks(
             line_no += lines_per_block
     if chunks:
         yield line_no, b"".join(chunks)
-
-
-def iter_line_blocks(
-    stream: IO[bytes], lines_per_block: int, chunk_bytes: int = _CHUNK_BYTES
-) -> Iterator[tuple[int, pa.BinaryArray]]:
-    """Yields `(first_line_number, lines)` with at most `lines_per_block` lines each.
-
-    Line numbers are 1-based. Lines keep any "\r" (callers strip it). A file
-    that does not end in "\n" still yields its last line. A UTF-8 byte order
-    mark at the start of the file is dropped.
-    """
-    for line_no, data in iter_byte_blocks(stream, lines_per_block, chunk_bytes):
-        yield line_no, split_lines(data)
