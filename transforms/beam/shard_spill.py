@@ -145,10 +145,10 @@ class SpillByKeyRange(beam.DoFn):
         slot = slot[order]
         cuts = np.flatnonzero(np.diff(slot >> RANGE_BITS)) + 1
         # One shard's rows are copied at a time, so a spill holds at most one shard's copy at once.
-        for rows in np.split(order, cuts) if len(order) else ():
-            shard = int(shards[rows[0]])
+        for rows, slots in zip(np.split(order, cuts), np.split(slot, cuts)) if len(order) else ():
+            shard = int(slots[0] >> RANGE_BITS)
             ordered = table.take(pa.array(rows))
-            path = self._write(shard, ordered, key_range_of(ordered.column(self._key_column).to_numpy()))
+            path = self._write(shard, ordered, slots & ((1 << RANGE_BITS) - 1))
             del ordered
             yield shard, path
         del table
