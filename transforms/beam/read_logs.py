@@ -22,6 +22,7 @@ from sparse_io.dead_letters import DeadLetterSink, ErrorBudgetExceeded
 from sparse_io.readers import FORMATS, read_file
 from sparse_io.schema import Schema, criteo_schema
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
+from transforms.beam._read_ahead import read_ahead
 
 __all__ = ["ReadLogs", "DEAD_LETTERS", "READ_METRICS"]
 
@@ -47,7 +48,9 @@ class _ReadFileFn(beam.DoFn):
 
     def process(self, path: str):
         sink = DeadLetterSink()
-        for batch in read_file(path, self._format, self._schema, dead_letters=sink, **self._options):
+        # The next batch is read and parsed while this one goes through the rest of the stage.
+        batches = read_file(path, self._format, self._schema, dead_letters=sink, **self._options)
+        for batch in read_ahead(batches):
             self._batches.inc()
             yield batch
         self._files.inc()

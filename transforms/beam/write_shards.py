@@ -31,6 +31,7 @@ from sparse_io.atomic import remove_stale_temporaries
 from sparse_io.schema import SCHEMA_FILE, WEIGHTS_SUFFIX, FeatureSpec, Schema
 from sparse_io.shards import DEFAULT_ROW_GROUP_SIZE, shard_name, write_parquet_shard
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
+from transforms.beam._read_ahead import read_ahead
 from transforms.beam.shard_spill import SpillByKeyRange, sorted_shard_batches
 from transforms.beam.stats import STATS_FILE, ComputeStats
 
@@ -152,7 +153,8 @@ class _WriteShardFn(beam.DoFn):
         rows = _write(
             path,
             self._format,
-            sorted_shard_batches(fragments, _ORDER, self._row_group_size),
+            # The next row group is read and sorted while this one is encoded.
+            read_ahead(sorted_shard_batches(fragments, _ORDER, self._row_group_size)),
             schema,
             self._row_group_size,
             self._output_dir,
