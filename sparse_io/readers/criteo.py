@@ -110,7 +110,7 @@ def parse_criteo_bytes(data: bytes, schema: Schema) -> pa.RecordBatch | None:
     target = schema.arrow_schema()
     types = {spec.name: pa.string() if spec.is_sparse else target.field(spec.name).type for spec in specs}
     convert = pcsv.ConvertOptions(column_types=types, null_values=[""], strings_can_be_null=True)
-    read = pcsv.ReadOptions(use_threads=False, column_names=list(types), block_size=len(data) + 1)
+    read = pcsv.ReadOptions(use_threads=True, column_names=list(types), block_size=len(data) // 2 + 1)
     try:
         table = pcsv.read_csv(pa.BufferReader(data), read_options=read, parse_options=_PARSE, convert_options=convert)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
