@@ -77,7 +77,9 @@ class ReadLogs(beam.PTransform):
     """Reads log files into a PCollection of `pa.RecordBatch` with `schema.arrow_schema()`.
 
     Splittable across files: each matched file is one unit of work (a gzip
-    file cannot be split further anyway).
+    file cannot be split further anyway). Within a file, the next batch is
+    read and parsed in a background thread while the current one goes
+    downstream (one batch ahead: two cores in use, memory still bounded).
 
     Args:
       file_pattern: a path, glob or directory (or a list), local or on any

@@ -239,6 +239,8 @@ class WriteShards(beam.PTransform):
       rows_per_shard: target shard size when `num_shards` is None. A worker
         holds one key range of one shard in memory (about 1/64 of it) and up
         to `shard_spill.DEFAULT_SPILL_ROWS` rows waiting to be spilled.
+        While one row group is encoded, the next is read and sorted in a
+        background thread.
       row_group_size: Parquet row-group size.
 
     Input: PCollection[pa.RecordBatch]. Output: a PCollection of one dict
