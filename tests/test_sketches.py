@@ -1,6 +1,7 @@
 """Row-length histograms, HyperLogLog and bounded (Misra-Gries) counts against direct computation."""
 
 import collections
+import pickle
 
 import numpy as np
 import pyarrow as pa
@@ -109,6 +110,33 @@ def test_count_table_merges_exactly_like_counter(ids):
     assert list(zip(got.column("value").to_pylist(), got.column("count").to_pylist())) == expected
     assert tables[0].total() == sum(reference.values())
     assert tables[0].sorted(min_count=3, limit=4).num_rows == min(4, sum(c >= 3 for c in reference.values()))
+
+
+@pytest.mark.parametrize("kind", ["int64", "string", "empty"])
+def test_count_table_survives_pickling_with_every_count(kind):
+    rng = np.random.default_rng(5)
+    table = CountTable()
+    reference = collections.Counter()
+    for _ in range(0 if kind == "empty" else 12):
+        ids = rng.zipf(1.4, 5_000) % 70_000
+        values = ids.astype(np.int64) if kind == "int64" else np.char.add("id-", ids.astype(str))
+        table.add(pa.array(values))  # unflushed raw values as well as counted parts
+        reference.update(values.tolist())
+    copy = pickle.loads(pickle.dumps(table))
+    got = copy.sorted()
+    expected = sorted(reference.items(), key=lambda kv: (-kv[1], kv[0]))
+    assert list(zip(got.column("value").to_pylist(), got.column("count").to_pylist())) == expected
+    copy.add(pa.array(values[:10] if kind != "empty" else np.zeros(0, np.int64)))  # still usable after
+    assert copy.total() == sum(reference.values()) + (10 if kind != "empty" else 0)
+
+
+def test_pickled_count_table_is_compressed():
+    rng = np.random.default_rng(6)
+    table = CountTable()
+    table.add(pa.array(rng.integers(0, 1 << 20, 400_000)))  # hashed ids: ~330k distinct, small counts
+    distinct = len(table)
+    # 16 bytes an entry as plain int64 columns; the shuffle holds these bytes for every accumulator.
+    assert len(pickle.dumps(table)) < 6 * distinct
 
 
 def test_bounded_counts_switch_to_sketches_with_the_stated_error():
