@@ -3,7 +3,10 @@
     python -m benchmarks.ingest_memory [--quick] [--json results.json]
 
 A synthetic Criteo TSV log (benchmarks.reader_memory.write_criteo_log) is
-written at two sizes, 10x apart (50k and 500k rows; --quick: 5k and 50k).
+written at two sizes, 10x apart (500k and 5M rows; --quick: 5k and 50k):
+500k rows already (nearly) fill every buffer whose size is capped (the
+100k-row spill buffer, the id count tables), so the growth to 5M is what
+the log size itself adds.
 Each run happens in a fresh Python process, which reports its peak resident
 set (VmHWM) once after its imports and once at the end:
 
@@ -21,26 +24,17 @@ What the figures show: before WriteShards spilled its shuffle to disk, the
 ingest's peak grew about 190 MiB per 100k Criteo rows (1.2 GiB at 500k
 rows), because the local in-process runner buffers a GroupByKey's whole
 input in memory; now only spill file names are grouped
-(`transforms.beam.shard_spill`) and the peak grows far less. Single runs of
-the default ingest (shard count from the input size: 1 shard at 500k rows,
-10 at 5M) peaked at 349 MiB (500k rows), 417-428 MiB (2M) and 463 MiB (5M)
-on 2026-12-03. The spill now buffers the input batches themselves (one copy
-of each row fewer, for throughput) and returns freed memory to the system
-after each spill; without that return the 2M-row peak was 437-466 MiB, and
-the code before buffering whole batches peaked at 357 (500k), 397 (2M) and
-488 MiB (5M). Before the spill stopped cutting every batch into shards x 64
-buffered slices: 448 MiB at 2M, 575-581 MiB at 5M, and a 5M-row run took
-200-229 s instead of 80-90 s. The rest of the growth is not
-data the run holds: a profile of a 3M-row ingest (before those changes)
-found live Arrow memory at most 72 MiB (rising slowly as the stats' id
-tables fill towards their cap of 2 x 65,536 ids per feature) and live
-Python/numpy memory at most 51 MiB throughout, while the resident set
-drifted up by about 90 MiB over the read, memory the allocators keep. That
-run's peak came in the 0.3 s after the last shard, as the stage that merges
-ComputeStats' per-feature accumulators starts; those are bounded by the cap,
-but no run here has shown the whole peak flat yet. On Dataflow the shuffle
-service holds the grouped data and a worker holds one key range of one
-shard at a time.
+(`transforms.beam.shard_spill`). The peak then came at the very end, when
+the runner copied every feature's pickled id-count accumulator (16 bytes an
+entry, growing with the distinct ids seen up to the cap of the stats) to
+feed the stage that merges them: single runs of 2M rows jumped from 344 to
+406 MiB there (2026-12-03). The accumulators now travel as zstd-compressed
+Arrow tables (about 2 bytes an entry, `transforms.beam._counts`), and the
+same runs peaked at 354 MiB (500k rows), 369 (2M) and 361-401 (5M), against
+349, 417-428 and 463 before. What still varies between runs of one size
+(tens of MiB) is memory the allocators keep after the read stage's batches
+are freed. On Dataflow the shuffle service holds the grouped data and a
+worker holds one key range of one shard at a time.
 """
 
 from __future__ import annotations
@@ -85,7 +79,7 @@ def _measure(contender: str, path: str, out: str) -> dict:
 
 def run(quick: bool) -> dict:
     """Measures both contenders at both sizes; returns a JSON-able dict (also printed as a markdown table)."""
-    sizes = [5_000, 50_000] if quick else [50_000, 500_000]
+    sizes = [5_000, 50_000] if quick else [500_000, 5_000_000]
     repeats = 1 if quick else 2
     results: dict = {"benchmark": "ingest_memory", "quick": quick, "repeats": repeats, "sizes": sizes, "runs": {}}
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,8 +87,14 @@ def run(quick: bool) -> dict:
             path = os.path.join(tmp, f"criteo-{rows}.tsv")
             size = write_criteo_log(path, rows, seed=rows)
             out = os.path.join(tmp, f"out-{rows}")
+            # The log was just written, so it is in the page cache: one warm-up (at the small size, where it
+            # is cheap) covers the rest of the start-up effects.
             runs = measure_alternately(
-                lambda c, path=path, out=out: _measure(c, path, out), CONTENDERS, rows, repeats, warm_up=not quick
+                lambda c, path=path, out=out: _measure(c, path, out),
+                CONTENDERS,
+                rows,
+                repeats,
+                warm_up=not quick and rows == sizes[0],
             )
             for contender, measured in runs.items():
                 results["runs"].setdefault(contender, {})[str(rows)] = summarise(measured, size, "work_mib")
