@@ -7,7 +7,8 @@ checks that the limit bites (holding 100 files open must fail).
 
 TFRecord shards are 150, not 1000: tf.data spends about 30 ms setting up the
 read of each file here, and 150 is still more than twice what one leaked
-handle per shard could survive.
+handle per shard could survive. `make_dataset` reads 300 Parquet shards
+twice over (its reader keeps a few shards open between row groups).
 """
 
 import os
@@ -104,6 +105,49 @@ def test_a_thousand_shards_and_logs_are_written_and_read_under_a_64_file_limit(t
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     result = subprocess.run(
         [sys.executable, str(script), str(root), str(FILES[format]), format],
+        preexec_fn=_limit_open_files,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
+
+
+_DATASET_SCRIPT = textwrap.dedent(
+    """
+    import os, sys
+    import numpy as np
+    import pyarrow as pa
+    from sparse_io import FeatureSpec, Schema, shard_name, write_parquet_shard
+    from transforms import make_dataset
+
+    root, files = sys.argv[1], int(sys.argv[2])
+    schema = Schema([FeatureSpec("label", "label", "int64"), FeatureSpec("items", "sparse", "int64")])
+    for i in range(files):
+        batch = pa.record_batch({"label": [2 * i, 2 * i + 1], "items": [[i], [i, i]]}, schema=schema.arrow_schema())
+        write_parquet_shard(os.path.join(root, shard_name(i, files, ".parquet")), [batch], schema)
+    schema.save(root)
+    labels = []
+    for epoch in range(2):  # the second epoch reopens shards the first one closed
+        for _, label in make_dataset(root, 16, shuffle=True, seed=epoch, output="ragged"):
+            labels += label.numpy().tolist()
+    assert sorted(labels) == sorted(2 * list(range(2 * files))), labels[:20]
+    print("ok")
+    """
+)
+
+
+def test_make_dataset_reads_hundreds_of_parquet_shards_under_a_64_file_limit(tmp_path):
+    pytest.importorskip("tensorflow")
+    script = tmp_path / "dataset_handles.py"
+    script.write_text(_DATASET_SCRIPT)
+    root = tmp_path / "shards"
+    root.mkdir()
+    env = dict(os.environ, PYTHONPATH=os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    result = subprocess.run(
+        [sys.executable, str(script), str(root), "300"],
         preexec_fn=_limit_open_files,
         capture_output=True,
         text=True,

@@ -46,6 +46,9 @@ __all__ = ["ParquetSource", "ALIGNMENT"]
 # DLPack tensor that is not aligned aborts the process on first use.
 ALIGNMENT = 64
 _CACHED_UNITS = 3
+# Shards held open for the next row groups; past it the least recently read is closed, so a data
+# set of thousands of shards never holds a descriptor per shard.
+_OPEN_FILES = 8
 
 
 @dataclasses.dataclass
@@ -223,7 +226,7 @@ class ParquetSource:
             self.seed if self.shuffle else None,
         )
         self._lock = threading.Lock()
-        self._handles: dict[int, pq.ParquetFile] = {}
+        self._handles: OrderedDict[int, pq.ParquetFile] = OrderedDict()  # used by the read-ahead thread only
         self._loads: OrderedDict[int, concurrent.futures.Future] = OrderedDict()
         self._orders: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._perms: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
@@ -310,6 +313,10 @@ class ParquetSource:
         handle = self._handles.get(unit.file)
         if handle is None:
             handle = self._handles[unit.file] = _open(self.files[unit.file])
+            while len(self._handles) > _OPEN_FILES:
+                self._handles.popitem(last=False)[1].close(force=True)  # also files opened through a URL
+        else:
+            self._handles.move_to_end(unit.file)
         table = handle.read_row_group(unit.row_group, columns=self._read_names, use_threads=True)
         if unit.start or unit.stop != table.num_rows:
             table = table.slice(unit.start, unit.stop - unit.start)
