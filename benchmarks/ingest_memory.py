@@ -14,7 +14,12 @@ set (VmHWM) once after its imports and once at the end:
           C feature hashed, shuffled Parquet shards, stats.json) on the local
           in-process runner, no report;
   reader: `sparse_io.read_logs` of the same log, consuming batches as they
-          come: the floor any streaming ingest could reach.
+          come: the floor any streaming ingest could reach;
+  dataset: `transforms.make_dataset` over the shards the ingest wrote, one
+          shuffled epoch of COO batches of 4096 (the training input): its
+          memory is its read-ahead buffers, whatever the data set's size;
+  parquet_table: `pyarrow.parquet.read_table` of those shards, the whole data
+          set in memory, as a reader without streaming would hold it.
 
 Runs alternate the two at each size. The table gives the median peak, its
 min-max spread, the part added by the work (peak minus the post-import
@@ -49,7 +54,9 @@ import time
 from benchmarks._rss import add_growth, measure_alternately, measure_in_child, peak_mib, print_table, summarise
 from benchmarks.reader_memory import write_criteo_log
 
-CONTENDERS = ("ingest", "reader")
+# The ingest runs first at each size: the last two read the shards it wrote.
+CONTENDERS = ("ingest", "reader", "dataset", "parquet_table")
+BATCH_SIZE = 4096
 
 
 def _child(contender: str, path: str, out: str) -> dict:
@@ -58,8 +65,14 @@ def _child(contender: str, path: str, out: str) -> dict:
 
         import transforms.beam  # noqa: F401
         from pipelines.ingest import run_ingest
-    else:
+    elif contender == "reader":
         from sparse_io import DeadLetterSink, read_logs
+    elif contender == "dataset":
+        import tensorflow  # noqa: F401
+
+        from transforms import make_dataset
+    else:
+        import pyarrow.parquet as pq
     baseline = peak_mib()
     start = time.perf_counter()
     if contender == "ingest":
@@ -68,8 +81,14 @@ def _child(contender: str, path: str, out: str) -> dict:
              "--progress_seconds", "0"]
         )
         rows = summary["rows_out"]
-    else:
+    elif contender == "reader":
         rows = sum(batch.num_rows for batch in read_logs(path, "criteo", errors=DeadLetterSink()))
+    elif contender == "dataset":
+        # Shuffled COO batches padded to stats.json's capacities, the way training reads them.
+        rows = sum(int(label.shape[0]) for _, label in make_dataset(out, BATCH_SIZE, shuffle=True, seed=0))
+    else:
+        shards = sorted(os.path.join(out, f) for f in os.listdir(out) if f.endswith(".parquet"))
+        rows = pq.read_table(shards).num_rows
     return {"rows": rows, "seconds": time.perf_counter() - start, "baseline_mib": baseline, "peak_mib": peak_mib()}
 
 
@@ -78,7 +97,7 @@ def _measure(contender: str, path: str, out: str) -> dict:
 
 
 def run(quick: bool) -> dict:
-    """Measures both contenders at both sizes; returns a JSON-able dict (also printed as a markdown table)."""
+    """Measures every contender at both sizes; returns a JSON-able dict (also printed as a markdown table)."""
     sizes = [5_000, 50_000] if quick else [500_000, 5_000_000]
     repeats = 1 if quick else 2
     results: dict = {"benchmark": "ingest_memory", "quick": quick, "repeats": repeats, "sizes": sizes, "runs": {}}

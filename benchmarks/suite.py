@@ -272,9 +272,14 @@ def _reader_memory(r: dict) -> list[dict]:
 
 
 def _ingest_memory(r: dict) -> list[dict]:
-    return _memory_rows("ingest_memory", r, "ingest", "reader",
+    rows = _memory_rows("ingest_memory", r, "ingest", "reader",
                         "peak RSS of the whole ingest (local runner), {rows:,} Criteo rows",
                         "sparse_io.read_logs alone (the reading part)")
+    if "dataset" in r["runs"]:
+        rows += _memory_rows("ingest_memory", r, "dataset", "parquet_table",
+                             "peak RSS of make_dataset over the shards of {rows:,} Criteo rows",
+                             "pyarrow.parquet.read_table (whole data set)")
+    return rows
 
 
 _NORMALISERS = {
