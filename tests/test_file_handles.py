@@ -98,13 +98,17 @@ def _limit_open_files() -> None:
 def test_a_thousand_shards_and_logs_are_written_and_read_under_a_64_file_limit(tmp_path, format):
     if format == "tfrecord":
         pytest.importorskip("tensorflow")
-    script = tmp_path / "handles.py"
-    script.write_text(_SCRIPT)
-    root = tmp_path / "data"
+    _run_under_the_limit(tmp_path, _SCRIPT, tmp_path / "data", FILES[format], format)
+
+
+def _run_under_the_limit(tmp_path, script_text: str, *args) -> None:
+    """Runs `script_text` in a fresh Python under the descriptor limit; it must print "ok"."""
+    script = tmp_path / "script.py"
+    script.write_text(script_text)
     env = dict(os.environ, PYTHONPATH=os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     result = subprocess.run(
-        [sys.executable, str(script), str(root), str(FILES[format]), format],
+        [sys.executable, str(script), *map(str, args)],
         preexec_fn=_limit_open_files,
         capture_output=True,
         text=True,
@@ -117,7 +121,6 @@ def test_a_thousand_shards_and_logs_are_written_and_read_under_a_64_file_limit(t
 _DATASET_SCRIPT = textwrap.dedent(
     """
     import os, sys
-    import numpy as np
     import pyarrow as pa
     from sparse_io import FeatureSpec, Schema, shard_name, write_parquet_shard
     from transforms import make_dataset
@@ -140,18 +143,6 @@ _DATASET_SCRIPT = textwrap.dedent(
 
 def test_make_dataset_reads_hundreds_of_parquet_shards_under_a_64_file_limit(tmp_path):
     pytest.importorskip("tensorflow")
-    script = tmp_path / "dataset_handles.py"
-    script.write_text(_DATASET_SCRIPT)
     root = tmp_path / "shards"
     root.mkdir()
-    env = dict(os.environ, PYTHONPATH=os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    result = subprocess.run(
-        [sys.executable, str(script), str(root), "300"],
-        preexec_fn=_limit_open_files,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
+    _run_under_the_limit(tmp_path, _DATASET_SCRIPT, root, 300)
