@@ -13,11 +13,21 @@ keep the padding small (a random layout's column counts vary a lot) without
 any scatter-add. `dy @ W^T` is the same over the transposed layout, and the
 weight gradient multiplies the same gathered x by dy per output.
 
+The transposed form computes `(x @ W)^T` the same way from `x^T`, whose
+block rows are contiguous, so gathering them is a plain copy:
+
+    gathered[o] = the P input block rows of x^T stacked                [outputs_b, P*bs, m]
+    out[o]      = (the P blocks of o stacked)^T @ gathered[o]          [outputs_b, bs, m]
+
+at the price of transposing each chunk of x in and of the result out.
+Plain TensorFlow on CPU runs it faster than the column form; XLA does not.
+
 Rows are processed in chunks so that `gathered` stays in cache.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -105,7 +115,7 @@ def group_blocks(key: np.ndarray, partner: np.ndarray, outputs: int) -> Grouping
     return Grouping(tuple(buckets), order, position, outputs)
 
 
-def _gather_inputs(a, partner, bs):
+def _gather_columns(a, partner, bs):
     """[m, inputs*bs] -> [n, m, width*bs]: the input block columns of each output side by side."""
     n, width = partner.shape
     rows = tf.shape(a)[0]
@@ -115,27 +125,51 @@ def _gather_inputs(a, partner, bs):
     return tf.transpose(tf.reshape(gathered, (rows, n, width * bs)), [1, 0, 2])
 
 
-def _stacked_blocks(w_ext, slot, transpose_blocks, bs):
-    blocks = tf.gather(w_ext, slot)  # [n, width, bs, bs]
+def _gather_rows(a_t, partner, bs):
+    """[inputs*bs, m] (a transposed) -> [n, width*bs, m]: the input blocks of each output stacked.
+
+    Each gathered block is `bs * m` contiguous values, one plain copy, where
+    `_gather_columns` copies 128-byte pieces of every row and then transposes.
+    """
+    n, width = partner.shape
+    rows = tf.shape(a_t)[1]
+    gathered = tf.gather(tf.reshape(a_t, (-1, bs * rows)), tf.reshape(partner, [-1]))
+    return tf.reshape(gathered, (n, width * bs, rows))
+
+
+def _stacked_blocks(w_ext, slot, transpose_blocks, bs, transposed):
+    """The blocks of each output stacked along the input features: `[n, width*bs, bs]`.
+
+    With `transposed`, each output's stack transposed: `[n, bs, width*bs]`.
+    """
+    blocks = tf.gather(w_ext, slot)  # [n, width, bs_in, bs_out] (the other way round with transpose_blocks)
     if transpose_blocks:
         blocks = tf.transpose(blocks, [0, 1, 3, 2])
+    if transposed:
+        # [n, width, bs_in, bs_out] -> [n, bs_out, width, bs_in]
+        return tf.reshape(tf.transpose(blocks, [0, 3, 1, 2]), (slot.shape[0], bs, slot.shape[1] * bs))
     return tf.reshape(blocks, (slot.shape[0], slot.shape[1] * bs, bs))
 
 
-def product(a, w_ext, tables, *, outputs, transpose_blocks, block_size, chunk_rows):
+def product(a, w_ext, tables, *, outputs, transpose_blocks, block_size, chunk_rows, transposed):
     """`a @ W` (or `a @ W^T` with transpose_blocks) for a `[M, inputs*bs]`; w_ext is w plus a zero block.
 
-    `tables` is `Grouping.tables()`.
+    `tables` is `Grouping.tables()`. With `transposed` each chunk is computed
+    as `(a @ W)^T`: output o is `(stacked blocks of o)^T @ (rows of a^T)`.
     """
     bs = block_size
     buckets, order = tables
-    stacked = [_stacked_blocks(w_ext, slot, transpose_blocks, bs) for _, _, slot in buckets]
+    stacked = [_stacked_blocks(w_ext, slot, transpose_blocks, bs, transposed) for _, _, slot in buckets]
 
     def chunk_product(chunk):
         rows = tf.shape(chunk)[0]
-        parts = [
-            tf.matmul(_gather_inputs(chunk, partner, bs), s) for (_, partner, _), s in zip(buckets, stacked)
-        ]
+        if transposed:
+            chunk_t = tf.transpose(chunk)
+            parts = [tf.matmul(s, _gather_rows(chunk_t, p, bs)) for (_, p, _), s in zip(buckets, stacked)]
+            parts.append(tf.zeros((1, bs, rows), chunk.dtype))  # the row of outputs without blocks
+            per_output = tf.gather(tf.concat(parts, axis=0), order)  # [outputs, bs, m]
+            return tf.transpose(tf.reshape(per_output, (outputs * bs, rows)))
+        parts = [tf.matmul(_gather_columns(chunk, p, bs), s) for (_, p, _), s in zip(buckets, stacked)]
         parts.append(tf.zeros((1, rows, bs), chunk.dtype))  # the row of outputs without blocks
         per_output = tf.gather(tf.concat(parts, axis=0), order)  # [outputs, m, bs]
         return tf.reshape(tf.transpose(per_output, [1, 0, 2]), (rows, outputs * bs))
@@ -143,20 +177,27 @@ def product(a, w_ext, tables, *, outputs, transpose_blocks, block_size, chunk_ro
     return _by_chunks(chunk_product, a, chunk_rows, outputs * bs)
 
 
-def weight_grad(x, dy, tables, position, *, outputs, block_size, chunk_rows):
+def weight_grad(x, dy, tables, position, *, outputs, block_size, chunk_rows, transposed):
     """`x^T @ dy` at the blocks of a grouping by output column: `[nnz, bs, bs]`."""
     bs = block_size
     buckets, _ = tables
 
     def chunk_grad(x, dy):
-        per_output = tf.transpose(
-            tf.reshape(dy, (tf.shape(dy)[0], outputs, bs)), [1, 0, 2]
-        )  # [outputs, m, bs]
+        rows = tf.shape(dy)[0]
         grads = []
-        for members, partner, _ in buckets:
-            gathered = _gather_inputs(x, partner, bs)  # [n, m, width*bs]
-            grad = tf.matmul(gathered, tf.gather(per_output, members), transpose_a=True)  # [n, width*bs, bs]
-            grads.append(tf.reshape(grad, (-1, bs, bs)))
+        if transposed:
+            x_t = tf.transpose(x)
+            per_output = tf.reshape(tf.transpose(dy), (outputs, bs, rows))
+            for members, partner, _ in buckets:
+                # [n, width*bs, m] x [n, bs, m]^T
+                grad = tf.matmul(_gather_rows(x_t, partner, bs), tf.gather(per_output, members), transpose_b=True)
+                grads.append(tf.reshape(grad, (-1, bs, bs)))
+        else:
+            per_output = tf.transpose(tf.reshape(dy, (rows, outputs, bs)), [1, 0, 2])  # [outputs, m, bs]
+            for members, partner, _ in buckets:
+                # [n, m, width*bs]^T x [n, m, bs]
+                grad = tf.matmul(_gather_columns(x, partner, bs), tf.gather(per_output, members), transpose_a=True)
+                grads.append(tf.reshape(grad, (-1, bs, bs)))
         return tf.concat(grads, axis=0) if grads else tf.zeros((0, bs, bs), x.dtype)
 
     if _fits_one_chunk(x, chunk_rows):
@@ -193,5 +234,7 @@ def _chunks(t, chunk_rows):
 
 
 # Shared by every plan: the index tables are arguments, so plans of equal shapes share compilations.
-PRODUCT_XLA = tf.function(product, jit_compile=True)
-WEIGHT_GRAD_XLA = tf.function(weight_grad, jit_compile=True)
+# XLA on CPU runs the transposed form about twice as slow as the column form; plain TensorFlow
+# runs it faster (both measured at M=4096, K=N=2048, bs=32, 5-25% density).
+PRODUCT_XLA = tf.function(functools.partial(product, transposed=False), jit_compile=True)
+WEIGHT_GRAD_XLA = tf.function(functools.partial(weight_grad, transposed=False), jit_compile=True)

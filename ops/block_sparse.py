@@ -11,20 +11,25 @@ with a zero block to the bucket's width) and one batched matmul with the
 stacked blocks gives the bucket's outputs. `dy @ W^T` is the same product
 over the transposed layout, and the gradient for w multiplies the same
 gathered x by dy per column. No `[K, N]` tensor is ever built. Rows of x are
-processed in chunks so that the gathered copy stays in cache.
+processed in chunks so that the gathered copy stays in cache. On CPU the
+products run in plain TensorFlow on x transposed, where gathering block rows
+is a plain copy; with a GPU they are XLA-compiled.
 
 The index tables for all three products are numpy arrays computed in the
-constructor. The kernels are XLA-compiled functions shared by all plans
-(the tables are their arguments), so a new plan with known shapes compiles
-nothing. Numpy references of the three products are kept on the plan.
+constructor. The XLA-compiled kernels are shared by all plans (the tables
+are their arguments), so a new plan with known shapes compiles nothing.
+Numpy references of the three products are kept on the plan.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import tensorflow as tf
 
 from ops import _block_kernels as kernels
+from ops._xla import in_xla_context
 from ops.block_layouts import check_layout
 
 __all__ = ["BlockSparseMatMul", "block_sparse_matmul", "BLOCK_SIZES"]
@@ -32,10 +37,9 @@ __all__ = ["BlockSparseMatMul", "block_sparse_matmul", "BLOCK_SIZES"]
 # The block edges the kernels are built and tested for; others are rejected rather than run untested.
 BLOCK_SIZES = (8, 16, 32, 64)
 
-# On CPU a chunk's gathered copy of x (rows x padded blocks x bs values) should stay in cache: about
-# this many bytes, which gave 32 rows at M=4096, K=N=2048, bs=32, 10% density, the fastest of 32..256.
-CPU_CHUNK_BYTES = 2 * 2**20
-MIN_CHUNK_ROWS, MAX_CHUNK_ROWS = 16, 512
+# Rows of x per chunk on CPU: the fastest of 64..512 at M=4096, K=N=2048, bs=32 and 5, 10 and 25%
+# density (each chunk's copies of x then stay in cache; fewer rows make the matmuls too small).
+CPU_CHUNK_ROWS = 256
 
 
 class BlockSparseMatMul:
@@ -44,11 +48,12 @@ class BlockSparseMatMul:
     Args:
       layout: bool (or 0/1) numpy array `[K / block_size, N / block_size]`.
       block_size: edge of the square blocks: 8, 16, 32 or 64 (`BLOCK_SIZES`).
-      chunk_rows: rows of x processed at a time. Default on CPU: as many as
-        keep a chunk's gathered copy of x near 2 MiB (so it stays in cache),
-        16 to 512; no chunking when a GPU is visible.
-      jit_compile: run the products as XLA-compiled functions (default).
-        Inside a function that is already XLA-compiled they are inlined.
+      chunk_rows: rows of x processed at a time. Default: 256 on CPU (so a
+        chunk's copies of x stay in cache); no chunking when a GPU is visible.
+      jit_compile: run the products as XLA-compiled functions. Default: when
+        a GPU is visible; on CPU plain TensorFlow runs a faster form of the
+        products (see `ops._block_kernels`). Inside a function that is
+        already XLA-compiled they are inlined either way.
 
     Attributes:
       layout, block_size, blocks (`np.argwhere(layout)`, `[nnz_blocks, 2]`),
@@ -67,7 +72,7 @@ class BlockSparseMatMul:
         block_size: int,
         *,
         chunk_rows: int | None = None,
-        jit_compile: bool = True,
+        jit_compile: bool | None = None,
     ) -> None:
         layout = check_layout(layout, "BlockSparseMatMul")
         if isinstance(block_size, bool) or block_size not in BLOCK_SIZES:
@@ -77,7 +82,9 @@ class BlockSparseMatMul:
         self.layout = layout.copy()
         self.layout.setflags(write=False)
         self.block_size = int(block_size)
-        self.jit_compile = bool(jit_compile)
+        self._requested_jit_compile = jit_compile
+        gpu = bool(tf.config.list_logical_devices("GPU"))
+        self.jit_compile = gpu if jit_compile is None else bool(jit_compile)
         self.k_blocks, self.n_blocks = layout.shape
         self.in_features = self.k_blocks * self.block_size
         self.out_features = self.n_blocks * self.block_size
@@ -95,9 +102,7 @@ class BlockSparseMatMul:
     def _default_chunk_rows(self) -> int:
         if tf.config.list_logical_devices("GPU"):
             return 2**31 - 1  # a GPU wants the whole batch at once
-        padded = max(self._by_column.padded_blocks, self._by_row.padded_blocks, 1)
-        rows = CPU_CHUNK_BYTES // (padded * self.block_size * 4)
-        return int(np.clip(rows // 8 * 8, MIN_CHUNK_ROWS, MAX_CHUNK_ROWS))
+        return CPU_CHUNK_ROWS
 
     @property
     def density(self) -> float:
@@ -129,8 +134,13 @@ class BlockSparseMatMul:
                 )
             w = w * gates[:, None, None]
         by_column, by_row = self._by_column, self._by_row
-        product = kernels.PRODUCT_XLA if self.jit_compile else kernels.product
-        weight_grad = kernels.WEIGHT_GRAD_XLA if self.jit_compile else kernels.weight_grad
+        if self.jit_compile:
+            product, weight_grad = kernels.PRODUCT_XLA, kernels.WEIGHT_GRAD_XLA
+        else:
+            # Already inside an XLA-compiled function, the column form (see `ops._block_kernels`).
+            form = {"transposed": not in_xla_context()}
+            product = functools.partial(kernels.product, **form)
+            weight_grad = functools.partial(kernels.weight_grad, **form)
         sizes = {"block_size": self.block_size, "chunk_rows": self.chunk_rows}
 
         @tf.custom_gradient
@@ -191,7 +201,10 @@ class BlockSparseMatMul:
         layout = np.zeros_like(self.layout)
         layout[self.blocks[keep, 0], self.blocks[keep, 1]] = True
         plan = BlockSparseMatMul(
-            layout, self.block_size, chunk_rows=self._requested_chunk_rows, jit_compile=self.jit_compile
+            layout,
+            self.block_size,
+            chunk_rows=self._requested_chunk_rows,
+            jit_compile=self._requested_jit_compile,
         )
         # argwhere order of the smaller layout is the original order restricted to the kept blocks.
         pruned = (w[keep] * gates[keep, None, None]).astype(w.dtype, copy=False)

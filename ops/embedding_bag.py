@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import tensorflow as tf
-from tensorflow.python.ops import control_flow_util
 
 from ops._coo_checks import Checks, first_true
+from ops._xla import in_xla_context
 
 __all__ = ["embedding_bag", "IMPLEMENTATIONS", "PARTITION_STRATEGIES"]
 
@@ -105,7 +105,7 @@ def embedding_bag(
         if implementation == "auto":
             implementation = _auto_implementation(rows_dtype=shards[0].dtype)
         checks = Checks()
-        if not _in_xla_context():
+        if not in_xla_context():
             _check_data(checks, shards, row_ids, col_ids, gains, sample_count, where)
         # Distinct ids: each table row is read once, and the table gradient has one row per id.
         # Everything after the checks depends on them, so no kernel sees data they reject.
@@ -154,15 +154,10 @@ def _check_data(checks: Checks, shards, row_ids, col_ids, gains, sample_count, w
     )
 
 
-def _in_xla_context() -> bool:
-    """True while tracing a function that XLA compiles (tf.function(jit_compile=True), Keras jit)."""
-    return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
-
-
 def _auto_implementation(rows_dtype: tf.DType) -> str:
     # The CSR kernels exist for float32 and float64 only.
     if (
-        _in_xla_context()
+        in_xla_context()
         or rows_dtype not in (tf.float32, tf.float64)
         or tf.config.list_logical_devices("GPU")
     ):
@@ -218,7 +213,7 @@ def _gather_rows(shards, ids, partition_strategy, where):
     if len(shards) == 1:
         return tf.gather(shards[0], ids)
     shard_of, local = _shard_and_row(shards, ids, partition_strategy, where)
-    if _in_xla_context():
+    if in_xla_context():
         # XLA compiles neither dynamic_stitch with run-time indices nor, reliably, dynamic_partition of
         # the run-time-sized unique ids. Each shard is gathered at every id instead (clamped to its
         # rows) and the rows of other shards are masked out: the same result, at num_shards gathers,

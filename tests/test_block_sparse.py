@@ -73,8 +73,17 @@ def test_xla_kernels_in_one_chunk(shape):
     rng = np.random.default_rng(sum(shape))
     layout = rng.random(shape) < 0.4
     layout[0, 0] = True
-    plan = ops.BlockSparseMatMul(layout, 8)  # XLA kernels; the default chunk holds all 21 rows
+    plan = ops.BlockSparseMatMul(layout, 8, jit_compile=True)  # the default chunk holds all 21 rows
     _check_products(plan, layout, 8, 21, rng)
+
+
+@pytest.mark.skipif(bool(tf.config.list_logical_devices("GPU")), reason="the CPU defaults")
+def test_cpu_default_is_plain_tensorflow_in_chunks_of_256_rows():
+    layout = ops.random_layout(4, 4, 0.5, seed=5)
+    plan = ops.BlockSparseMatMul(layout, 8)
+    assert (plan.jit_compile, plan.chunk_rows) == (False, 256)
+    # Three chunks, the last one short.
+    _check_products(plan, layout, 8, 600, np.random.default_rng(14))
 
 
 def test_whole_step_compiles_under_an_outer_xla_function():
