@@ -21,6 +21,11 @@ Memory-bandwidth limit: beside each op, a numpy copy that moves the same
 number of bytes as the op minimally moves (a copy of n bytes reads n and
 writes n, so it copies half the op's bytes) runs in the same rotation; its
 time is the floor a bandwidth-bound op could reach here.
+
+GEMM floor of the block-sparse products: the batched matmuls the plan runs
+(its buckets' shapes, chunk by chunk, in the transposed form it uses on
+CPU) alone, on inputs already gathered, in the same rotation. However the
+blocks are gathered, a formulation built on these matmuls cannot go faster.
 """
 
 from __future__ import annotations
@@ -186,6 +191,8 @@ def _block_sparse(quick: bool) -> dict:
         if density in scipy_w_t:
             forward[f"scipy {density}"] = lambda w_t=scipy_w_t[density]: w_t @ x_t
         forward[f"copy {density}"] = copy_limit(_matmul_costs(plan, m, backward=False)["mbytes"] * 1e6)
+        forward[f"gemm {density}"] = blocking(gemm_floor(plan, m, backward=False))
+        backward[f"gemm {density}"] = blocking(gemm_floor(plan, m, backward=True))
         backward[density] = blocking(_matmul_grads(lambda plan=plan, w=w: plan(x, w), x, w, dy))
         backward[f"copy {density}"] = copy_limit(_matmul_costs(plan, m, backward=True)["mbytes"] * 1e6)
     rows_out = []
@@ -193,7 +200,7 @@ def _block_sparse(quick: bool) -> dict:
         timings = alternate(contenders, reps=reps, warmup=1)
         dense = timings["dense"]
         for density, plan in plans.items():
-            t, copy = timings[density], timings[f"copy {density}"]
+            t, copy, gemm = timings[density], timings[f"copy {density}"], timings[f"gemm {density}"]
             row = {
                 "pass": step,
                 "density": density,
@@ -207,6 +214,8 @@ def _block_sparse(quick: bool) -> dict:
                 "noisy": noisy(t, dense),
                 "copy_limit_ms": copy.median_s * 1e3,
                 "copy_limit_spread_ms": [copy.min_s * 1e3, copy.max_s * 1e3],
+                "gemm_floor_ms": gemm.median_s * 1e3,
+                "gemm_floor_spread_ms": [gemm.min_s * 1e3, gemm.max_s * 1e3],
                 **_matmul_costs(plan, m, backward=step == "fwd+bwd"),
             }
             if f"scipy {density}" in timings:
@@ -220,7 +229,8 @@ def _block_sparse(quick: bool) -> dict:
     for step in ("fwd", "fwd+bwd"):
         summary[step] = _break_even([r for r in rows_out if r["pass"] == step])
     columns = ["pass", "density", "ours_ms", "dense_ms", "ratio", "ratio_per_density", "noisy"]
-    columns += ["scipy_bsr_ms", "ratio_vs_scipy", "copy_limit_ms", "gflops", "dense_gflops", "mbytes"]
+    columns += ["scipy_bsr_ms", "ratio_vs_scipy", "gemm_floor_ms", "copy_limit_ms", "gflops", "dense_gflops"]
+    columns.append("mbytes")
     print(f"\n### Block-sparse matmul (block {BLOCK}) vs dense tf.linalg.matmul and scipy BSR, M={m} K={k} N={n}\n")
     print(markdown_table(rows_out, columns))
     for step, where in summary.items():
@@ -252,6 +262,35 @@ def _check_scipy(ours: np.ndarray, w_t, x_t: np.ndarray, density: float) -> None
     if not np.allclose(ours, theirs, rtol=1e-3, atol=1e-3):
         worst = float(np.max(np.abs(ours - theirs)))
         raise AssertionError(f"scipy BSR product differs from ours at density {density}: max |diff| {worst}")
+
+
+def gemm_floor(plan, m: int, backward: bool):
+    """The batched matmuls of `plan`'s products alone (see the module docstring), as a callable."""
+    bs = plan.block_size
+    rows = min(plan.chunk_rows, m)
+    chunks = -(-m // rows)
+    rng = np.random.default_rng(3)
+
+    def operand(*shape):
+        # Variables, not constants: grappler would fold a product of constants at trace time.
+        return tf.Variable(rng.standard_normal(shape).astype(np.float32))
+
+    shapes = plan.gemm_shapes()
+    products = [(operand(n, bs, w * bs), operand(n, w * bs, rows), False) for n, w in shapes["y"]]
+    if backward:
+        products += [(operand(n, bs, w * bs), operand(n, w * bs, rows), False) for n, w in shapes["dx"]]
+        products += [(operand(n, w * bs, rows), operand(n, bs, rows), True) for n, w in shapes["y"]]
+
+    def one_chunk(_):
+        # A corner of each product keeps it live without timing a reduction over it.
+        return tf.add_n(
+            [tf.reduce_sum(tf.matmul(a, b, transpose_b=t)[:, :1, :1]) for a, b, t in products]
+            + [tf.constant(0.0)]
+        )
+
+    return tf.function(
+        lambda: tf.map_fn(one_chunk, tf.range(chunks), fn_output_signature=tf.float32, parallel_iterations=1)
+    )
 
 
 def copy_limit(nbytes: float):

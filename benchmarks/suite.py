@@ -137,6 +137,8 @@ def _ops_gpu_stage(r: dict) -> list[dict]:
         what = f"block-sparse matmul {row['pass']}, density {row['density']:.2f}"
         ours = (row["ours_ms"], *row["ours_spread_ms"])
         limit = f"bandwidth limit {row['copy_limit_ms']:.2f} ms; {row['gflops']:.2f} GFLOP"
+        if "gemm_floor_ms" in row:
+            limit += f"; its batched GEMMs alone {row['gemm_floor_ms']:.1f} ms"
         dense = (row["dense_ms"], *row["dense_spread_ms"])
         rows.append(comparison_row("ops_gpu_stage", what, "dense tf.linalg.matmul", "ms", False, ours, dense, limit))
         if "scipy_bsr_ms" in row:

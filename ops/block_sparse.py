@@ -104,6 +104,18 @@ class BlockSparseMatMul:
             return 2**31 - 1  # a GPU wants the whole batch at once
         return CPU_CHUNK_ROWS
 
+    def gemm_shapes(self) -> dict[str, list[tuple[int, int]]]:
+        """`(outputs, width)` of each bucket's batched matmul, per product.
+
+        "y" (and the weight gradient) groups blocks by output block column,
+        "dx" by input block row; a bucket multiplies `outputs` stacks of
+        `width` blocks. For cost models and benchmarks.
+        """
+        return {
+            "y": [b.slot.shape for b in self._by_column.buckets],
+            "dx": [b.slot.shape for b in self._by_row.buckets],
+        }
+
     @property
     def density(self) -> float:
         return self.nnz_blocks / self.layout.size

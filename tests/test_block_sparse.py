@@ -210,3 +210,13 @@ def test_bad_arguments_raise_value_error():
         ops.random_layout(2, 2, 1.5)
     with pytest.raises(ValueError, match="multiple of block_size"):
         ops.magnitude_layout(np.ones((6, 8)), 4, 0.5)
+
+
+def test_gemm_shapes_give_each_nonempty_column_and_row_one_stack_wide_enough():
+    layout = ops.random_layout(6, 5, 0.4, seed=4)
+    shapes = ops.BlockSparseMatMul(layout, 8).gemm_shapes()
+    for key, counts in (("y", layout.sum(axis=0)), ("dx", layout.sum(axis=1))):
+        stacks = shapes[key]
+        assert sum(n for n, _ in stacks) == int((counts > 0).sum())
+        assert max(w for _, w in stacks) == int(counts.max())
+        assert sum(n * w for n, w in stacks) >= int(layout.sum())
