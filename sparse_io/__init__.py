@@ -1,6 +1,7 @@
 """sparse_io: the sparse data model, Arrow/TensorFlow bridges, log readers and shard writers.
 
-TensorFlow is only imported when a TensorFlow bridge or a TFRecord reader is first used.
+TensorFlow is only imported when a TensorFlow bridge or a TFRecord reader is first used, and
+Beam (whose FileSystems write local and remote paths) only when a file is first written.
 """
 
 from sparse_io.arrow import csr_from_arrow, csr_to_arrow

@@ -25,16 +25,20 @@ import uuid
 from collections.abc import Iterator
 from typing import IO
 
-from apache_beam.io.filesystems import FileSystems
-
 __all__ = ["atomic_output", "atomic_write_text", "check_inside_root", "remove_stale_temporaries", "TMP_PREFIX"]
 
 TMP_PREFIX = ".tmp-"
 
 
-def _split(path: str) -> tuple[str, str]:
-    directory, name = FileSystems.split(path)
-    return directory, name
+def _filesystems():
+    """Beam's FileSystems (local paths, gs://, s3://...), imported on first write.
+
+    Not at module import: reading shards in training input code never writes, and importing
+    Beam costs over a second and 150 MiB there.
+    """
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems
 
 
 def _inside(path: str, root: str) -> bool:
@@ -92,9 +96,10 @@ def atomic_output(path: str, *, output_root: str | None = None) -> Iterator[IO[b
       >>> sorted(os.listdir(d))
       ['a.bin']
     """
-    directory, name = _split(path)
-    tmp = FileSystems.join(directory, f"{TMP_PREFIX}{uuid.uuid4().hex[:12]}-{name}")
-    local = FileSystems.get_scheme(path) is None
+    fs = _filesystems()
+    directory, name = fs.split(path)
+    tmp = fs.join(directory, f"{TMP_PREFIX}{uuid.uuid4().hex[:12]}-{name}")
+    local = fs.get_scheme(path) is None
     if local:
         if output_root is not None:
             check_inside_root(path, output_root)
@@ -104,20 +109,20 @@ def atomic_output(path: str, *, output_root: str | None = None) -> Iterator[IO[b
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
         stream = os.fdopen(os.open(tmp, flags, 0o666), "wb")
     else:
-        stream = FileSystems.create(tmp)
+        stream = fs.create(tmp)
     try:
         yield stream
         stream.close()
         if local:
             os.replace(tmp, path)
         else:
-            if FileSystems.exists(path):
-                FileSystems.delete([path])
-            FileSystems.rename([tmp], [path])
+            if fs.exists(path):
+                fs.delete([path])
+            fs.rename([tmp], [path])
     except BaseException:
         stream.close()
         with contextlib.suppress(Exception):
-            FileSystems.delete([tmp])
+            fs.delete([tmp])
         raise
 
 
@@ -129,8 +134,9 @@ def atomic_write_text(path: str, text: str, *, output_root: str | None = None) -
 
 def remove_stale_temporaries(directory: str) -> int:
     """Deletes `.tmp-*` files a crashed run left in `directory`; returns how many."""
-    pattern = FileSystems.join(directory, TMP_PREFIX + "*")
-    stale = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
+    fs = _filesystems()
+    pattern = fs.join(directory, TMP_PREFIX + "*")
+    stale = [m.path for r in fs.match([pattern]) for m in r.metadata_list]
     if stale:
-        FileSystems.delete(stale)
+        fs.delete(stale)
     return len(stale)

@@ -221,6 +221,28 @@ def test_stopping_mid_epoch_and_resuming_in_a_new_process_continues_exactly(shar
         assert first[name] + rest[name] == whole[fmt], name
 
 
+def test_reading_shards_in_training_code_never_imports_beam(shard_dirs):
+    # Beam costs over a second and ~150 MiB to import; training input code only reads shards.
+    script = (
+        "import sys\n"
+        "import ops, sparse_io, transforms\n"
+        "from transforms import make_dataset\n"
+        "for fmt in sys.argv[1:]:\n"
+        "    for _ in make_dataset(fmt, 64, num_epochs=1, output='coo'):\n"
+        "        pass\n"
+        "print('BEAM', 'apache_beam' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, shard_dirs["parquet"], shard_dirs["tfrecord"]],
+        capture_output=True,
+        text=True,
+        cwd=os.path.dirname(HERE),
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "BEAM False" in done.stdout.splitlines()
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(
     os.environ.get("SPARSEFLOW_SKIP_MULTIWORKER") == "1",
