@@ -97,12 +97,9 @@ class BlockSparseMatMul:
         # dx = dy @ W^T: groups adding into input block rows, each gathering output block columns.
         self._by_row = kernels.group_blocks(block_rows, block_cols, self.k_blocks)
         self._requested_chunk_rows = chunk_rows
-        self.chunk_rows = self._default_chunk_rows() if chunk_rows is None else int(chunk_rows)
-
-    def _default_chunk_rows(self) -> int:
-        if tf.config.list_logical_devices("GPU"):
-            return 2**31 - 1  # a GPU wants the whole batch at once
-        return CPU_CHUNK_ROWS
+        if chunk_rows is None:
+            chunk_rows = 2**31 - 1 if gpu else CPU_CHUNK_ROWS  # a GPU wants the whole batch at once
+        self.chunk_rows = int(chunk_rows)
 
     def gemm_shapes(self) -> dict[str, list[tuple[int, int]]]:
         """`(outputs, width)` of each bucket's batched matmul, per product.
