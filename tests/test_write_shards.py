@@ -2,17 +2,19 @@
 
 import json
 import os
+import threading
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline as BeamPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from sparse_io import FeatureSpec, Schema, read_parquet_shard, read_tfrecord_shard, shard_name
-from transforms.beam import WriteShards, in_process_options, infer_schema
+from transforms.beam import WriteShards, in_process_options, infer_schema, write_shards
 
 SCHEMA = Schema(
     [
@@ -112,6 +114,8 @@ def test_bad_arguments():
         WriteShards("x", format="csv")
     with pytest.raises(ValueError, match="num_shards"):
         WriteShards("x", num_shards=0)
+    with pytest.raises(ValueError, match="write_threads"):
+        WriteShards("x", write_threads=0)
     with pytest.raises(ValueError, match="schema"):
         WriteShards("x", schema={"a": 1})
     with pytest.raises(ValueError, match="cannot hold"):
@@ -126,4 +130,50 @@ def test_a_symbolic_link_planted_under_a_shard_name_does_not_redirect_the_write(
     _, batches = _batches(rows=20)
     with pytest.raises(Exception, match="symbolic link"):
         _run((str(out), batches, dict(num_shards=1, seed=1)))
+    assert list(elsewhere.iterdir()) == []
+
+
+def _write_counted(out, batches, **kwargs):
+    """Runs one WriteShards; returns the committed value of its `rows` counter."""
+    p = beam.Pipeline(options=in_process_options())
+    _ = p | beam.Create(batches) | WriteShards(out, **kwargs)
+    result = p.run()
+    result.wait_until_finish()
+    counters = result.metrics().query(MetricsFilter().with_name("rows"))["counters"]
+    return sum(c.committed for c in counters if c.key.metric.namespace == "sparseflow.WriteShards")
+
+
+def test_shards_encoded_concurrently_are_the_shards_written_one_at_a_time(tmp_path, monkeypatch):
+    _, batches = _batches(rows=300, size=29)
+    options = dict(num_shards=5, schema=SCHEMA, row_group_size=16, seed=3)
+    serial, threaded = str(tmp_path / "serial"), str(tmp_path / "threaded")
+    assert _write_counted(serial, batches, write_threads=1, **options) == 300
+    # Two writes must be under way at once to pass the barrier: one at a time, it times out.
+    meet = threading.Barrier(2, timeout=30)
+    threads = set()
+    real_write = write_shards._write
+
+    def write_meeting_another(path, *args):
+        threads.add(threading.current_thread().name)
+        if "part-00000" in path or "part-00001" in path:
+            meet.wait()
+        return real_write(path, *args)
+
+    monkeypatch.setattr(write_shards, "_write", write_meeting_another)
+    # The counter is read from the bundle's thread: counted in the writing threads, it would read 0.
+    assert _write_counted(threaded, batches, write_threads=2, **options) == 300
+    assert len(threads) == 2 and all(t.startswith("sparseflow-write-shard") for t in threads)
+    for i in range(5):
+        name = shard_name(i, 5, ".parquet")
+        assert read_parquet_shard(os.path.join(threaded, name)).equals(read_parquet_shard(os.path.join(serial, name)))
+
+
+def test_a_failed_concurrent_write_fails_the_pipeline(tmp_path):
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    (out / shard_name(1, 3, ".parquet")).symlink_to(elsewhere / "stolen.parquet")
+    _, batches = _batches(rows=60)
+    with pytest.raises(Exception, match="symbolic link"):
+        _run((str(out), batches, dict(num_shards=3, seed=1, write_threads=3)))
     assert list(elsewhere.iterdir()) == []

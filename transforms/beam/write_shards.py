@@ -4,7 +4,9 @@ With `shuffle`, every row gets a random shard and a random sort key in one
 numpy call per batch; the rows are spilled to files, one per shard per
 spill, ordered by key range (`transforms.beam.shard_spill`), a GroupByKey
 brings each shard's file names together, and the shard is written in key order, one key
-range at a time. That is a global shuffle: any row can land anywhere, in
+range at a time. A worker encodes several shards of a bundle at once, each in
+its own thread (`write_threads`): the encoders release the GIL, and the
+in-process runner would otherwise leave all but one core idle while it writes. That is a global shuffle: any row can land anywhere, in
 any shard, and memory holds a slice of a shard, never the whole input. With a `seed`, the
 random numbers of a batch are drawn from a generator seeded by the seed and
 a digest of the batch's contents, so the same input gives the same shards
@@ -19,13 +21,18 @@ shard count or format are deleted, along with temporaries a crashed run left.
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
+import functools
 import math
+import os
 from collections.abc import Sequence
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.transforms.window import GlobalWindows
 
 from sparse_io.atomic import remove_stale_temporaries
 from sparse_io.schema import SCHEMA_FILE, WEIGHTS_SUFFIX, FeatureSpec, Schema
@@ -45,6 +52,8 @@ _SHARD = "__sparseflow_shard"  # each row's shard, until the spill files it unde
 _SUFFIX = {"parquet": ".parquet", "tfrecord": ".tfrecord"}
 DEFAULT_STATS_BATCH_SIZES = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 _METRICS = "sparseflow.WriteShards"
+# Shards one worker encodes at once when `write_threads` is None: its CPU count, at most this.
+MAX_DEFAULT_WRITE_THREADS = 4
 
 
 def infer_schema(arrow_schema: pa.Schema, label: str | None = "label") -> Schema:
@@ -136,19 +145,91 @@ class _AssignShardsFn(beam.DoFn):
 
 
 class _WriteShardFn(beam.DoFn):
-    def __init__(self, output_dir: str, format: str, num_shards: int | None, schema, row_group_size: int):
+    """(shard, spill files) -> (shard, path, rows), encoding up to `write_threads` shards at once.
+
+    A shard's encoding is one long call into pyarrow's Parquet writer (or the
+    TFRecord writer), which releases the GIL, so a worker with a bundle of
+    several shards encodes them on as many cores. Results are yielded in the
+    order the shards finish being waited for; a failed write raises here,
+    in the bundle's thread, and the shards not yet started are cancelled.
+    """
+
+    def __init__(
+        self,
+        output_dir: str,
+        format: str,
+        num_shards: int | None,
+        schema,
+        row_group_size: int,
+        write_threads: int | None = None,
+    ):
         self._output_dir = output_dir
         self._format = format
         self._num_shards = num_shards
         self._schema = schema
         self._row_group_size = row_group_size
+        self._write_threads = write_threads
         self._rows = beam.metrics.Metrics.counter(_METRICS, "rows")
+
+    def setup(self):
+        # Resolved on the worker: its cores, not the launching machine's.
+        self._threads = self._write_threads or min(MAX_DEFAULT_WRITE_THREADS, os.cpu_count() or 1)
+
+    def start_bundle(self):
+        self._pool = None
+        self._pending: collections.deque[concurrent.futures.Future] = collections.deque()
 
     def process(self, element, computed_shards=None, inferred_schema=None):
         index, fragments = element
-        fragments = list(fragments)
-        shards = self._num_shards or computed_shards
-        schema = self._schema or inferred_schema
+        job = functools.partial(
+            self._write_shard,
+            index,
+            list(fragments),
+            self._num_shards or computed_shards,
+            self._schema or inferred_schema,
+        )
+        if self._threads <= 1:
+            yield self._counted(job())
+            return
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(
+                self._threads, thread_name_prefix="sparseflow-write-shard"
+            )
+        # At most `_threads` shards in flight: each holds a key range and a row group in memory.
+        while len(self._pending) >= self._threads:
+            yield self._counted(self._wait_oldest())
+        self._pending.append(self._pool.submit(job))
+
+    def finish_bundle(self):
+        try:
+            while self._pending:
+                yield GlobalWindows.windowed_value(self._counted(self._wait_oldest()))
+        finally:
+            self._shutdown()
+
+    def teardown(self):
+        self._shutdown()
+
+    def _wait_oldest(self):
+        try:
+            return self._pending.popleft().result()
+        except BaseException:
+            self._shutdown()
+            raise
+
+    def _shutdown(self) -> None:
+        pending, self._pending = getattr(self, "_pending", ()), collections.deque()
+        for future in pending:
+            future.cancel()
+        pool, self._pool = getattr(self, "_pool", None), None
+        if pool is not None:
+            pool.shutdown(wait=True)  # a write already running finishes (or fails) before the bundle ends
+
+    def _counted(self, written: tuple[int, str, int]) -> tuple[int, str, int]:
+        self._rows.inc(written[2])  # in the bundle's thread: Beam's metrics are per thread
+        return written
+
+    def _write_shard(self, index: int, fragments: list[str], shards: int, schema: Schema) -> tuple[int, str, int]:
         path = FileSystems.join(self._output_dir, shard_name(index, shards, _SUFFIX[self._format]))
         rows = _write(
             path,
@@ -160,8 +241,7 @@ class _WriteShardFn(beam.DoFn):
             self._output_dir,
         )
         FileSystems.delete(fragments)
-        self._rows.inc(rows)
-        yield index, path, rows
+        return index, path, rows
 
 
 def _write(path: str, format: str, batches, schema: Schema, row_group_size: int, output_dir: str) -> int:
@@ -242,6 +322,10 @@ class WriteShards(beam.PTransform):
         While one row group is encoded, the next is read and sorted in a
         background thread.
       row_group_size: Parquet row-group size.
+      write_threads: shards one worker encodes at once (each in its own
+        thread, holding its own key range and row group in memory); None:
+        the worker's CPU count, at most `MAX_DEFAULT_WRITE_THREADS`. 1
+        writes them one after another in the bundle's thread.
 
     Input: PCollection[pa.RecordBatch]. Output: a PCollection of one dict
     `{"shards": [paths], "num_rows", "schema", "stats", "stats_features"}`,
@@ -264,6 +348,7 @@ class WriteShards(beam.PTransform):
         stats_batch_sizes: Sequence[int] = DEFAULT_STATS_BATCH_SIZES,
         rows_per_shard: int = 500_000,
         row_group_size: int = DEFAULT_ROW_GROUP_SIZE,
+        write_threads: int | None = None,
     ):
         super().__init__()
         if format not in _SUFFIX:
@@ -274,6 +359,7 @@ class WriteShards(beam.PTransform):
             ("num_shards", num_shards),
             ("rows_per_shard", rows_per_shard),
             ("row_group_size", row_group_size),
+            ("write_threads", write_threads),
         ):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"WriteShards: {name} must be a positive integer, got {value!r}")
@@ -293,6 +379,7 @@ class WriteShards(beam.PTransform):
         self._stats_batch_sizes = list(stats_batch_sizes)
         self._rows_per_shard = rows_per_shard
         self._row_group_size = row_group_size
+        self._write_threads = write_threads
 
     def expand(self, batches):
         side = {}
@@ -327,7 +414,12 @@ class WriteShards(beam.PTransform):
             | "WriteShard"
             >> beam.ParDo(
                 _WriteShardFn(
-                    self._output_dir, self._format, self._num_shards, self._schema, self._row_group_size
+                    self._output_dir,
+                    self._format,
+                    self._num_shards,
+                    self._schema,
+                    self._row_group_size,
+                    self._write_threads,
                 ),
                 **side,
             )
