@@ -68,6 +68,11 @@ def test_a_block_with_anything_the_general_path_handles_specially_is_declined(ba
 def test_invalid_utf8_and_empty_blocks_are_declined():
     good = _line().encode()
     assert parse_criteo_bytes(good + b"\n" + good.replace(b"0000", b"\xff\xfe00", 1) + b"\n", SCHEMA) is None
+    # The parse skips UTF-8 validation (ids are checked as hex or numbers): a bad byte in any field declines.
+    for i in range(39):
+        fields = _line().encode().split(b"\t")
+        fields[i] = fields[i][:-1] + b"\xe9"
+        assert parse_criteo_bytes(good + b"\n" + b"\t".join(fields) + b"\n", SCHEMA) is None, i
     assert parse_criteo_bytes(b"", SCHEMA) is None
     assert parse_criteo_bytes(b"\n" + good, SCHEMA) is None
 

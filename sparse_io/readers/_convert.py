@@ -91,7 +91,10 @@ def _nulled(values: pa.Array, bad: np.ndarray) -> pa.Array:
 
 
 def _show(values: pa.Array, i: int) -> str:
-    text = repr(values[i].as_py())
+    try:
+        text = repr(values[i].as_py())
+    except UnicodeDecodeError:  # a string column parsed without UTF-8 validation: show the bytes
+        text = repr(values.cast(pa.binary())[i].as_py())
     return text if len(text) <= 60 else text[:57] + "..."
 
 
