@@ -3,6 +3,7 @@
 import math
 import os
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -10,7 +11,15 @@ from _batches import SCHEMA, batches_of_rows, to_batch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparse_io import CorruptFileError, read_parquet_shard, shard_name, write_parquet_shard
+from sparse_io import (
+    CorruptFileError,
+    FeatureSpec,
+    Schema,
+    read_parquet_shard,
+    shard_name,
+    write_parquet_shard,
+)
+from sparse_io.shards import DICTIONARY_PAGE_LIMIT
 
 
 def test_shard_name_format():
@@ -162,3 +171,24 @@ def test_a_truncated_shard_is_a_corrupt_file_error_naming_it(tmp_path, keep):
     with pytest.raises(CorruptFileError, match="damaged Parquet file") as info:
         read_parquet_shard(path)
     assert info.value.path == path and str(info.value).startswith(path)
+
+
+def test_many_valued_columns_fall_back_from_a_dictionary_and_few_valued_ones_keep_it(tmp_path):
+    rng = np.random.default_rng(0)
+    rows = 50_000
+    schema = Schema([FeatureSpec("few", "sparse", "int64"), FeatureSpec("many", "sparse", "int64")])
+    batch = pa.record_batch(
+        {
+            "few": pa.ListArray.from_arrays(np.arange(rows + 1, dtype=np.int32), rng.integers(0, 100, rows)),
+            "many": pa.ListArray.from_arrays(np.arange(rows + 1, dtype=np.int32), rng.integers(0, 1 << 40, rows)),
+        }
+    )
+    path = str(tmp_path / shard_name(0, 1, ".parquet"))
+    write_parquet_shard(path, [batch], schema)
+    group = pq.ParquetFile(path).metadata.row_group(0)
+    few, many = (group.column(i) for i in range(2))
+    dictionary_bytes = [c.data_page_offset - c.dictionary_page_offset for c in (few, many)]
+    # 50,000 distinct ids would make a dictionary of ~400 kB; it stops at the limit and goes plain.
+    assert few.has_dictionary_page and few.total_compressed_size < 100_000
+    assert many.has_dictionary_page and dictionary_bytes[1] <= DICTIONARY_PAGE_LIMIT + 1024
+    assert read_parquet_shard(path, schema).equals(pa.Table.from_batches([batch]).cast(schema.arrow_schema()))
