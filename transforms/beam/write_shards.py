@@ -4,10 +4,11 @@ With `shuffle`, every row gets a random shard and a random sort key in one
 numpy call per batch; the rows are spilled to files, one per shard per
 spill, ordered by key range (`transforms.beam.shard_spill`), a GroupByKey
 brings each shard's file names together, and the shard is written in key order, one key
-range at a time. A worker encodes several shards of a bundle at once, each in
-its own thread (`write_threads`): the encoders release the GIL, and the
-in-process runner would otherwise leave all but one core idle while it writes. That is a global shuffle: any row can land anywhere, in
-any shard, and memory holds a slice of a shard, never the whole input. With a `seed`, the
+range at a time. That is a global shuffle: any row can land anywhere, in
+any shard, and memory holds a slice of a shard, never the whole input. A worker
+encodes several shards of a bundle at once, each in its own thread
+(`write_threads`): the encoders release the GIL, and the in-process runner
+would otherwise leave all but one core idle while it writes. With a `seed`, the
 random numbers of a batch are drawn from a generator seeded by the seed and
 a digest of the batch's contents, so the same input gives the same shards
 whatever order the runner processes batches in.
