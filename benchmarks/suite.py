@@ -270,10 +270,16 @@ def _memory_rows(name: str, r: dict, ours: str, peer: str, what: str, peer_label
                 False,
                 (a["peak_mib"]["median"], a["peak_mib"]["min"], a["peak_mib"]["max"]),
                 (b["peak_mib"]["median"], b["peak_mib"]["min"], b["peak_mib"]["max"]),
-                f"log file {a['file_mib']:.0f} MiB{growth}",
+                f"log file {a['file_mib']:.0f} MiB{_shards_note(a)}{growth}",
             )
         )
     return rows
+
+
+def _shards_note(run: dict) -> str:
+    if "shards" not in run:
+        return ""
+    return f", {run['shards']} shard{'s' if run['shards'] != 1 else ''} ({run['shards_at_once']} encoded at once)"
 
 
 def _reader_memory(r: dict) -> list[dict]:
