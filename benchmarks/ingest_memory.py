@@ -113,7 +113,7 @@ def _measure(contender: str, path: str, out: str) -> dict:
 def run(quick: bool) -> dict:
     """Measures every contender at both sizes; returns a JSON-able dict (also printed as a markdown table)."""
     # Here, not at the top: each measured child imports this module, and the reader's must not load Beam.
-    from transforms.beam.write_shards import MAX_DEFAULT_WRITE_THREADS
+    from transforms.beam.write_shards import default_write_threads
 
     sizes = [5_000, 50_000] if quick else [500_000, 5_000_000]
     repeats = 1 if quick else 2
@@ -136,8 +136,7 @@ def run(quick: bool) -> dict:
                 summary = summarise(measured, size, "work_mib")
                 if "shards" in measured[0]:
                     summary["shards"] = measured[0]["shards"]
-                    # WriteShards encodes this many shards at once (write_threads' default here).
-                    summary["shards_at_once"] = min(summary["shards"], MAX_DEFAULT_WRITE_THREADS, os.cpu_count() or 1)
+                    summary["shards_at_once"] = min(summary["shards"], default_write_threads())
                 results["runs"].setdefault(contender, {})[str(rows)] = summary
     add_growth(results)
     print_table(results, "run", "work_mib", "added by the work")

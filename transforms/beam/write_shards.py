@@ -43,7 +43,7 @@ from transforms.beam._read_ahead import read_ahead
 from transforms.beam.shard_spill import SpillByKeyRange, sorted_shard_batches
 from transforms.beam.stats import STATS_FILE, ComputeStats
 
-__all__ = ["WriteShards", "infer_schema", "DEFAULT_STATS_BATCH_SIZES"]
+__all__ = ["WriteShards", "infer_schema", "default_write_threads", "DEFAULT_STATS_BATCH_SIZES"]
 
 # The sort key that travels with each row to its shard: random per row, or per batch without shuffle.
 # Rows with equal keys come from identical batches and are identical, so a stable sort by the key alone
@@ -55,6 +55,11 @@ DEFAULT_STATS_BATCH_SIZES = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 _METRICS = "sparseflow.WriteShards"
 # Shards one worker encodes at once when `write_threads` is None: its CPU count, at most this.
 MAX_DEFAULT_WRITE_THREADS = 4
+
+
+def default_write_threads() -> int:
+    """Shards this machine encodes at once when `write_threads` is None."""
+    return min(MAX_DEFAULT_WRITE_THREADS, os.cpu_count() or 1)
 
 
 def infer_schema(arrow_schema: pa.Schema, label: str | None = "label") -> Schema:
@@ -174,7 +179,7 @@ class _WriteShardFn(beam.DoFn):
 
     def setup(self):
         # Resolved on the worker: its cores, not the launching machine's.
-        self._threads = self._write_threads or min(MAX_DEFAULT_WRITE_THREADS, os.cpu_count() or 1)
+        self._threads = self._write_threads or default_write_threads()
 
     def start_bundle(self):
         self._pool = None
@@ -325,7 +330,8 @@ class WriteShards(beam.PTransform):
       row_group_size: Parquet row-group size.
       write_threads: shards one worker encodes at once (each in its own
         thread, holding its own key range and row group in memory); None:
-        the worker's CPU count, at most `MAX_DEFAULT_WRITE_THREADS`. 1
+        the worker's CPU count, at most `MAX_DEFAULT_WRITE_THREADS`
+        (`default_write_threads()`). 1
         writes them one after another in the bundle's thread.
 
     Input: PCollection[pa.RecordBatch]. Output: a PCollection of one dict
