@@ -110,7 +110,10 @@ def embedding_bag(
         # Distinct ids: each table row is read once, and the table gradient has one row per id.
         # Everything after the checks depends on them, so no kernel sees data they reject.
         with tf.control_dependencies(checks.pending):
-            unique_ids, slot = tf.unique(col_ids, out_idx=tf.int32)
+            # int64 slots for the CSR form, whose indices are int64: a cast of them would run beside
+            # the gather and wait for its threads.
+            slot_dtype = tf.int64 if implementation == "csr" else tf.int32
+            unique_ids, slot = tf.unique(col_ids, out_idx=slot_dtype)
             (gains,) = checks.guard(gains)
         rows = _gather_rows(shards, unique_ids, partition_strategy, where)
         if implementation == "segment":
@@ -134,23 +137,23 @@ def _check_data(checks: Checks, shards, row_ids, col_ids, gains, sample_count, w
     else:
         vocab = tf.constant(sum(static_vocab), tf.int64)
         shown = f"vocab={sum(static_vocab)}"
-    # int64 comparisons: int32 ones run in host memory on a GPU.
+    # A passing check costs two reductions per tensor; the per-entry masks are built only in the
+    # failing branch, to name the first offending position. int64: int32 reductions and comparisons
+    # run in host memory on a GPU.
     cols = tf.cast(col_ids, tf.int64)
-    col_bad = tf.logical_or(cols < 0, cols >= vocab)
     checks.add(
-        lambda: tf.logical_not(tf.reduce_any(col_bad)),
+        lambda: tf.logical_and(tf.reduce_min(cols) >= 0, tf.reduce_max(cols) < vocab),
         f"{where}: check col_ids_in_range failed: col_ids must be table rows in [0, {shown})",
-        lambda: first_true(col_bad),
+        lambda: first_true(tf.logical_or(cols < 0, cols >= vocab)),
     )
     rows = tf.cast(row_ids, tf.int64)
     limit = tf.cast(sample_count, tf.int64)
     bound = f"={sample_count}" if isinstance(sample_count, int) else ""
-    row_bad = tf.logical_or(rows < 0, rows > limit)
     checks.add(
-        lambda: tf.logical_not(tf.reduce_any(row_bad)),
+        lambda: tf.logical_and(tf.reduce_min(rows) >= 0, tf.reduce_max(rows) <= limit),
         f"{where}: check row_ids_in_range failed: row_ids must be in [0, sample_count{bound}] "
         "(sample_count itself marks padding)",
-        lambda: first_true(row_bad),
+        lambda: first_true(tf.logical_or(rows < 0, rows > limit)),
     )
 
 
@@ -176,7 +179,9 @@ def _combine_csr(rows, slot, row_ids, gains, sample_count):
     row_ids, slot, gains = _sorted_by_row(row_ids, slot, gains)
     num_rows = tf.cast(sample_count, tf.int64) + 1  # the last row collects the padding entries
     shape = tf.stack([num_rows, tf.shape(rows, out_type=tf.int64)[0]])
-    indices = tf.stack([tf.cast(row_ids, tf.int64), tf.cast(slot, tf.int64)], axis=1)
+    # Stacking [2, N] then transposing: on CPU, stacking along axis 1 copies one element at a
+    # time and costs about twice as much.
+    indices = tf.transpose(tf.stack([tf.cast(row_ids, tf.int64), tf.cast(slot, tf.int64)]))
 
     @tf.custom_gradient
     def combine(rows, gains):
@@ -200,7 +205,8 @@ def _combine_csr(rows, slot, row_ids, gains, sample_count):
 
 def _sorted_by_row(row_ids, slot, gains):
     """CSR conversion needs entries grouped by row; COO from ops.to_coo already is."""
-    in_order = tf.reduce_all(row_ids[1:] >= row_ids[:-1])
+    # One reduction of the steps, cheaper than a reduce_all over a boolean tensor of comparisons.
+    in_order = tf.reduce_min(row_ids[1:] - row_ids[:-1]) >= 0
 
     def reorder():
         order = tf.argsort(row_ids, stable=True)
