@@ -147,7 +147,9 @@ def _forward_backward(fn, table, upstream):
     def step():
         with tf.GradientTape() as tape:
             loss = tf.reduce_sum(fn() * upstream)
-        return tape.gradient(loss, table).values  # IndexedSlices for both contenders
+        # The loss is returned too: the table gradient does not depend on the forward output, so
+        # without it the forward pass would be pruned from the graph and not timed.
+        return loss, tape.gradient(loss, table).values  # IndexedSlices for both contenders
 
     return step
 
@@ -307,7 +309,8 @@ def _matmul_grads(fn, x, w, dy):
         with tf.GradientTape() as tape:
             tape.watch(x)
             y = fn()
-        return tape.gradient(y, [x, w], output_gradients=dy)
+        # y is returned too: neither gradient depends on it, so it would be pruned and not timed.
+        return y, tape.gradient(y, [x, w], output_gradients=dy)
 
     return step
 
