@@ -18,6 +18,7 @@ Example (Criteo, with comments, as accepted by `load_config`)::
       format: parquet         # parquet | tfrecord
       num_shards: 4           # default: one shard per 128 MiB of log text
       row_group_size: 65536
+      write_threads: 2        # shards a worker encodes at once; default: its CPUs, at most 4
       shuffle: true
       seed: 0
     stats:
@@ -90,6 +91,7 @@ class OutputConfig:
     format: str = "parquet"
     num_shards: int | None = None
     row_group_size: int = 65536
+    write_threads: int | None = None
     shuffle: bool = True
     seed: int | None = 0
 
@@ -302,12 +304,13 @@ def parse_config(data: Any, *, format_override: str | None = None) -> IngestConf
     out = _take(
         top.get("output") or {},
         "output",
-        {"format": str, "num_shards": int, "row_group_size": int, "shuffle": bool, "seed": int},
+        {"format": str, "num_shards": int, "row_group_size": int, "write_threads": int, "shuffle": bool, "seed": int},
     )
     if out.get("format", "parquet") not in SHARD_FORMATS:
         raise _fail("output.format", f"{out['format']!r} is not one of {', '.join(SHARD_FORMATS)}")
     _positive(out.get("num_shards"), "output.num_shards")
     _positive(out.get("row_group_size"), "output.row_group_size")
+    _positive(out.get("write_threads"), "output.write_threads")
     stats = _take(top.get("stats") or {}, "stats", {"batch_sizes": list})
     batch_sizes = stats.get("batch_sizes") or [4096]
     for i, b in enumerate(batch_sizes):

@@ -125,6 +125,7 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
         schema_updates=None if schema is not None else {name: {"hash_buckets": b} for name, b, _ in hashed},
         stats_batch_sizes=list(config.batch_sizes),
         row_group_size=out.row_group_size,
+        write_threads=out.write_threads,
     )
 
 

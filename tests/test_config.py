@@ -32,6 +32,8 @@ def test_shipped_history_config_groups_by_user():
         ({"output": {"num_shards": 0}}, "output.num_shards"),
         ({"output": {"num_shards": "4"}}, "output.num_shards"),
         ({"output": {"format": "csv"}}, "output.format"),
+        ({"output": {"write_threads": 0}}, "output.write_threads"),
+        ({"output": {"write_threads": 1.5}}, "output.write_threads"),
         ({"input": {"format": "xml"}}, "input.format"),
         ({"input": {"format": "jsonl"}}, "input.schema"),
         ({"input": {"schema": [{"name": "x", "kind": "sparse", "dtype": "int8"}]}}, "input.schema[0]"),

@@ -7,6 +7,7 @@ import sys
 
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
 from pipelines.errors import UsageError
 from pipelines.ingest import run_ingest
@@ -160,3 +161,26 @@ def test_dataflow_graph_serialises_without_network():
     # Every DoFn was pickled into the proto; round-tripping proves they unpickle too.
     restored = beam.Pipeline.from_runner_api(proto, pipeline.runner, options)
     assert restored is not None
+
+
+def test_output_write_threads_reaches_write_shards(monkeypatch):
+    import apache_beam as beam
+
+    from pipelines.config import parse_config
+    from pipelines.ingest import build_ingest
+    from transforms.beam import WriteShards
+
+    seen = []
+    original = WriteShards.__init__
+
+    def spy(self, *args, **kwargs):
+        seen.append(kwargs.get("write_threads", "not passed"))
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(WriteShards, "__init__", spy)
+    with open(DEMO_CONFIG) as f:
+        demo = yaml.safe_load(f)
+    for threads in (None, 3):
+        data = {**demo, "output": {**demo.get("output", {}), "write_threads": threads}}
+        build_ingest(beam.Pipeline(), parse_config(data), "logs/day_*.tsv", "out")
+    assert seen == [None, 3]
