@@ -19,6 +19,7 @@ Example (Criteo, with comments, as accepted by `load_config`)::
       num_shards: 4           # default: one shard per 128 MiB of log text
       row_group_size: 65536
       write_threads: 2        # shards a worker encodes at once; default: its CPUs, at most 4
+      compression: zstd       # Parquet codec: zstd | lz4 | snappy | none
       shuffle: true
       seed: 0
     stats:
@@ -39,6 +40,7 @@ from typing import Any
 import yaml
 
 from sparse_io.schema import FeatureSpec, Schema, SchemaError, criteo_schema
+from sparse_io.shards import PARQUET_CODECS
 
 __all__ = [
     "ConfigError",
@@ -92,6 +94,7 @@ class OutputConfig:
     num_shards: int | None = None
     row_group_size: int = 65536
     write_threads: int | None = None
+    compression: str | None = None
     shuffle: bool = True
     seed: int | None = 0
 
@@ -304,13 +307,19 @@ def parse_config(data: Any, *, format_override: str | None = None) -> IngestConf
     out = _take(
         top.get("output") or {},
         "output",
-        {"format": str, "num_shards": int, "row_group_size": int, "write_threads": int, "shuffle": bool, "seed": int},
+        {"format": str, "num_shards": int, "row_group_size": int, "write_threads": int,
+         "compression": str, "shuffle": bool, "seed": int},
     )
     if out.get("format", "parquet") not in SHARD_FORMATS:
         raise _fail("output.format", f"{out['format']!r} is not one of {', '.join(SHARD_FORMATS)}")
     _positive(out.get("num_shards"), "output.num_shards")
     _positive(out.get("row_group_size"), "output.row_group_size")
     _positive(out.get("write_threads"), "output.write_threads")
+    codec = out.get("compression")
+    if codec is not None and (out.get("format") or "parquet") != "parquet":
+        raise _fail("output.compression", f"applies to Parquet shards only, not {out['format']!r}")
+    if codec is not None and codec not in PARQUET_CODECS:
+        raise _fail("output.compression", f"{codec!r} is not one of {', '.join(PARQUET_CODECS)}")
     stats = _take(top.get("stats") or {}, "stats", {"batch_sizes": list})
     batch_sizes = stats.get("batch_sizes") or [4096]
     for i, b in enumerate(batch_sizes):

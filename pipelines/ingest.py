@@ -126,6 +126,7 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
         stats_batch_sizes=list(config.batch_sizes),
         row_group_size=out.row_group_size,
         write_threads=out.write_threads,
+        compression=out.compression,
     )
 
 

@@ -1,4 +1,4 @@
-"""Shard files: names, and Parquet shards with list columns (zstd), written atomically.
+"""Shard files: names, and Parquet shards with list columns (zstd by default), written atomically.
 
 A shard directory holds `part-00000-of-00004.parquet` ... (or `.tfrecord`),
 `schema.json` and `stats.json`. A shard appears under its final name only
@@ -24,6 +24,8 @@ __all__ = [
     "write_parquet_shard",
     "read_parquet_shard",
     "DEFAULT_ROW_GROUP_SIZE",
+    "DEFAULT_PARQUET_CODEC",
+    "PARQUET_CODECS",
 ]
 
 DEFAULT_ROW_GROUP_SIZE = 65536
@@ -32,6 +34,9 @@ DEFAULT_ROW_GROUP_SIZE = 65536
 # little for a dictionary to pay: on a shard of Criteo-like hashed ids, 64 KiB against pyarrow's
 # 1 MiB wrote ~9% faster, read ~13% faster and came out ~5% smaller. Few-valued columns keep it.
 DICTIONARY_PAGE_LIMIT = 1 << 16
+# Column-chunk codecs a shard may be written with; readers find the codec in the file itself.
+PARQUET_CODECS = ("zstd", "lz4", "snappy", "none")
+DEFAULT_PARQUET_CODEC = "zstd"
 
 
 def shard_name(index: int, num_shards: int, suffix: str) -> str:
@@ -89,7 +94,7 @@ def write_parquet_shard(
     schema: Schema,
     *,
     row_group_size: int = DEFAULT_ROW_GROUP_SIZE,
-    compression: str = "zstd",
+    compression: str = DEFAULT_PARQUET_CODEC,
     output_root: str | None = None,
 ) -> int:
     """Writes `batches` to one Parquet file at `path`, atomically; returns the row count.
@@ -98,12 +103,19 @@ def write_parquet_shard(
     sizes of the incoming batches. No batches still writes a valid, empty
     shard. The file's Arrow schema is `schema.arrow_schema()`.
 
+    `compression`: one of `PARQUET_CODECS`. zstd writes the smallest files.
+    On generated Criteo-like and multi-valued shards, lz4 files were 1.25x
+    and 1.6x larger and pyarrow decoded them about 1.45x faster, but
+    `make_dataset`, whose own per-batch work dominates, read them only
+    5-15% faster. "none" stores pages as they are.
+
     `output_root`: the output directory `path` must stay in, symbolic links
     followed (see `sparse_io.atomic`); pass it whenever it is known.
 
     Raises:
-      ValueError: a batch lacks a column or has one of an uncastable type;
-        nothing is left at `path` then (an earlier file there is kept).
+      ValueError: a bad `row_group_size` or `compression`; a batch lacks a
+        column or has one of an uncastable type (nothing is left at `path`
+        then, and an earlier file there is kept).
       PermissionError: `path` is a symbolic link or leads out of `output_root`.
 
     Example:
@@ -111,6 +123,8 @@ def write_parquet_shard(
     """
     if not isinstance(row_group_size, int) or row_group_size <= 0:
         raise ValueError(f"row_group_size must be a positive integer, got {row_group_size!r}")
+    if compression not in PARQUET_CODECS:
+        raise ValueError(f"compression must be one of {', '.join(PARQUET_CODECS)}, got {compression!r}")
     target = schema.arrow_schema()
     rows = 0
     with atomic_output(path, output_root=output_root) as stream:

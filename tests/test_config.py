@@ -34,6 +34,8 @@ def test_shipped_history_config_groups_by_user():
         ({"output": {"format": "csv"}}, "output.format"),
         ({"output": {"write_threads": 0}}, "output.write_threads"),
         ({"output": {"write_threads": 1.5}}, "output.write_threads"),
+        ({"output": {"compression": "gzip"}}, "output.compression"),
+        ({"output": {"format": "tfrecord", "compression": "zstd"}}, "output.compression"),
         ({"input": {"format": "xml"}}, "input.format"),
         ({"input": {"format": "jsonl"}}, "input.schema"),
         ({"input": {"schema": [{"name": "x", "kind": "sparse", "dtype": "int8"}]}}, "input.schema[0]"),

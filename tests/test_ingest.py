@@ -163,7 +163,7 @@ def test_dataflow_graph_serialises_without_network():
     assert restored is not None
 
 
-def test_output_write_threads_reaches_write_shards(monkeypatch):
+def test_output_write_threads_and_compression_reach_write_shards(monkeypatch):
     import apache_beam as beam
 
     from pipelines.config import parse_config
@@ -174,13 +174,13 @@ def test_output_write_threads_reaches_write_shards(monkeypatch):
     original = WriteShards.__init__
 
     def spy(self, *args, **kwargs):
-        seen.append(kwargs.get("write_threads", "not passed"))
+        seen.append((kwargs.get("write_threads", "not passed"), kwargs.get("compression", "not passed")))
         original(self, *args, **kwargs)
 
     monkeypatch.setattr(WriteShards, "__init__", spy)
     with open(DEMO_CONFIG) as f:
         demo = yaml.safe_load(f)
-    for threads in (None, 3):
-        data = {**demo, "output": {**demo.get("output", {}), "write_threads": threads}}
+    for threads, codec in ((None, None), (3, "lz4")):
+        data = {**demo, "output": {**demo.get("output", {}), "write_threads": threads, "compression": codec}}
         build_ingest(beam.Pipeline(), parse_config(data), "logs/day_*.tsv", "out")
-    assert seen == [None, 3]
+    assert seen == [(None, None), (3, "lz4")]

@@ -19,7 +19,7 @@ from sparse_io import (
     shard_name,
     write_parquet_shard,
 )
-from sparse_io.shards import DICTIONARY_PAGE_LIMIT
+from sparse_io.shards import DICTIONARY_PAGE_LIMIT, PARQUET_CODECS
 
 
 def test_shard_name_format():
@@ -118,6 +118,25 @@ def test_reading_with_a_schema_checks_columns_and_types(tmp_path):
 def test_invalid_row_group_size_is_rejected(tmp_path):
     with pytest.raises(ValueError, match="row_group_size must be a positive integer"):
         write_parquet_shard(os.path.join(str(tmp_path), "s.parquet"), [], SCHEMA, row_group_size=0)
+
+
+@pytest.mark.parametrize("codec", PARQUET_CODECS)
+def test_every_codec_is_written_as_asked_and_reads_back_exactly(tmp_path, codec):
+    rows = [{"label": i, "price": i / 7, "items": list(range(i % 5)), "items__weights": [1.5] * (i % 5),
+             "tags": [f"t{i % 3}"]} for i in range(300)]
+    path = os.path.join(str(tmp_path), shard_name(0, 1, ".parquet"))
+    write_parquet_shard(path, [to_batch(rows)], SCHEMA, row_group_size=128, compression=codec)
+    meta = pq.ParquetFile(path).metadata
+    codecs = {meta.row_group(g).column(c).compression for g in range(meta.num_row_groups)
+              for c in range(meta.num_columns)}
+    assert codecs == {"UNCOMPRESSED" if codec == "none" else codec.upper()}
+    assert read_parquet_shard(path, SCHEMA).to_pylist() == to_batch(rows).to_pylist()
+
+
+def test_an_unknown_codec_is_rejected_naming_the_choices(tmp_path):
+    with pytest.raises(ValueError, match="compression must be one of zstd, lz4, snappy, none, got 'gzip'"):
+        write_parquet_shard(os.path.join(str(tmp_path), "s.parquet"), [], SCHEMA, compression="gzip")
+    assert not os.listdir(tmp_path)
 
 
 def _shard(tmp_path) -> tuple[str, pa.Table]:

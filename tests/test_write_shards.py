@@ -116,6 +116,10 @@ def test_bad_arguments():
         WriteShards("x", num_shards=0)
     with pytest.raises(ValueError, match="write_threads"):
         WriteShards("x", write_threads=0)
+    with pytest.raises(ValueError, match="compression must be one of zstd, lz4, snappy, none, got 'gzip'"):
+        WriteShards("x", compression="gzip")
+    with pytest.raises(ValueError, match="tfrecord shards take no compression"):
+        WriteShards("x", format="tfrecord", compression="zstd")
     with pytest.raises(ValueError, match="schema"):
         WriteShards("x", schema={"a": 1})
     with pytest.raises(ValueError, match="cannot hold"):
@@ -172,3 +176,17 @@ def test_shards_encoded_concurrently_are_the_shards_written_one_at_a_time(tmp_pa
     for i in range(5):
         name = shard_name(i, 5, ".parquet")
         assert read_parquet_shard(os.path.join(threaded, name)).equals(read_parquet_shard(os.path.join(serial, name)))
+
+
+@pytest.mark.parametrize("compression, codec", [(None, "ZSTD"), ("lz4", "LZ4"), ("none", "UNCOMPRESSED")])
+def test_parquet_shards_use_the_codec_asked_for(tmp_path, compression, codec):
+    table, batches = _batches()
+    out = str(tmp_path / "out")
+    _run((out, batches, dict(num_shards=2, schema=SCHEMA, row_group_size=16, compression=compression)))
+    for index in range(2):
+        path = os.path.join(out, shard_name(index, 2, ".parquet"))
+        meta = pq.ParquetFile(path).metadata
+        assert {meta.row_group(0).column(c).compression for c in range(meta.num_columns)} == {codec}
+    written = pa.concat_tables(read_parquet_shard(os.path.join(out, shard_name(i, 2, ".parquet")), SCHEMA)
+                               for i in range(2))
+    assert sorted(written.column("label").to_pylist()) == table.column("label").to_pylist()

@@ -37,7 +37,13 @@ from apache_beam.transforms.window import GlobalWindows
 
 from sparse_io.atomic import remove_stale_temporaries
 from sparse_io.schema import SCHEMA_FILE, WEIGHTS_SUFFIX, FeatureSpec, Schema
-from sparse_io.shards import DEFAULT_ROW_GROUP_SIZE, shard_name, write_parquet_shard
+from sparse_io.shards import (
+    DEFAULT_PARQUET_CODEC,
+    DEFAULT_ROW_GROUP_SIZE,
+    PARQUET_CODECS,
+    shard_name,
+    write_parquet_shard,
+)
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
 from transforms.beam._read_ahead import read_ahead
 from transforms.beam.shard_spill import SpillByKeyRange, sorted_shard_batches
@@ -168,6 +174,7 @@ class _WriteShardFn(beam.DoFn):
         schema,
         row_group_size: int,
         write_threads: int | None = None,
+        compression: str = DEFAULT_PARQUET_CODEC,
     ):
         self._output_dir = output_dir
         self._format = format
@@ -175,6 +182,7 @@ class _WriteShardFn(beam.DoFn):
         self._schema = schema
         self._row_group_size = row_group_size
         self._write_threads = write_threads
+        self._compression = compression
         self._rows = beam.metrics.Metrics.counter(_METRICS, "rows")
 
     def setup(self):
@@ -245,15 +253,20 @@ class _WriteShardFn(beam.DoFn):
             schema,
             self._row_group_size,
             self._output_dir,
+            self._compression,
         )
         FileSystems.delete(fragments)
         return index, path, rows
 
 
-def _write(path: str, format: str, batches, schema: Schema, row_group_size: int, output_dir: str) -> int:
+def _write(
+    path: str, format: str, batches, schema: Schema, row_group_size: int, output_dir: str, compression: str
+) -> int:
     # output_root: a symbolic link planted in the output directory cannot redirect a shard elsewhere.
     if format == "parquet":
-        return write_parquet_shard(path, batches, schema, row_group_size=row_group_size, output_root=output_dir)
+        return write_parquet_shard(
+            path, batches, schema, row_group_size=row_group_size, compression=compression, output_root=output_dir
+        )
     from sparse_io.tfrecord import write_tfrecord_shard
 
     return write_tfrecord_shard(path, batches, schema, output_root=output_dir)
@@ -266,6 +279,7 @@ def _finalize(
     num_shards,
     schema,
     row_group_size,
+    compression,
     stats,
     computed_shards=None,
     inferred_schema=None,
@@ -277,7 +291,7 @@ def _finalize(
     for index in range(shards):
         if index not in done:
             path = FileSystems.join(output_dir, shard_name(index, shards, suffix))
-            done[index] = (path, _write(path, format, [], schema, row_group_size, output_dir))
+            done[index] = (path, _write(path, format, [], schema, row_group_size, output_dir, compression))
     keep = {path for path, _ in done.values()}
     pattern = FileSystems.join(output_dir, "part-*-of-*")
     stale = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list if m.path not in keep]
@@ -308,8 +322,8 @@ class WriteShards(beam.PTransform):
 
     Args:
       output_dir: the shard directory (local or any Beam filesystem).
-      format: "parquet" (zstd, list columns, `row_group_size` rows per group)
-        or "tfrecord" (one `tf.train.Example` per row).
+      format: "parquet" (list columns, `row_group_size` rows per group) or
+        "tfrecord" (one `tf.train.Example` per row, uncompressed).
       num_shards: shard count; None: enough shards of about `rows_per_shard`
         rows each (counted in the pipeline).
       shuffle: globally shuffle rows across and within shards.
@@ -333,6 +347,9 @@ class WriteShards(beam.PTransform):
         the worker's CPU count, at most `MAX_DEFAULT_WRITE_THREADS`
         (`default_write_threads()`). 1
         writes them one after another in the bundle's thread.
+      compression: the Parquet shards' codec, one of
+        `sparse_io.PARQUET_CODECS`; None: zstd (the smallest files; lz4
+        decodes faster at a larger size). TFRecord shards take no codec.
 
     Input: PCollection[pa.RecordBatch]. Output: a PCollection of one dict
     `{"shards": [paths], "num_rows", "schema", "stats", "stats_features"}`,
@@ -356,6 +373,7 @@ class WriteShards(beam.PTransform):
         rows_per_shard: int = 500_000,
         row_group_size: int = DEFAULT_ROW_GROUP_SIZE,
         write_threads: int | None = None,
+        compression: str | None = None,
     ):
         super().__init__()
         if format not in _SUFFIX:
@@ -370,6 +388,12 @@ class WriteShards(beam.PTransform):
         ):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"WriteShards: {name} must be a positive integer, got {value!r}")
+        if compression is not None and format != "parquet":
+            raise ValueError(f"WriteShards: {format} shards take no compression, got {compression!r}")
+        if compression is not None and compression not in PARQUET_CODECS:
+            raise ValueError(
+                f"WriteShards: compression must be one of {', '.join(PARQUET_CODECS)}, got {compression!r}"
+            )
         if seed is not None and not isinstance(seed, int):
             raise ValueError(f"WriteShards: seed must be an integer or None, got {seed!r}")
         if schema is not None and not isinstance(schema, Schema):
@@ -387,6 +411,7 @@ class WriteShards(beam.PTransform):
         self._rows_per_shard = rows_per_shard
         self._row_group_size = row_group_size
         self._write_threads = write_threads
+        self._compression = compression or DEFAULT_PARQUET_CODEC
 
     def expand(self, batches):
         side = {}
@@ -427,6 +452,7 @@ class WriteShards(beam.PTransform):
                     self._schema,
                     self._row_group_size,
                     self._write_threads,
+                    self._compression,
                 ),
                 **side,
             )
@@ -447,6 +473,7 @@ class WriteShards(beam.PTransform):
                 self._num_shards,
                 self._schema,
                 self._row_group_size,
+                self._compression,
                 beam.pvalue.AsSingleton(stats),
                 **side,
             )
