@@ -243,6 +243,29 @@ def test_reading_shards_in_training_code_never_imports_beam(shard_dirs):
     assert "BEAM False" in done.stdout.splitlines()
 
 
+def test_a_script_ends_with_an_endless_parquet_iterator_still_alive(shard_dirs):
+    # A training script that simply stops reading. A reader call still running when the
+    # interpreter finalizes never returns, and TensorFlow's iterator teardown then waits for it
+    # forever: the calls are drained at exit instead.
+    script = (
+        "import sys\n"
+        "from transforms import make_dataset\n"
+        "it = iter(make_dataset(sys.argv[1], 16, num_epochs=None, output='coo'))\n"
+        "for _ in range(5):\n"
+        "    next(it)\n"
+        "print('READ', flush=True)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, shard_dirs["parquet"]],
+        capture_output=True,
+        text=True,
+        cwd=os.path.dirname(HERE),
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == ["READ"]
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(
     os.environ.get("SPARSEFLOW_SKIP_MULTIWORKER") == "1",

@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from sparse_io.schema import FeatureSpec, Schema, weights_column
+from transforms.tfdata._exit_drain import reader_call
 from transforms.tfdata.columns import Column, select_columns
 from transforms.tfdata.coo import Coo, capacity_from_stats, load_stats
 from transforms.tfdata.epochs import draw_seed, plain
@@ -309,7 +310,8 @@ def _parquet_batches(source: ParquetSource, num_epochs) -> tf.data.Dataset:
     total = source.num_batches(num_epochs)
 
     def read(i):
-        return [_tensor(a) for a in source.read(int(i))]
+        with reader_call():  # see _exit_drain: lets the process exit with an iterator still alive
+            return [_tensor(a) for a in source.read(int(i))]
 
     ds = tf.data.Dataset.range(_ENDLESS if total is None else total)
     return ds.map(plain(lambda i: tuple(tf.py_function(read, [i], dtypes))))
