@@ -40,7 +40,7 @@ from typing import Any
 import yaml
 
 from sparse_io.schema import FeatureSpec, Schema, SchemaError, criteo_schema
-from sparse_io.shards import PARQUET_CODECS
+from sparse_io.shards import check_parquet_codec
 
 __all__ = [
     "ConfigError",
@@ -318,8 +318,11 @@ def parse_config(data: Any, *, format_override: str | None = None) -> IngestConf
     codec = out.get("compression")
     if codec is not None and (out.get("format") or "parquet") != "parquet":
         raise _fail("output.compression", f"applies to Parquet shards only, not {out['format']!r}")
-    if codec is not None and codec not in PARQUET_CODECS:
-        raise _fail("output.compression", f"{codec!r} is not one of {', '.join(PARQUET_CODECS)}")
+    if codec is not None:
+        try:
+            check_parquet_codec(codec)
+        except ValueError as e:
+            raise _fail("output.compression", str(e)) from None
     stats = _take(top.get("stats") or {}, "stats", {"batch_sizes": list})
     batch_sizes = stats.get("batch_sizes") or [4096]
     for i, b in enumerate(batch_sizes):

@@ -26,6 +26,7 @@ __all__ = [
     "DEFAULT_ROW_GROUP_SIZE",
     "DEFAULT_PARQUET_CODEC",
     "PARQUET_CODECS",
+    "check_parquet_codec",
 ]
 
 DEFAULT_ROW_GROUP_SIZE = 65536
@@ -37,6 +38,17 @@ DICTIONARY_PAGE_LIMIT = 1 << 16
 # Column-chunk codecs a shard may be written with; readers find the codec in the file itself.
 PARQUET_CODECS = ("zstd", "lz4", "snappy", "none")
 DEFAULT_PARQUET_CODEC = "zstd"
+
+
+def check_parquet_codec(codec: str) -> str:
+    """Returns `codec` if it is one of `PARQUET_CODECS`.
+
+    Raises:
+      ValueError: naming the codec and the choices.
+    """
+    if codec not in PARQUET_CODECS:
+        raise ValueError(f"compression must be one of {', '.join(PARQUET_CODECS)}, got {codec!r}")
+    return codec
 
 
 def shard_name(index: int, num_shards: int, suffix: str) -> str:
@@ -123,8 +135,7 @@ def write_parquet_shard(
     """
     if not isinstance(row_group_size, int) or row_group_size <= 0:
         raise ValueError(f"row_group_size must be a positive integer, got {row_group_size!r}")
-    if compression not in PARQUET_CODECS:
-        raise ValueError(f"compression must be one of {', '.join(PARQUET_CODECS)}, got {compression!r}")
+    check_parquet_codec(compression)
     target = schema.arrow_schema()
     rows = 0
     with atomic_output(path, output_root=output_root) as stream:

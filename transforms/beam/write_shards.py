@@ -40,7 +40,7 @@ from sparse_io.schema import SCHEMA_FILE, WEIGHTS_SUFFIX, FeatureSpec, Schema
 from sparse_io.shards import (
     DEFAULT_PARQUET_CODEC,
     DEFAULT_ROW_GROUP_SIZE,
-    PARQUET_CODECS,
+    check_parquet_codec,
     shard_name,
     write_parquet_shard,
 )
@@ -390,10 +390,11 @@ class WriteShards(beam.PTransform):
                 raise ValueError(f"WriteShards: {name} must be a positive integer, got {value!r}")
         if compression is not None and format != "parquet":
             raise ValueError(f"WriteShards: {format} shards take no compression, got {compression!r}")
-        if compression is not None and compression not in PARQUET_CODECS:
-            raise ValueError(
-                f"WriteShards: compression must be one of {', '.join(PARQUET_CODECS)}, got {compression!r}"
-            )
+        if compression is not None:
+            try:
+                check_parquet_codec(compression)
+            except ValueError as e:
+                raise ValueError(f"WriteShards: {e}") from None
         if seed is not None and not isinstance(seed, int):
             raise ValueError(f"WriteShards: seed must be an integer or None, got {seed!r}")
         if schema is not None and not isinstance(schema, Schema):
