@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tfdata_data import SCHEMA, random_rows, to_table, write_parquet_shards
 
+from sparse_io.schema import FeatureSpec, Schema
 from transforms.tfdata.columns import select_columns
 from transforms.tfdata.parquet_source import ALIGNMENT, ParquetSource
 from transforms.tfdata.state import InputState
@@ -207,3 +208,99 @@ def test_coo_batches_follow_the_contract_for_the_rows_they_hold(shards, shuffle)
             assert rows.tolist() == want_rows and cols.tolist() == want_cols
             np.testing.assert_allclose(gains, want_gains, rtol=1e-5)
             assert rows.ctypes.data % ALIGNMENT == 0 and cols.ctypes.data % ALIGNMENT == 0
+
+
+ONE_HOT = Schema(
+    [FeatureSpec("label", "label", "int64")]
+    + [FeatureSpec(f"a{k}", "sparse", "int64") for k in range(3)]
+    + [FeatureSpec(f"w{k}", "sparse", "int64", weighted=True) for k in range(3)]
+)
+
+
+def _one_hot_rows(n: int, seed: int, two_ids_at: int | None) -> list[dict]:
+    """Rows whose features hold 0 or 1 id (weights include 0 and negatives); row `two_ids_at`,
+    if given, holds two distinct ids in w1, so its unit is not one-hot."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for r in range(n):
+        row = {"label": r}
+        for name in ONE_HOT.names:
+            if name == "label":
+                continue
+            has = rng.random() < 0.7
+            row[name] = [int(rng.integers(0, 100))] if has else []
+            if name.startswith("w"):
+                row[name + "__weights"] = [float(rng.choice([0.0, -1.5, 0.25, 2.0]))] if has else []
+        rows.append(row)
+    if two_ids_at is not None:
+        rows[two_ids_at]["w1"], rows[two_ids_at]["w1__weights"] = [7, 9], [0.5, 1.5]
+    return rows
+
+
+def _reference_gains(ws: list[float], combiner: str) -> list[float]:
+    """A row's gains from its weights (distinct ids): w, w / sum(w) or w / sqrt(sum(w^2)); 0 when that sum is 0."""
+    total = sum(ws) if combiner == "mean" else math.sqrt(sum(w * w for w in ws))
+    if combiner == "sum":
+        return list(ws)
+    return [0.0 if total == 0 else w / total for w in ws]
+
+
+@pytest.mark.parametrize("combiner", ["sum", "mean", "sqrtn"])
+@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("two_ids_at", [None, 23])
+def test_one_hot_groups_give_the_contract_coo_for_every_feature(tmp_path, monkeypatch, combiner, shuffle, two_ids_at):
+    import transforms.tfdata.parquet_source as source_module
+
+    rows = _one_hot_rows(61, seed=5, two_ids_at=two_ids_at)
+    paths = []
+    for k, part in enumerate((rows[:40], rows[40:])):  # two files, row groups of 7: batches span units
+        paths.append(str(tmp_path / f"part-{k}.parquet"))
+        pq.write_table(
+            pa.table(
+                {name: [row[name] for row in part] for name in ONE_HOT.arrow_schema().names},
+                schema=ONE_HOT.arrow_schema(),
+            ),
+            paths[-1],
+            row_group_size=7,
+        )
+    fills = []
+    real_fill = source_module._OneHot.fill
+    monkeypatch.setattr(source_module._OneHot, "fill", lambda self, *a: fills.append(1) or real_fill(self, *a))
+    columns, label = select_columns(ONE_HOT, None, None)
+    groups = [[f"a{k}" for k in range(3)], [f"w{k}" for k in range(3)]]
+    source = ParquetSource(
+        paths,
+        columns,
+        label,
+        9,
+        shuffle=shuffle,
+        seed=3,
+        num_shards=1,
+        index=0,
+        drop_remainder=False,
+        groups=groups,
+        coo={c.name: combiner for c in columns if c.is_sparse},
+    )
+    seen = []
+    for i in range(source.num_batches(1)):
+        flat = source.read(i)
+        batch = [rows[int(y)] for y in flat[8]]
+        seen += [int(y) for y in flat[8]]
+        for g, names in enumerate(groups):
+            got_rows, got_cols, got_gains, counts = flat[4 * g : 4 * g + 4]
+            want_rows, want_cols, want_gains, want_counts = [], [], [], []
+            for name in names:
+                weighted = name.startswith("w")
+                before = len(want_rows)
+                for r, row in enumerate(batch):
+                    ws = row[name + "__weights"] if weighted else [1.0] * len(row[name])
+                    want_rows += [r] * len(row[name])
+                    want_cols += row[name]
+                    want_gains += _reference_gains(ws, combiner)
+                want_counts.append(len(want_rows) - before)
+            assert counts.tolist() == want_counts
+            assert got_rows.tolist() == want_rows and got_cols.tolist() == want_cols
+            np.testing.assert_allclose(got_gains, want_gains, rtol=1e-6)
+    assert sorted(seen) == list(range(61))
+    # Every batch of the unweighted group, and of the weighted one away from row 23's unit, is one-hot.
+    assert len(fills) >= source.num_batches(1) + (source.num_batches(1) - 2 if two_ids_at else source.num_batches(1))

@@ -21,7 +21,7 @@ import dataclasses
 
 import numpy as np
 
-__all__ = ["PieceCoo", "piece_coo"]
+__all__ = ["PieceCoo", "one_id_gains", "piece_coo"]
 
 
 @dataclasses.dataclass
@@ -54,6 +54,23 @@ def _scale(totals: np.ndarray, combiner: str) -> np.ndarray:
     return scale
 
 
+def one_id_gains(w: np.ndarray | np.float32, combiner: str) -> np.ndarray | np.float32:
+    """Gains of ids that are alone in their rows, from their weights `w` (float32, any shape).
+
+    "sum": w; "mean": w / w; "sqrtn": w / |w|; 0 where w is 0 (no merge can
+    happen, so each id's row total is its own weight).
+
+    Example:
+      >>> one_id_gains(np.array([2.0, 0.0, -4.0], np.float32), "sqrtn").tolist()
+      [1.0, 0.0, -1.0]
+    """
+    if combiner == "sum":
+        return w
+    w = np.asarray(w, dtype=np.float32)
+    out = w * _scale(w if combiner == "mean" else w * w, combiner)
+    return out if out.ndim else np.float32(out)
+
+
 def piece_coo(lengths: np.ndarray, ids: np.ndarray, weights: np.ndarray | float, combiner: str) -> PieceCoo:
     """COO of CSR rows given by `lengths` (int64 `[r]`) over `ids` / `weights` (`[nnz]`, or a scalar weight).
 
@@ -69,13 +86,9 @@ def piece_coo(lengths: np.ndarray, ids: np.ndarray, weights: np.ndarray | float,
     if int(lengths.max()) <= 1:
         rows = np.flatnonzero(lengths).astype(np.int32)
         if scalar:
-            w = np.float32(weights)
-            gain = w if combiner == "sum" else w * _scale(np.array([w if combiner == "mean" else w * w]), combiner)[0]
-            return PieceCoo(rows, ids, None, np.full(nnz, gain, np.float32))
+            return PieceCoo(rows, ids, None, np.full(nnz, one_id_gains(np.float32(weights), combiner), np.float32))
         w = weights.astype(np.float32, copy=False)
-        if combiner == "sum":
-            return PieceCoo(rows, ids, None, w.copy())
-        return PieceCoo(rows, ids, None, w * _scale(w if combiner == "mean" else w * w, combiner))
+        return PieceCoo(rows, ids, None, w.copy() if combiner == "sum" else one_id_gains(w, combiner))
     row_of = np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)
     begins = np.empty(nnz, dtype=bool)
     begins[0] = True

@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from sparse_io.arrow import csr_from_arrow
 from sparse_io.csr import SparseValidationError
 from transforms.tfdata.columns import Column
-from transforms.tfdata.numpy_coo import piece_coo
+from transforms.tfdata.numpy_coo import one_id_gains, piece_coo
 from transforms.tfdata.sharding import Unit, plan_units
 from transforms.tfdata.state import InputState, fingerprint
 
@@ -59,19 +59,31 @@ class _Sparse:
 
 
 @dataclasses.dataclass
+class _OneHotUnit:
+    """A unit's group of one-hot features: which rows hold an id, as a mask and as row numbers."""
+
+    presence: np.ndarray  # bool [F, rows]
+    rows: list[np.ndarray]  # per feature: int32, the row of each of its ids (ascending)
+
+
+@dataclasses.dataclass
 class _Loaded:
     """One unit decoded: per column a `_Sparse` or a 1-D array."""
 
     num_rows: int
     columns: dict[str, _Sparse | np.ndarray]
-    one_hot: dict[int, np.ndarray | None] = dataclasses.field(default_factory=dict)
+    one_hot: dict[int, _OneHotUnit | None] = dataclasses.field(default_factory=dict)
 
-    def presence(self, key: int, group: Sequence[Column]) -> np.ndarray | None:
-        """bool `[F, rows]` (row has an id) when every feature of the group has at most one id
-        per row in this unit, else None; computed once per unit."""
+    def one_hot_group(self, key: int, group: Sequence[Column]) -> _OneHotUnit | None:
+        """The group's presence when every feature has at most one id per row in this unit,
+        else None; computed once per unit."""
         if key not in self.one_hot:
             lengths = np.stack([np.diff(self.columns[c.name].splits) for c in group])
-            self.one_hot[key] = lengths.astype(bool) if lengths.size == 0 or lengths.max() <= 1 else None
+            if lengths.size and lengths.max() > 1:
+                self.one_hot[key] = None
+            else:
+                presence = lengths.astype(bool)
+                self.one_hot[key] = _OneHotUnit(presence, [np.flatnonzero(p).astype(np.int32) for p in presence])
         return self.one_hot[key]
 
 
@@ -497,28 +509,27 @@ class ParquetSource:
         feature int64 `[F]`; then as `read`. The ids are copied once, into the arena (twice when
         shuffled rows of a multi-id feature must be gathered before merging).
 
-        Groups whose features hold at most one id per row in a unit (one-hot, as Criteo's)
-        are handled for all features at once: no merge can happen, so the entries are just
-        the rows that have an id."""
-        planned = []  # per group: per feature: [(row offset, rows, ids source, gains)]
+        A group whose features hold at most one id per row in every unit of the batch (one-hot,
+        as Criteo's) is handled for all its features at once (`_OneHot`): no merge can happen,
+        so the entries are just the rows that have an id."""
+        planned: list = []  # per group: a _OneHot, or per feature: [(row offset, rows, ids source, gains)]
         sizes: list[tuple[int, np.dtype]] = []
         for key, group in enumerate(self.groups):
             combiner = self.coo.get(group[0].name, "sum")
-            per_feature: list[list] = [[] for _ in group]
-            offset = 0
-            for loaded, rows in pieces:
-                presence = loaded.presence(key, group)
-                count = (rows.stop - rows.start) if isinstance(rows, slice) else len(rows)
-                if presence is not None:
-                    _plan_one_hot(per_feature, loaded, group, presence, rows, offset, combiner)
-                else:
+            plan = _OneHot.plan(pieces, key, group, combiner)
+            if plan is None:
+                plan = [[] for _ in group]
+                offset = 0
+                for loaded, rows in pieces:
                     for f, c in enumerate(group):
                         lengths, ids, weights = _piece_csr(loaded.columns[c.name], rows)
                         p = piece_coo(lengths, ids, weights, combiner)
-                        per_feature[f].append((offset, p.rows, (p.ids, p.starts), p.gains))
-                offset += count
-            total = sum(len(item[1]) for items in per_feature for item in items)
-            planned.append(per_feature)
+                        plan[f].append((offset, p.rows, (p.ids, p.starts), p.gains))
+                    offset += (rows.stop - rows.start) if isinstance(rows, slice) else len(rows)
+                total = sum(len(item[1]) for items in plan for item in items)
+            else:
+                total = plan.total
+            planned.append(plan)
             sizes += [(total, np.dtype(np.int32)), (total, np.dtype(group[0].dtype)), (total, np.dtype(np.float32))]
             sizes.append((len(group), np.dtype(np.int64)))
         if self.dense:
@@ -527,10 +538,14 @@ class ParquetSource:
             sizes.append((n, np.dtype(self.label.dtype)))
         arrays = iter(_Arena(sizes).arrays)
         out: list[np.ndarray] = []
-        for per_feature in planned:
+        for plan in planned:
             rows, cols, gains, counts = next(arrays), next(arrays), next(arrays), next(arrays)
+            if isinstance(plan, _OneHot):
+                plan.fill(pieces, rows, cols, gains, counts)
+                out += [rows, cols, gains, counts]
+                continue
             at = 0
-            for f, items in enumerate(per_feature):
+            for f, items in enumerate(plan):
                 first = at
                 for offset, item_rows, (ids, where), item_gains in items:
                     seg = slice(at, at + len(item_rows))
@@ -549,38 +564,91 @@ class ParquetSource:
         return out + self._rest(pieces, n, arrays, epoch, end)
 
 
-def _plan_one_hot(per_feature, loaded: _Loaded, group, presence: np.ndarray, rows, offset: int, combiner: str):
-    """Plans the entries of a one-hot group's piece: the rows with an id, all features at once."""
-    for f, c in enumerate(group):
-        sparse: _Sparse = loaded.columns[c.name]
-        present = presence[f, rows]  # the piece's rows of feature f: a contiguous slice, or gathered
-        item_rows = np.flatnonzero(present)
-        if isinstance(rows, slice):
-            first = int(sparse.splits[rows.start])
-            source = slice(first, first + len(item_rows))
-            ids, where = sparse.values[source], None
-            w = None if sparse.weights is None else sparse.weights[source]
-        else:
-            where = sparse.splits[rows][present]
-            ids = sparse.values
-            w = None if sparse.weights is None else sparse.weights[where]
-        if w is None:
-            gain = _one_id_gain(np.float32(1.0), combiner)
-        else:
-            gain = w.astype(np.float32) if combiner == "sum" else _one_id_gain(w, combiner)
-        per_feature[f].append((offset, item_rows, (ids, where), gain))
+@dataclasses.dataclass
+class _OneHot:
+    """A batch's entries of a group of one-hot features (at most one id per row in every unit).
 
+    No merge can happen, so a feature's entries in a piece of contiguous rows are its ids
+    between two splits, each at the row `_OneHotUnit.rows` gives: three slice copies per
+    feature and piece and one pass over all rows, where masking and offsetting each feature's
+    entries separately costs several times more Python per Criteo batch. Shuffled pieces take
+    the rows that hold an id, feature by feature.
+    """
 
-def _one_id_gain(w, combiner: str):
-    """The gain of a row's only id: w, scaled by 1/w (mean) or 1/|w| (sqrtn), 0 when w is 0."""
-    if combiner == "sum":
-        return w
-    w = np.asarray(w, dtype=np.float32)
-    total = w if combiner == "mean" else w * w
-    scale = np.zeros_like(total)
-    np.divide(np.float32(1.0), total if combiner == "mean" else np.sqrt(total), out=scale, where=total != 0)
-    out = w * scale
-    return out if out.ndim else np.float32(out)
+    group: Sequence[Column]
+    combiner: str
+    units: list[_OneHotUnit]  # per piece
+    masks: list[list[np.ndarray] | None]  # per piece: per feature, bool over the piece's rows (shuffled pieces)
+    counts: list[list[int]]  # per piece: per feature, its entries in that piece
+
+    @classmethod
+    def plan(cls, pieces, key: int, group: Sequence[Column], combiner: str) -> _OneHot | None:
+        """The plan, or None when some unit of the batch has a feature with two ids in a row."""
+        units, masks, counts = [], [], []
+        for loaded, rows in pieces:
+            unit = loaded.one_hot_group(key, group)
+            if unit is None:
+                return None
+            units.append(unit)
+            if isinstance(rows, slice):
+                splits = [loaded.columns[c.name].splits for c in group]
+                masks.append(None)
+                counts.append([int(s[rows.stop]) - int(s[rows.start]) for s in splits])
+            else:
+                chosen = [present[rows] for present in unit.presence]
+                masks.append(chosen)
+                counts.append([int(np.count_nonzero(m)) for m in chosen])
+        return cls(group, combiner, units, masks, counts)
+
+    @property
+    def total(self) -> int:
+        return sum(sum(c) for c in self.counts)
+
+    def fill(self, pieces, rows: np.ndarray, cols: np.ndarray, gains: np.ndarray, counts: np.ndarray) -> None:
+        """Writes the entries: feature after feature, each feature's rows ascending."""
+        shifts = []  # (segment, what to add to unit rows to make them batch rows)
+        weighted = False
+        at = 0
+        for f, c in enumerate(self.group):
+            offset = 0
+            first = at
+            for (loaded, piece_rows), unit, masks, piece_counts in zip(pieces, self.units, self.masks, self.counts):
+                count = piece_counts[f]
+                sparse: _Sparse = loaded.columns[c.name]
+                seg = slice(at, at + count)
+                if masks is None:
+                    begin = int(sparse.splits[piece_rows.start])
+                    source = slice(begin, begin + count)
+                    np.copyto(rows[seg], unit.rows[f][source])
+                    shifts.append((seg, offset - piece_rows.start))
+                    np.copyto(cols[seg], sparse.values[source])
+                    if sparse.weights is not None:
+                        np.copyto(gains[seg], sparse.weights[source])
+                    offset += piece_rows.stop - piece_rows.start
+                else:
+                    chosen = np.flatnonzero(masks[f])
+                    np.add(chosen, offset, out=rows[seg], casting="unsafe")
+                    # The id of a row that has one sits at that row's split.
+                    where = sparse.splits[piece_rows[chosen]]
+                    np.take(sparse.values, where, out=cols[seg], mode="clip")
+                    if sparse.weights is not None:
+                        np.take(sparse.weights, where, out=gains[seg], mode="clip")
+                    offset += len(piece_rows)
+                if sparse.weights is None:
+                    gains[seg] = 1.0
+                else:
+                    weighted = True
+                at += count
+            counts[f] = at - first
+        if len(shifts) == len(self.group):  # one piece of contiguous rows: one pass over every feature
+            if shifts[0][1]:
+                rows += np.int32(shifts[0][1])
+        else:
+            for seg, shift in shifts:
+                rows[seg] += np.int32(shift)
+        # A gain of 1 (no weights) stays 1 under every combiner.
+        if weighted and self.combiner != "sum":
+            gains[:] = one_id_gains(gains, self.combiner)
 
 
 def _check_groups(columns: Sequence[Column], groups: Sequence[Sequence[str]] | None) -> list[list[Column]]:
