@@ -226,29 +226,30 @@ def _io_formats(r: dict) -> list[dict]:
 def _tfdata_input(r: dict) -> list[dict]:
     rows = []
     for data_set, set_rows in r["rows"].items():
-        by = {x["contender"]: x for x in r["results"] if x["set"] == data_set}
+        by = {(x["contender"], x.get("consumer", "")): x for x in r["results"] if x["set"] == data_set}
 
-        def rate(name, by=by, set_rows=set_rows):
-            x = by[name]
+        def rate(name, consumer, by=by, set_rows=set_rows):
+            x = by[(name, consumer)]
             return _rate(set_rows, x["median_s"], x["min_s"], x["max_s"])
 
         limit = (
-            f"pyarrow.parquet read {by['pyarrow.parquet read']['rows_per_s']:,.0f} rows/s; "
-            f"memcpy of the ids {by['memcpy ids']['rows_per_s']:,.0f} rows/s"
+            f"pyarrow.parquet read {by[('pyarrow.parquet read', '')]['rows_per_s']:,.0f} rows/s; "
+            f"memcpy of the ids {by[('memcpy ids', '')]['rows_per_s']:,.0f} rows/s"
         )
-        for ours in ("ours parquet", "ours graph (tfrecord)"):
-            rows.append(
-                comparison_row(
-                    "tfdata_input",
-                    f"{data_set} shards -> COO batches of {r['batch_size']}, {ours}",
-                    "TFRecord + tf.io.parse_example",
-                    "rows/s",
-                    True,
-                    rate(ours),
-                    rate("standard (parse_example)"),
-                    limit,
+        for consumer in ("eager", "graph"):
+            for ours in ("ours parquet", "ours graph (tfrecord)"):
+                rows.append(
+                    comparison_row(
+                        "tfdata_input",
+                        f"{data_set} shards -> COO batches of {r['batch_size']}, {ours}, taken {consumer}",
+                        "TFRecord + tf.io.parse_example",
+                        "rows/s",
+                        True,
+                        rate(ours, consumer),
+                        rate("standard (parse_example)", consumer),
+                        limit,
+                    )
                 )
-            )
     return rows
 
 

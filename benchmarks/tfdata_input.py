@@ -15,17 +15,25 @@ gains per feature):
                  -> SparseTensors -> the combine inputs (row ids, ids, weights) per feature;
   pyarrow.parquet  pq.read_table of the same Parquet shards: the decode limit;
   memcpy         numpy copy of the same number of id bytes: the physical limit.
-Iterators are started and warmed up once; a timed repetition is one pass
-over the data. A batch-size sweep (criteo set; 512 to 16384 rows, --quick:
-1024 and 4096) times the three tf.data contenders again at each size, for
-input throughput against batch size. Contenders alternate, with a pause outside the timing so one
-pipeline's background threads do not run on another's clock; medians,
-min-max and ratios are reported, and the peak RSS of the process.
+Each tf.data contender is taken two ways: "eager", `next()` in a Python
+loop (each element becomes Python objects), and "graph", `next()` inside a
+`tf.function` loop, as a compiled training step takes its batches.
+A timed repetition is one pass over the data on a pipeline of its own,
+built and run for one untimed pass first (start-up, first decoding and
+tf.data's autotuning), then dropped: only one pipeline is alive at a time,
+so no other contender's background threads run on its clock, and no
+pipeline starts its pass from buffers it filled while idle (here a pipeline
+left alone for two seconds held up to ~40 finished batches). A batch-size
+sweep (criteo set; 512 to 16384 rows, --quick: 1024 and 4096) times the
+three tf.data contenders again at each size, eager. Contenders alternate
+in rotating order; medians, min-max and ratios are reported, and the peak
+RSS of the process.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import resource
@@ -137,35 +145,51 @@ def standard_dataset(tfrecord_dir: str, schema: Schema, batch_size: int = BATCH)
     return ds.repeat().prefetch(tf.data.AUTOTUNE)
 
 
-def _alternate_settled(contenders: dict, *, reps: int, warmup: int, settle_s: float) -> dict:
-    """Round-robin timing (rotating order) with a pause before each call, outside the timing.
+def _alternate(contenders: dict, *, reps: int, batches: int) -> dict:
+    """Round-robin timing in rotating order; returns a `Timing` per contender.
 
-    tf.data pipelines keep working in background threads until their buffers
-    are full; the pause lets that finish so it does not land on the next
-    contender's clock. (A pipeline then starts its pass with a few batches
-    ready, the same for every tf.data contender: a few percent of a pass.)
+    A contender is `("pipeline", make, consumer)`, timed over `batches` batches of a dataset
+    that `make()` builds afresh each round and runs for one untimed pass first (see the module
+    docstring), or `("call", fn)`, a plain call.
     """
     names = list(contenders)
-    for _ in range(warmup):
-        for name in names:
-            contenders[name]()
     seconds = {name: [] for name in names}
     for round_index in range(reps):
         start = round_index % len(names)
         for name in names[start:] + names[:start]:
-            time.sleep(settle_s)
+            kind, *spec = contenders[name]
+            if kind == "call":
+                (fn,) = spec
+                began = time.perf_counter()
+                fn()
+                seconds[name].append(time.perf_counter() - began)
+                continue
+            make, consumer = spec
+            iterator = iter(make())
+            consumer(iterator, batches)
             began = time.perf_counter()
-            contenders[name]()
+            consumer(iterator, batches)
             seconds[name].append(time.perf_counter() - began)
+            del iterator
+            gc.collect()
     return {name: Timing(float(np.median(v)), min(v), max(v), len(v)) for name, v in seconds.items()}
 
 
-def _pass(iterator, batches: int):
-    def one_pass():
-        for _ in range(batches):
-            next(iterator)
+def _eager(iterator, batches: int) -> None:
+    for _ in range(batches):
+        next(iterator)
 
-    return one_pass
+
+def _graph_consumer():
+    """`next()` in a `tf.function` loop: the elements never become Python objects."""
+    import tensorflow as tf
+
+    @tf.function
+    def take(iterator, batches):
+        for _ in tf.range(batches):
+            next(iterator)  # IteratorGetNext is stateful: it runs though its outputs go unused
+
+    return lambda iterator, batches: take(iterator, tf.constant(batches))
 
 
 def _allocation_per_batch(parquet_dir: str, schema: Schema) -> dict:
@@ -196,9 +220,7 @@ def _allocation_per_batch(parquet_dir: str, schema: Schema) -> dict:
     return {"allocated_bytes": peak, "handed_over_bytes": handed, "allocated_over_handed_over": peak / handed}
 
 
-def bench_set(
-    name: str, schema: Schema, table: pa.Table, ids: int, reps: int, tmp: str, settle_s: float = 0.5
-) -> tuple[list, dict]:
+def bench_set(name: str, schema: Schema, table: pa.Table, ids: int, reps: int, tmp: str) -> tuple[list, dict]:
     from transforms import make_dataset
 
     directory = os.path.join(tmp, name)
@@ -207,32 +229,29 @@ def bench_set(
     rows = table.num_rows
     batches = -(-rows // BATCH)  # one pass: shard boundaries give no extra partial batch (rows divide evenly)
     parquet_files = sorted(os.path.join(parquet, f) for f in os.listdir(parquet) if f.endswith(".parquet"))
-    ours_parquet = iter(make_dataset(parquet, BATCH, shuffle=False, num_epochs=None, output="coo"))
-    ours_graph = iter(make_dataset(tfrecord, BATCH, shuffle=False, num_epochs=None, output="coo"))
-    standard = iter(standard_dataset(tfrecord, schema))
-    for it in (ours_parquet, ours_graph, standard):  # start-up and warm-up outside the timing
-        for _ in range(3):
-            next(it)
+    pipelines = {
+        "ours parquet": lambda: make_dataset(parquet, BATCH, shuffle=False, num_epochs=None, output="coo"),
+        "ours graph (tfrecord)": lambda: make_dataset(tfrecord, BATCH, shuffle=False, num_epochs=None, output="coo"),
+        "standard (parse_example)": lambda: standard_dataset(tfrecord, schema),
+    }
+    consumers = {"eager": _eager, "graph": _graph_consumer()}
+    contenders = {
+        (contender, consumer): ("pipeline", make, consume)
+        for contender, make in pipelines.items()
+        for consumer, consume in consumers.items()
+    }
     source = np.arange(ids, dtype=np.int64)
     target = np.empty_like(source)
-    timings = _alternate_settled(
-        {
-            "ours parquet": _pass(ours_parquet, batches),
-            "ours graph (tfrecord)": _pass(ours_graph, batches),
-            "standard (parse_example)": _pass(standard, batches),
-            "pyarrow.parquet read": lambda: pq.read_table(parquet_files),
-            "memcpy ids": lambda: np.copyto(target, source),
-        },
-        reps=reps,
-        warmup=1,
-        settle_s=settle_s,
-    )
+    contenders[("pyarrow.parquet read", "")] = ("call", lambda: pq.read_table(parquet_files))
+    contenders[("memcpy ids", "")] = ("call", lambda: np.copyto(target, source))
+    timings = _alternate(contenders, reps=reps, batches=batches)
     results = []
-    for contender, t in timings.items():
+    for (contender, consumer), t in timings.items():
         results.append(
             {
                 "set": name,
                 "contender": contender,
+                "consumer": consumer,
                 "median_s": t.median_s,
                 "min_s": t.min_s,
                 "max_s": t.max_s,
@@ -240,13 +259,17 @@ def bench_set(
                 "ids_per_s": ids / t.median_s,
             }
         )
-    by = {r["contender"]: r for r in results}
-    ratios = {
-        "parquet_vs_standard": by["ours parquet"]["rows_per_s"] / by["standard (parse_example)"]["rows_per_s"],
-        "graph_vs_standard": by["ours graph (tfrecord)"]["rows_per_s"] / by["standard (parse_example)"]["rows_per_s"],
-        "parquet_vs_pyarrow_read": by["ours parquet"]["rows_per_s"] / by["pyarrow.parquet read"]["rows_per_s"],
-        "parquet_vs_memcpy": by["ours parquet"]["ids_per_s"] / by["memcpy ids"]["ids_per_s"],
-    }
+    by = {(r["contender"], r["consumer"]): r for r in results}
+    ratios = {}
+    for consumer in consumers:
+        standard = by[("standard (parse_example)", consumer)]["rows_per_s"]
+        ratios[consumer] = {
+            "parquet_vs_standard": by[("ours parquet", consumer)]["rows_per_s"] / standard,
+            "graph_vs_standard": by[("ours graph (tfrecord)", consumer)]["rows_per_s"] / standard,
+            "parquet_vs_pyarrow_read": by[("ours parquet", consumer)]["rows_per_s"]
+            / by[("pyarrow.parquet read", "")]["rows_per_s"],
+            "parquet_vs_memcpy": by[("ours parquet", consumer)]["ids_per_s"] / by[("memcpy ids", "")]["ids_per_s"],
+        }
     ratios["allocation"] = _allocation_per_batch(parquet, schema)
     return results, ratios
 
@@ -258,20 +281,25 @@ def batch_sweep(directory: str, schema: Schema, rows: int, batch_sizes, reps: in
     parquet, tfrecord = os.path.join(directory, "parquet"), os.path.join(directory, "tfrecord")
     out = []
     for batch_size in batch_sizes:
-        iterators = {
-            "ours parquet": iter(make_dataset(parquet, batch_size, shuffle=False, num_epochs=None, output="coo")),
-            "ours graph (tfrecord)": iter(
-                make_dataset(tfrecord, batch_size, shuffle=False, num_epochs=None, output="coo")
+        contenders = {
+            "ours parquet": (
+                "pipeline",
+                lambda b=batch_size: make_dataset(parquet, b, shuffle=False, num_epochs=None, output="coo"),
+                _eager,
             ),
-            "standard (parse_example)": iter(standard_dataset(tfrecord, schema, batch_size)),
+            "ours graph (tfrecord)": (
+                "pipeline",
+                lambda b=batch_size: make_dataset(tfrecord, b, shuffle=False, num_epochs=None, output="coo"),
+                _eager,
+            ),
+            "standard (parse_example)": (
+                "pipeline",
+                lambda b=batch_size: standard_dataset(tfrecord, schema, b),
+                _eager,
+            ),
         }
-        for it in iterators.values():
-            for _ in range(3):
-                next(it)
         batches = -(-rows // batch_size)
-        timings = _alternate_settled(
-            {name: _pass(it, batches) for name, it in iterators.items()}, reps=reps, warmup=1, settle_s=0.3
-        )
+        timings = _alternate(contenders, reps=reps, batches=batches)
         for contender, t in timings.items():
             out.append(
                 {
@@ -286,7 +314,6 @@ def batch_sweep(directory: str, schema: Schema, rows: int, batch_sizes, reps: in
                     "rows_per_s_max": batches * batch_size / t.min_s,
                 }
             )
-        del iterators
     return out
 
 
@@ -298,7 +325,7 @@ def run(quick: bool) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         for name, make in (("criteo", criteo_like), ("multi", multi_valued)):
             schema, table, ids = make(rows[name])
-            results, set_ratios = bench_set(name, schema, table, ids, reps, tmp, settle_s=0.1 if quick else 0.5)
+            results, set_ratios = bench_set(name, schema, table, ids, reps, tmp)
             all_results += results
             ratios[name] = set_ratios
             if name == "criteo":
@@ -310,15 +337,20 @@ def run(quick: bool) -> dict:
                     reps=1 if quick else 3,
                 )
     peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(markdown_table(all_results, ["set", "contender", "median_s", "min_s", "max_s", "rows_per_s", "ids_per_s"]))
+    columns = ["set", "contender", "consumer", "median_s", "min_s", "max_s", "rows_per_s", "ids_per_s"]
+    print(markdown_table(all_results, columns))
     print()
     for name, r in ratios.items():
+        for consumer in ("eager", "graph"):
+            c = r[consumer]
+            print(
+                f"{name}, {consumer}: ours parquet {c['parquet_vs_standard']:.2f}x standard, "
+                f"ours graph {c['graph_vs_standard']:.2f}x standard, "
+                f"ours parquet {c['parquet_vs_pyarrow_read']:.2f}x pyarrow.parquet read, "
+                f"{c['parquet_vs_memcpy']:.3f}x memcpy"
+            )
         print(
-            f"{name}: ours parquet {r['parquet_vs_standard']:.2f}x standard, "
-            f"ours graph {r['graph_vs_standard']:.2f}x standard, "
-            f"ours parquet {r['parquet_vs_pyarrow_read']:.2f}x pyarrow.parquet read, "
-            f"{r['parquet_vs_memcpy']:.3f}x memcpy; "
-            f"Python-side allocation per batch {r['allocation']['allocated_bytes'] / 2**20:.1f} MiB "
+            f"{name}: Python-side allocation per batch {r['allocation']['allocated_bytes'] / 2**20:.1f} MiB "
             f"= {r['allocation']['allocated_over_handed_over']:.2f}x what it hands to TensorFlow"
         )
     print(f"peak RSS {peak_rss_mib:.0f} MiB")
