@@ -146,9 +146,16 @@ def _ops_gpu_stage(r: dict) -> list[dict]:
             rows.append(
                 comparison_row("ops_gpu_stage", what, "scipy.sparse.bsr_matrix", "ms", False, ours, scipy, limit)
             )
+    floor = r.get("torch", {}).get("unique_gather")
     for row in r.get("torch", {}).get("rows", []):
         ours = (row["ours_ms"], *row.get("ours_spread_ms", (None, None)))
         torch = (row["torch_ms"], *row.get("torch_spread_ms", (None, None)))
+        limit = ""
+        if floor and row["pass"] == "fwd":
+            limit = (
+                f"tf.unique + tf.gather of the distinct rows alone {floor['unique_gather_ms']:.2f} ms "
+                f"({floor['unique_gather_over_torch_fwd']:.2f}x torch)"
+            )
         rows.append(
             comparison_row(
                 "ops_gpu_stage",
@@ -158,6 +165,7 @@ def _ops_gpu_stage(r: dict) -> list[dict]:
                 False,
                 ours,
                 torch,
+                limit,
                 noisy=row.get("noisy"),
             )
         )
