@@ -47,6 +47,7 @@ def alternate(
     reps: int = 5,
     warmup: int = 1,
     clock: Callable[[], float] = time.perf_counter,
+    before: Callable[[], object] | None = None,
 ) -> dict[str, Timing]:
     """Times each contender `reps` times after `warmup` untimed rounds.
 
@@ -55,6 +56,12 @@ def alternate(
     (fetch a host value, e.g. with `.numpy()`). `clock` may be
     `time.process_time` to count the CPU seconds of all the process's
     threads: the work done, which other processes' load barely changes.
+    `before` is called, untimed, right before each timed call: e.g. a copy
+    larger than the caches, so that every contender starts cold and
+    whatever the previous one left running (torch's OpenMP threads keep
+    spinning on the cores for a while after their work) lands on it rather
+    than on the clock. A pause would not do: after sleeping, every
+    contender's next call here runs slower.
     """
     names = list(contenders)
     for _ in range(warmup):
@@ -64,6 +71,8 @@ def alternate(
     for round_index in range(reps):
         start = round_index % len(names)
         for name in names[start:] + names[:start]:
+            if before is not None:
+                before()
             began = clock()
             contenders[name]()
             seconds[name].append(clock() - began)

@@ -133,6 +133,30 @@ def test_alternate_keeps_each_rounds_time_in_round_order():
     assert calls == ["a", "b", "b", "a", "a", "b"]  # the starting contender rotates each round
 
 
+def test_alternate_calls_before_ahead_of_each_timed_call_outside_the_timing():
+    from benchmarks._timing import alternate
+
+    now = [0.0]
+    calls = []
+
+    def contender(name, cost):
+        def call():
+            calls.append(name)
+            now[0] += cost
+
+        return call
+
+    timings = alternate(
+        {"a": contender("a", 1.0), "b": contender("b", 10.0)},
+        reps=2,
+        warmup=1,
+        clock=lambda: now[0],
+        before=contender("flush", 100.0),
+    )
+    assert calls == ["a", "b", "flush", "a", "flush", "b", "flush", "b", "flush", "a"]
+    assert timings["a"].samples == (1.0, 1.0) and timings["b"].samples == (10.0, 10.0)
+
+
 def test_results_list_the_fast_paths_against_the_general_path():
     report = {
         "quick": False,
