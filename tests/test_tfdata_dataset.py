@@ -324,3 +324,46 @@ def test_padding_of_a_last_partial_batch_points_at_its_own_row_count(shard_dirs,
     n = len(reference_coo(ROWS[128:], "items", weighted=True)[0])
     assert features["items"].row_ids.numpy()[n:].tolist() == [rows] * (400 - n)
     assert features["items"].row_ids.shape == [400]
+
+
+def _wait_until_released(ref, seconds=10.0):
+    import gc
+    import time
+
+    deadline = time.monotonic() + seconds
+    while ref() is not None and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.05)
+    return ref() is None
+
+
+def test_a_dropped_parquet_dataset_releases_its_reader_and_decoded_row_groups(shard_dirs):
+    import gc
+    import weakref
+
+    from transforms.tfdata.parquet_source import ParquetSource
+
+    def readers():
+        return {id(o): o for o in gc.get_objects() if isinstance(o, ParquetSource)}
+
+    before = readers()
+    ds = make_dataset(shard_dirs["parquet"], 16, shuffle=False, output="ragged")
+    (reader,) = [weakref.ref(o) for key, o in readers().items() if key not in before]
+    it = iter(ds)
+    next(it)
+    next(it)
+    del ds, it
+    # TensorFlow keeps every eager-built py_function for the life of the process; the reader
+    # (and its decoded row groups) must not ride along with it.
+    assert _wait_until_released(reader)
+
+
+def test_an_iterator_keeps_the_reader_of_a_dataset_it_outlives(shard_dirs):
+    import gc
+
+    it = iter(make_dataset(shard_dirs["parquet"], 16, shuffle=False, output="ragged"))
+    gc.collect()
+    rows = []
+    for features, label in it:
+        rows += batch_rows(features, label)
+    assert rows == ROWS

@@ -16,6 +16,7 @@ Which reader runs depends on the shard format (the README has the full table):
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -215,7 +216,12 @@ def make_dataset(
     # iterator state (a counter and buffers) is the whole state to save.
     options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
     options.deterministic = deterministic
-    return out.with_options(options)
+    out = out.with_options(options)
+    if fmt == "parquet":
+        # The reader's py_function holds the source weakly (see _parquet_batches); the dataset,
+        # which every dataset derived from it and every iterator over it references, holds it.
+        out._sparseflow_parquet_source = source
+    return out
 
 
 def _check_args(batch_size, output, num_epochs, capacities, shuffle_buffer, overflow) -> None:
@@ -305,13 +311,26 @@ def _tensor(array: np.ndarray):
 
 
 def _parquet_batches(source: ParquetSource, num_epochs) -> tf.data.Dataset:
-    """`range -> map(py_function(source.read))`: flat tuples of tensors, see `ParquetSource.read`."""
+    """`range -> map(py_function(source.read))`: flat tuples of tensors, see `ParquetSource.read`.
+
+    The caller must keep `source` alive as long as the dataset: the py_function holds it only
+    weakly. TensorFlow ties a py_function built in eager mode to the global graph, which is
+    never freed, so a strong reference would keep every reader ever built, with its decoded
+    row groups (~100 MB for a Criteo shard's), for the life of the process.
+    """
     dtypes = [tf.string if d == "string" else tf.as_dtype(d) for d in source.output_dtypes()]
     total = source.num_batches(num_epochs)
+    source_ref = weakref.ref(source)
 
     def read(i):
         with reader_call():  # see _exit_drain: lets the process exit with an iterator still alive
-            return [_tensor(a) for a in source.read(int(i))]
+            alive = source_ref()
+            if alive is None:
+                raise RuntimeError(
+                    "make_dataset: this Parquet dataset's reader was released with the dataset; keep "
+                    "the dataset returned by make_dataset (or an iterator over it) alive while reading"
+                )
+            return [_tensor(a) for a in alive.read(int(i))]
 
     ds = tf.data.Dataset.range(_ENDLESS if total is None else total)
     return ds.map(plain(lambda i: tuple(tf.py_function(read, [i], dtypes))))
