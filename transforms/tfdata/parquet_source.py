@@ -640,7 +640,7 @@ class _OneHot:
                     weighted = True
                 at += count
             counts[f] = at - first
-        if len(shifts) == len(self.group):  # one piece of contiguous rows: one pass over every feature
+        if len(pieces) == 1 and shifts:  # one piece of contiguous rows: one pass over every feature
             if shifts[0][1]:
                 rows += np.int32(shifts[0][1])
         else:
