@@ -11,6 +11,7 @@ Error bars are the min-max spread over the repetitions.
 from __future__ import annotations
 
 import os
+import textwrap
 
 import matplotlib
 
@@ -42,7 +43,7 @@ def throughput_plot(rows: list[dict], path: str) -> bool:
     counts = [sum(row["unit"] == unit for row in rates) for unit in units]
     fig, axes = plt.subplots(
         len(units), 1, figsize=(10, 1.2 + 0.42 * sum(counts) + 0.6 * len(units)), squeeze=False,
-        gridspec_kw={"height_ratios": counts},
+        gridspec_kw={"height_ratios": counts}, layout="constrained",
     )
     for ax, unit in zip(axes[:, 0], units):
         group = [row for row in rates if row["unit"] == unit]
@@ -51,7 +52,10 @@ def throughput_plot(rows: list[dict], path: str) -> bool:
                 label="ours", color="tab:blue")
         ax.barh([p - 0.2 for p in positions], [r["peer"] for r in group], 0.4, xerr=_errors(group, "peer"),
                 label="peer", color="tab:gray")
-        labels = [f"{r['what']}\nvs {r['peer_name']}{' (noisy)' if r['noisy'] else ''}" for r in group]
+        # Long names wrap, so that the label column does not squeeze the bars.
+        labels = [
+            f"{textwrap.fill(r['what'], 52)}\nvs {r['peer_name']}{' (noisy)' if r['noisy'] else ''}" for r in group
+        ]
         ax.set_yticks(positions, labels, fontsize=6)
         ax.invert_yaxis()
         ax.set_xscale("log")
@@ -59,7 +63,6 @@ def throughput_plot(rows: list[dict], path: str) -> bool:
         ax.tick_params(axis="x", labelsize=7)
         ax.legend(fontsize=7, loc="lower right")
     axes[0, 0].set_title("Throughput: ours against each peer (median, min-max bars)", fontsize=10)
-    fig.tight_layout()
     fig.savefig(path, dpi=_DPI)
     plt.close(fig)
     return True
