@@ -316,11 +316,9 @@ def parse_config(data: Any, *, format_override: str | None = None) -> IngestConf
     _positive(out.get("row_group_size"), "output.row_group_size")
     _positive(out.get("write_threads"), "output.write_threads")
     codec = out.get("compression")
-    if codec is not None and (out.get("format") or "parquet") != "parquet":
-        raise _fail("output.compression", f"applies to Parquet shards only, not {out['format']!r}")
     if codec is not None:
         try:
-            check_parquet_codec(codec)
+            check_parquet_codec(codec, out.get("format") or "parquet")
         except ValueError as e:
             raise _fail("output.compression", str(e)) from None
     stats = _take(top.get("stats") or {}, "stats", {"batch_sizes": list})

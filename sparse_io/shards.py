@@ -40,12 +40,15 @@ PARQUET_CODECS = ("zstd", "lz4", "snappy", "none")
 DEFAULT_PARQUET_CODEC = "zstd"
 
 
-def check_parquet_codec(codec: str) -> str:
-    """Returns `codec` if it is one of `PARQUET_CODECS`.
+def check_parquet_codec(codec: str, format: str = "parquet") -> str:
+    """Returns `codec` if it is one of `PARQUET_CODECS` and the shards are Parquet.
 
     Raises:
-      ValueError: naming the codec and the choices.
+      ValueError: naming the codec and the choices, or the `format` that
+        takes no codec (TFRecord shards are written uncompressed).
     """
+    if format != "parquet":
+        raise ValueError(f"{format} shards take no compression, got {codec!r}")
     if codec not in PARQUET_CODECS:
         raise ValueError(f"compression must be one of {', '.join(PARQUET_CODECS)}, got {codec!r}")
     return codec

@@ -388,11 +388,9 @@ class WriteShards(beam.PTransform):
         ):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"WriteShards: {name} must be a positive integer, got {value!r}")
-        if compression is not None and format != "parquet":
-            raise ValueError(f"WriteShards: {format} shards take no compression, got {compression!r}")
         if compression is not None:
             try:
-                check_parquet_codec(compression)
+                check_parquet_codec(compression, format)
             except ValueError as e:
                 raise ValueError(f"WriteShards: {e}") from None
         if seed is not None and not isinstance(seed, int):
