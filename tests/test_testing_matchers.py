@@ -29,6 +29,7 @@ def test_rows_match_in_any_order_across_batches_or_in_order_when_asked():
     nan = pa.record_batch({"x": pa.array([math.nan, 1.5])})
     equal_to_rows([{"x": 1.5}, {"x": math.nan}])([nan])
     equal_to_rows([])([])
+    equal_to_rows([], columns=["C1"])([])
 
 
 def test_a_wrong_row_is_named_with_its_column_and_values():
@@ -39,6 +40,8 @@ def test_a_wrong_row_is_named_with_its_column_and_values():
     assert "1 expected row(s) not in the output, 1 output row(s) not expected" in message
     assert "column 'C1': expected ['b', 'x'], got ['b', 'c']" in message
     assert "label" not in message.split("differs in")[1].split("\n")[0]  # only the differing column is named
+    with pytest.raises(BeamAssertException, match="expected 3 rows, the PCollection is empty"):
+        equal_to_rows(ROWS)([])
     with pytest.raises(BeamAssertException, match="expected 2 rows, got 3"):
         equal_to_rows(ROWS[:2])(BATCHES)
     with pytest.raises(BeamAssertException, match=r"expected 4 rows, got 3: 1 expected row\(s\) not in the output"):

@@ -80,6 +80,7 @@ sys.meta_path.insert(0, _NoTensorFlow())
 
 
 def test_the_kit_imports_and_runs_without_tensorflow():
+    # A Beam-only user's environment: any import of tensorflow fails.
     script = _BLOCK_TF + """
 import apache_beam as beam
 from apache_beam.testing.util import assert_that
@@ -93,6 +94,11 @@ with test_pipeline() as p:
     assert_that(batches, equal_to_rows([{"label": 1, "item": ["a"]}]))
     assert_that(batches | HashIds("item", 10), has_schema({"label": "int64", "item": "list<int64>"}), label="s")
     assert_that(dead, dead_letters(["JSON"]), label="dead")
+from transforms.testing import ingest_in_memory
+columns = [{"name": "label", "kind": "label"}, {"name": "item", "dtype": "string"}]
+config = {"input": {"format": "jsonl", "schema": columns},
+          "features": {"item": {"hash_buckets": 7}}, "output": {"num_shards": 1}}
+assert [r["label"] for r in ingest_in_memory([{"label": 1, "item": ["a"]}], config).rows] == [1]
 print("tensorflow" in sys.modules, sorted(m for m in sys.modules if m.startswith("tensorflow")))
 """
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True,

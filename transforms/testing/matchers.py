@@ -89,6 +89,8 @@ class equal_to_rows:
 
     def __call__(self, actual: Iterable) -> None:
         tables = _tables(actual, "equal_to_rows")
+        if not tables and self._expected:
+            raise BeamAssertException(f"equal_to_rows: expected {len(self._expected)} rows, the PCollection is empty")
         names = self._columns
         present: list[str] = []
         for t in tables:
@@ -96,7 +98,7 @@ class equal_to_rows:
         if names is None:
             names = present
         else:
-            missing = [n for n in names if n not in present and tables]
+            missing = [n for n in names if n not in present] if tables else []
             if missing:
                 raise BeamAssertException(f"equal_to_rows: the output has no column(s) {missing}; it has {present}")
         got = [{n: row.get(n) for n in names} for t in tables for row in t.to_pylist()]
