@@ -19,7 +19,6 @@ from collections.abc import Iterable, Mapping
 import apache_beam as beam
 import pyarrow as pa
 
-from sparse_io.dead_letters import DeadLetter
 from sparse_io.schema import Schema
 from transforms.beam.read_logs import _COUNTS, DEAD_LETTERS, ReadLogs, _ReadFileFn
 
@@ -101,7 +100,7 @@ def _relabel(output):
         return beam.pvalue.TaggedOutput(DEAD_LETTERS, dataclasses.replace(output.value, source=MEMORY_SOURCE))
     if output.tag == _COUNTS:
         records, bad, first = output.value
-        first = [dataclasses.replace(d, source=MEMORY_SOURCE) for d in first if isinstance(d, DeadLetter)]
+        first = [dataclasses.replace(d, source=MEMORY_SOURCE) for d in first]
         return beam.pvalue.TaggedOutput(_COUNTS, (records, bad, first))
     return output
 

@@ -66,14 +66,12 @@ def _config_file(config, directory: str) -> str | None:
     raise TypeError(f"ingest_in_memory: config must be a path or a mapping, got {type(config).__name__}")
 
 
-def _log_format(config_path: str | None, log_format: str | None) -> str:
-    if log_format is not None:
-        return log_format
-    if config_path is None:
-        return "criteo"
-    from pipelines.config import load_config
+def _read_as(config_path: str | None, log_format: str | None) -> tuple[str, Schema]:
+    """The log format and schema the ingest will read with (the config's, `log_format` winning)."""
+    from pipelines.config import default_criteo_config, load_config
 
-    return load_config(config_path).format
+    config = load_config(config_path, format_override=log_format) if config_path else default_criteo_config()
+    return log_format or config.format, config.schema
 
 
 def ingest_in_memory(
@@ -119,13 +117,13 @@ def ingest_in_memory(
 
     with tempfile.TemporaryDirectory(prefix="sparseflow-ingest-") as scratch:
         config_path = _config_file(config, scratch)
-        fmt = _log_format(config_path, log_format)
+        fmt, read_schema = _read_as(config_path, log_format)
         if fmt not in _SUFFIXES:
             raise ValueError(f"ingest_in_memory: format {fmt!r} is not one of {tuple(_SUFFIXES)}")
         log = os.path.join(scratch, "logs", "log" + _SUFFIXES[fmt])
         os.makedirs(os.path.dirname(log))
         with open(log, "wb") as f:
-            f.write(encode_logs(lines_or_records, fmt))
+            f.write(encode_logs(lines_or_records, fmt, read_schema))
         out = output_dir if output_dir is not None else os.path.join(scratch, "out")
         argv = ["--input", log, "--output", out, "--no_report", "--progress_seconds", "0"]
         if config_path is not None:
