@@ -1,5 +1,6 @@
 """transforms.testing.test_pipeline: the DirectRunner, offline, with no Prism attempt; the kit imports without TF."""
 
+import doctest
 import logging
 import pathlib
 import subprocess
@@ -67,6 +68,13 @@ def test_options_reach_the_pipeline_and_a_failing_assert_fails_the_test(prism_at
 
 def test_pytest_does_not_collect_the_helper_as_a_test():
     assert test_pipeline.__test__ is False
+
+
+def test_the_docstring_example_runs():
+    import transforms.testing.pipeline as module
+
+    results = doctest.testmod(module)
+    assert results.attempted >= 3 and results.failed == 0
 
 
 _BLOCK_TF = """

@@ -59,7 +59,7 @@ def test_pipeline(**options) -> TestPipeline:
       >>> import apache_beam as beam
       >>> from apache_beam.testing.util import assert_that, equal_to
       >>> with test_pipeline() as p:
-      ...     assert_that(p | beam.Create([1, 2]) | beam.Map(lambda x: 3 * x), equal_to([3, 6]))
+      ...     _ = assert_that(p | beam.Create([1, 2]) | beam.Map(lambda x: 3 * x), equal_to([3, 6]))
     """
     if "runner" in options:
         raise ValueError(f"test_pipeline: runs on the DirectRunner; got runner={options['runner']!r}")
