@@ -66,7 +66,7 @@ def test_options_reach_the_pipeline_and_a_failing_assert_fails_the_test(prism_at
         test_pipeline(runner="FnApiRunner")
 
 
-def test_pytest_does_not_collect_the_helper_as_a_test():
+def test_pytest_does_not_collect_test_pipeline_as_a_test():
     assert test_pipeline.__test__ is False
 
 

@@ -1,4 +1,4 @@
-"""Helpers for unit-testing Beam pipelines built around our transforms, on the DirectRunner.
+"""Tools for unit-testing Beam pipelines built around our transforms, on the DirectRunner.
 
 Importing this package loads Beam and pyarrow, never TensorFlow.
 

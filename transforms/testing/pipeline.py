@@ -66,6 +66,6 @@ def test_pipeline(**options) -> TestPipeline:
     return TestPipeline(runner=direct_runner(), options=PipelineOptions([], **options))
 
 
-# pytest collects module-level functions named test_*; a test module importing this helper must
+# pytest collects module-level functions named test_*; a test module importing this function must
 # not run it as a test.
 test_pipeline.__test__ = False
