@@ -6,11 +6,11 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pytest
-from apache_beam.testing.test_pipeline import TestPipeline as BeamPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from transforms.beam import GroupHistories, in_process_options
+from transforms.beam import GroupHistories
 from transforms.beam.histories import build_histories, partition_of
+from transforms.testing import test_pipeline
 
 
 def _events(rng, n, keys=6, items=5, times=8):
@@ -117,7 +117,7 @@ def test_pipeline_groups_across_batches_whatever_their_order():
     batches.append(batches[0].slice(0, 0))  # an empty batch too
     expected_hist = _reference(table, 4, 1, False, False)
     expected_events = _reference(table, 3, 1, True, True)
-    with BeamPipeline(options=in_process_options()) as p:
+    with test_pipeline() as p:
         source = p | beam.Create(batches)
         hist = source | "Hist" >> GroupHistories(
             "user", "movie", "ts", "rating", max_length=4, num_partitions=3

@@ -5,12 +5,12 @@ import json
 import apache_beam as beam
 import pyarrow as pa
 import pytest
-from apache_beam.testing.test_pipeline import TestPipeline as BeamPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from sparse_io import ErrorBudgetExceeded
-from transforms.beam import ReadLogs, in_process_options
+from transforms.beam import ReadLogs
 from transforms.beam.read_logs import READ_METRICS
+from transforms.testing import equal_to_rows, test_pipeline
 
 
 def _line(label, ints, cats):
@@ -30,7 +30,7 @@ def _write_logs(tmp_path):
 def test_reads_every_file_once_with_dead_letters_tagged_written_and_counted(tmp_path):
     good = _write_logs(tmp_path)
     dead_path = str(tmp_path / "out" / "dead.jsonl")
-    p = BeamPipeline(options=in_process_options())
+    p = test_pipeline()
     batches, dead = p | ReadLogs(
         str(tmp_path),
         "criteo",
@@ -40,8 +40,7 @@ def test_reads_every_file_once_with_dead_letters_tagged_written_and_counted(tmp_
         error_budget=0.1,
         with_dead_letters=True,
     )
-    rows = batches | beam.FlatMap(lambda b: b.column("C1").to_pylist())
-    assert_that(rows, equal_to([[f"{i * 26:08x}"] for i in range(30)]), label="rows")
+    assert_that(batches, equal_to_rows([{"C1": [f"{i * 26:08x}"]} for i in range(30)], columns=["C1"]), "rows")
     assert_that(batches | beam.Map(lambda b: b.num_rows <= 8) | beam.Distinct(), equal_to([True]), "size")
     assert_that(
         dead | beam.Map(lambda d: (d.line, "C1" in d.reason or "fields" in d.reason)),
@@ -65,7 +64,7 @@ def test_reads_every_file_once_with_dead_letters_tagged_written_and_counted(tmp_
 def test_error_budget_fails_the_pipeline(tmp_path):
     _write_logs(tmp_path)
     with pytest.raises(Exception, match="over the error budget") as info:
-        with BeamPipeline(options=in_process_options()) as p:
+        with test_pipeline() as p:
             _ = p | ReadLogs(str(tmp_path / "day*.tsv"), "criteo", strict=True, error_budget=0.01)
     assert isinstance(info.value, ErrorBudgetExceeded) or "ErrorBudgetExceeded" in repr(info.value)
 

@@ -66,7 +66,7 @@ def test_the_python_example_runs_on_freshly_ingested_shards(tmp_path):
     log = write_synthetic_criteo(str(tmp_path / "logs" / "day.tsv"), 1200, 3)
     run_ingest(["--input", log, "--config", str(REPO / "pipelines" / "configs" / "demo.yaml"),
                 "--output", str(tmp_path / "out" / "train"), "--no_report"])
-    (code,) = [body for lang, body in BLOCKS if lang == "python"]
+    (code,) = [body for lang, body in BLOCKS if lang == "python" and "def test_" not in body]
     assert len(code.strip().splitlines()) <= 22
     script = tmp_path / "example.py"
     script.write_text(code)
@@ -74,6 +74,68 @@ def test_the_python_example_runs_on_freshly_ingested_shards(tmp_path):
                           env=_env(), timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1].endswith("(256, 16) (256, 64) True")
+
+
+# Run beside the README's pytest examples: Prism and the network are refused and every attempt is
+# recorded with the test that made it.
+_GUARD_CONFTEST = """
+import os, socket
+from apache_beam.runners.portability import prism_runner
+
+def _record(what):
+    with open(os.environ["ATTEMPTS_FILE"], "a") as f:
+        f.write(os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0] + " " + what + "\\n")
+
+def _refuse_prism(self, *args, **kwargs):
+    _record("prism")
+    raise RuntimeError("Prism refused in this test")
+
+def _refuse_download(url, *args, **kwargs):
+    _record("download " + str(url))
+    raise RuntimeError("no network in this test")
+
+prism_runner.PrismRunner.run_pipeline = _refuse_prism
+prism_runner.PrismJobServer._download_to_local_path = staticmethod(_refuse_download)
+_getaddrinfo = socket.getaddrinfo
+
+def _local_only(host, *args, **kwargs):
+    if host not in ("localhost", "127.0.0.1", "::1", None):
+        _record("network " + str(host))
+        raise OSError("no network in this test: " + str(host))
+    return _getaddrinfo(host, *args, **kwargs)
+
+socket.getaddrinfo = _local_only
+"""
+
+# Shows that the guard sees an attempt: Beam's plain DirectRunner tries Prism first.
+_GUARD_CONTROL = """
+import apache_beam as beam
+from apache_beam.testing.test_pipeline import TestPipeline
+
+def test_plain_direct_runner_control():
+    with TestPipeline(runner="DirectRunner") as p:
+        _ = p | beam.Create([1])
+"""
+
+
+def test_the_pytest_examples_pass_offline_on_the_direct_runner_without_prism(tmp_path):
+    examples = [body for lang, body in BLOCKS if lang == "python" and "def test_" in body]
+    assert examples, "the README has no pytest example"
+    for i, body in enumerate(examples):
+        (tmp_path / f"test_readme_example_{i}.py").write_text(body)
+    (tmp_path / "conftest.py").write_text(_GUARD_CONFTEST)
+    (tmp_path / "test_guard_control.py").write_text(_GUARD_CONTROL)
+    attempts = tmp_path / "attempts.txt"
+    attempts.write_text("")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        cwd=tmp_path, capture_output=True, text=True, env=dict(_env(), ATTEMPTS_FILE=str(attempts)), timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert f"{len(examples) + 1} passed" in done.stdout, done.stdout[-2000:]
+    seen = attempts.read_text().splitlines()
+    assert [line for line in seen if "test_readme_example" in line] == []
+    assert any(line.startswith("test_guard_control.py") and line.endswith(" prism") for line in seen), seen
 
 
 def test_the_benchmark_rows_in_the_readme_are_those_of_results_md():

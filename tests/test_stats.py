@@ -7,11 +7,11 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pytest
-from apache_beam.testing.test_pipeline import TestPipeline as BeamPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from transforms.beam import ComputeStats, in_process_options
+from transforms.beam import ComputeStats
 from transforms.beam.stats import FeatureStats
+from transforms.testing import test_pipeline
 
 
 def _reference(rows, batch_sizes, top_k):
@@ -95,7 +95,7 @@ def test_pipeline_writes_contract_stats_json(tmp_path):
         all_tags += tags
     path = str(tmp_path / "stats.json")
     sizes = [2, 16]
-    with BeamPipeline(options=in_process_options()) as p:
+    with test_pipeline() as p:
         source = p | beam.Create(batches)
         stats = source | "Named" >> ComputeStats(["items", "tags", "empty"], sizes, output_path=path, top_k=3)
         auto = source | "Auto" >> ComputeStats(None, 4)

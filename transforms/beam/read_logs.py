@@ -171,11 +171,17 @@ class ReadLogs(beam.PTransform):
         results = (
             paths
             | "SpreadFiles" >> beam.Reshuffle()
-            | "ReadFile"
-            >> beam.ParDo(_ReadFileFn(self._format, self._schema, self._options)).with_outputs(
-                DEAD_LETTERS, _COUNTS, main="batches"
-            )
+            | "ReadFile" >> self._read_files(_ReadFileFn(self._format, self._schema, self._options))
         )
+        return self._outputs(results)
+
+    @staticmethod
+    def _read_files(read_fn: _ReadFileFn) -> beam.PTransform:
+        """The tagged read step: batches, dead letters and per-file counts."""
+        return beam.ParDo(read_fn).with_outputs(DEAD_LETTERS, _COUNTS, main="batches")
+
+    def _outputs(self, results):
+        """What the read step's outputs become: batches, the dead-letter file, the budget check."""
         batches = results.batches
         batches.element_type = pa.RecordBatch
         dead = results[DEAD_LETTERS]
