@@ -56,8 +56,15 @@ def _sample_lengths_and_ids(output_dir: str, features: list[str], sample_rows: i
     }
 
 
-def _plots(stats: dict, samples: dict[str, tuple]) -> list[tuple[str, str]]:
-    import matplotlib
+NO_PLOTS = "no plots in report.html: matplotlib is not installed (pip install 'sparseflow[report]')"
+
+
+def _plots(stats: dict, samples: dict[str, tuple]) -> list[tuple[str, str]] | None:
+    """(title, base64 PNG) per plot; None where matplotlib is not installed (the report then has none)."""
+    try:
+        import matplotlib
+    except ImportError:
+        return None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -149,6 +156,11 @@ def write_report(output_dir: str, summary: dict, *, sample_rows: int = 200_000) 
     features = sorted(stats.get("features", {}))
     samples = _sample_lengths_and_ids(output_dir, features, sample_rows) if features else {}
     figures = _plots(stats, samples)
+    if figures is None:
+        import logging
+
+        # The workers and a lean launcher need no plotting library; the report says what it left out.
+        logging.getLogger("sparseflow.report").warning(NO_PLOTS)
 
     rows = []
     for n in features:
@@ -174,7 +186,9 @@ def write_report(output_dir: str, summary: dict, *, sample_rows: int = 200_000) 
         *rows,
         "</table>",
     ]
-    for title, data in figures:
+    if figures is None:
+        body.append(f"<p>{html.escape(NO_PLOTS)}.</p>")
+    for title, data in figures or ():
         label = html.escape(title)
         body.append(f"<h2>{label}</h2><img alt='{label}' src='data:image/png;base64,{data}'>")
     body.append("</body></html>")
