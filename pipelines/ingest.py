@@ -215,8 +215,8 @@ def run_ingest(argv: list[str]) -> dict:
     # The files of an output this run replaces are its to remove: recorded in the lock before any goes.
     owns = sorted(set(planned) | set(manifest_files(ours.output)))
     with acquire_output_lock(ours.output, owns) as lock:
+        prepare_output(ours.output, overwrite=ours.overwrite, owns=owns, stale=lock.stale)
         try:
-            prepare_output(ours.output, overwrite=ours.overwrite, owns=owns, stale=lock.stale)
             summary = _run_and_commit(options, config, ours, files, planned, report)
         except BaseException:
             # All or nothing: what this run wrote goes, except its dead letters, which say why it failed.

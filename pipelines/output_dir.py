@@ -171,7 +171,7 @@ def prepare_output(directory: str, *, overwrite: bool, owns: list[str], stale: d
         )
     if not overwrite:
         what = "a committed ingest output" if previous else f"{len(files)} file(s) of a failed ingest"
-        raise UsageError(f"--output {directory!r} holds {what}; pass --overwrite to replace it")
+        raise UsageError(f"--output {directory!r} is not empty: it holds {what}; pass --overwrite to replace it")
     # The manifest goes first: from then on the old output is refused by every reader.
     _remove(directory, [MANIFEST_FILE])
     _remove(directory, files)
