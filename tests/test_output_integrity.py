@@ -142,6 +142,24 @@ def test_a_run_over_budget_leaves_no_output_its_dead_letters_in_place_and_counts
     assert summary["rows_out"] == ROWS - BAD and os.path.exists(out / MANIFEST_FILE)
 
 
+def test_a_run_that_raises_leaves_no_output_and_its_dead_letters_in_place(log, tmp_path, monkeypatch):
+    import transforms.beam.write_shards as write_shards
+
+    real_write = write_shards._write
+
+    def write_then_fail(path, *args):
+        real_write(path, *args)
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(write_shards, "_write", write_then_fail)
+    out = tmp_path / "out"
+    with pytest.raises(Exception, match="disk full"):
+        _ingest(log, out, _config(tmp_path))
+    assert _files(out) == {"errors/dead_letters.jsonl"}
+    with open(out / "errors" / "dead_letters.jsonl") as f:
+        assert sorted(json.loads(line)["line"] for line in f) == [10 * i + 6 for i in range(BAD)]
+
+
 def test_overwrite_removes_what_the_previous_manifest_lists_and_nothing_else(log, tmp_path):
     out = tmp_path / "out"
     _ingest(log, out, _config(tmp_path, num_shards=3))
