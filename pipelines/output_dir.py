@@ -18,7 +18,6 @@ input file that lies inside `--output`.
 from __future__ import annotations
 
 import os
-import uuid
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -124,16 +123,13 @@ def _check_local_directory(directory: str) -> None:
         raise UsageError(f"--output {directory!r} exists and is not a directory")
     try:
         os.makedirs(directory, exist_ok=True)
-        probe = os.path.join(directory, f"{TMP_PREFIX}probe-{uuid.uuid4().hex[:8]}")
-        with open(probe, "wb"):
-            pass
-        os.remove(probe)
     except OSError as e:
         raise UsageError(f"--output {directory!r} is not writable: {e.strerror or e}") from e
+    # Whether files can be made in it is learnt from the lock file, the first file an ingest writes.
 
 
 def check_output_directory(directory: str) -> None:
-    """UsageError when a local `directory` is a link, a file, or not writable (it is created when missing)."""
+    """UsageError when a local `directory` is a link or a file; it is created when missing."""
     if _local(directory):
         _check_local_directory(directory)
 

@@ -140,6 +140,8 @@ def _acquire_local(directory: str, owns: list[str]) -> OutputLock:
         except OSError as e:
             if e.errno == errno.ELOOP:
                 raise UsageError(f"{path} is a symbolic link; refusing to lock through it") from None
+            if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise UsageError(f"--output {directory!r} is not writable: {e.strerror}") from None
             raise
         with os.fdopen(fd, "wb") as f:
             f.write(payload)

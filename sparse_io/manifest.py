@@ -93,14 +93,7 @@ def _list_files(directory: str) -> dict[str, int]:
                 found[os.path.relpath(path, directory).replace(os.sep, "/")] = os.stat(path).st_size
         return found
     prefix = directory.rstrip("/") + "/"
-    if "tensorflow" in sys.modules:  # already paid for in training input code; Beam would cost a second
-        import tensorflow as tf
-
-        for root, _, names in tf.io.gfile.walk(directory):
-            for name in names:
-                path = root.rstrip("/") + "/" + name
-                found[path[len(prefix):]] = tf.io.gfile.stat(path).length
-        return found
+    # Beam's match lists names with their sizes in one paginated listing; tf.io.gfile would stat file by file.
     from apache_beam.io.filesystems import FileSystems
 
     for result in FileSystems.match([prefix + "**"]):
