@@ -99,6 +99,12 @@ def test_readers_refuse_an_output_with_a_shard_missing_naming_it(committed, tmp_
 
     out = str(tmp_path / "copy")
     shutil.copytree(committed, out)
+    # A glob is checked against the manifest too: a shard copied in beside the others is not part of the output.
+    stray = os.path.join(out, "part-00002-of-00002.parquet")
+    shutil.copy(os.path.join(out, "part-00000-of-00002.parquet"), stray)
+    with pytest.raises(ManifestError, match="part-00002-of-00002.parquet is not in the manifest"):
+        make_dataset(os.path.join(out, "part-*.parquet"), 32)
+    os.remove(stray)
     os.remove(os.path.join(out, "part-00001-of-00002.parquet"))
     with pytest.raises(ManifestError, match="part-00001-of-00002.parquet is missing"):
         make_dataset(out, 32)
