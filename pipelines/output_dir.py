@@ -149,16 +149,20 @@ def prepare_output(directory: str, *, overwrite: bool, owns: list[str], stale: d
       UsageError: a file no ingest wrote is there; the directory holds an
         output (or a failed run's files) and `overwrite` is False.
     """
-    if stale and isinstance(stale.get("owns"), list):
+    previous = manifest_files(directory)
+    # A killed run's files are rolled back only while no manifest is there: a run removes the manifest it
+    # replaces before anything else, and commits its own last, so a manifest means that run either had not
+    # begun or had finished.
+    if stale and isinstance(stale.get("owns"), list) and not previous:
         roll_back(directory, [str(p) for p in stale["owns"]])
     files = [f for f in list_output(directory) if f != LOCK_FILE]
     _remove(directory, [f for f in files if is_temporary(f)])
     files = [f for f in files if not is_temporary(f)]
     if not files:
         return
-    previous = manifest_files(directory)
-    mine = set(owns) | set(previous)
-    foreign = [f for f in files if f not in mine]
+    if not set(previous) <= set(owns):
+        raise UsageError(f"--output {directory!r} was committed by another ingest while this one started; run it again")
+    foreign = [f for f in files if f not in set(owns)]
     if foreign:
         more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
         raise UsageError(

@@ -218,6 +218,23 @@ def test_a_killed_runs_files_and_temporaries_are_removed_by_the_next_run(log, tm
     }
 
 
+def test_a_run_killed_after_its_commit_keeps_its_output_whole(committed, log, tmp_path):
+    import shutil
+    import socket
+
+    from sparse_io.manifest import verify_directory
+
+    out = tmp_path / "out"
+    shutil.copytree(committed, out)
+    # Killed between the manifest's rename and the lock's release: the output is complete.
+    owns = sorted(_files(out))
+    (out / LOCK_FILE).write_text(json.dumps({"host": socket.gethostname(), "pid": _dead_pid(), "owns": owns}))
+    with pytest.raises(UsageError, match="is not empty: it holds a committed ingest output"):
+        _ingest(log, out, _config(tmp_path))
+    assert _files(out) == set(owns)
+    verify_directory(str(out), "checksums")
+
+
 def test_a_lock_held_by_a_live_ingest_stops_a_second_one_at_once(log, tmp_path):
     import socket
 
