@@ -195,10 +195,14 @@ def file_checksum(path: str) -> str:
 
 
 def _parquet_rows(path: str) -> int:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     with _open(path) as f:
-        return pq.ParquetFile(f).metadata.num_rows
+        try:
+            return pq.ParquetFile(f).metadata.num_rows
+        except (pa.ArrowInvalid, OSError) as e:
+            raise ManifestError(f"{path}: not a readable Parquet shard ({e})") from None
 
 
 def _is_shard(relative: str) -> bool:
@@ -286,7 +290,8 @@ def commit_directory(
       directory: the output directory (local or any FileSystems URL).
       files: paths relative to `directory` to list; None lists every file
         under it (recursively), except the manifest and an ingest's lock.
-        Top-level `.parquet`/`.tfrecord` files are the shards.
+        Top-level `.parquet`/`.tfrecord` files are the shards. A file left
+        out of the list makes readers refuse the directory (an extra file).
       config: JSON-able description of how the output was made (optional).
       inputs: the input files, e.g. `[{"path": "day_0.tsv", "bytes": 1234}]`.
       totals: `rows_in`, `bad` (and `rows_out`, which must then equal the
@@ -297,7 +302,8 @@ def commit_directory(
 
     Raises:
       ManifestError: no shard, a listed file missing, a `.tmp-*` temporary of
-        an unfinished write present (with `files=None`), or a TFRecord shard
+        an unfinished write present (with `files=None`), a Parquet shard
+        without a readable footer, or a TFRecord shard
         cut inside a record.
 
     Example:

@@ -76,6 +76,11 @@ def test_commit_refuses_a_temporary_of_an_unfinished_write_and_a_directory_witho
     (tmp_path / ".tmp-abc-part-00000-of-00002.parquet").write_bytes(b"PAR1")
     with pytest.raises(ManifestError, match="temporary of an unfinished write"):
         commit_directory(str(tmp_path))
+    os.remove(tmp_path / ".tmp-abc-part-00000-of-00002.parquet")
+    shard = tmp_path / shard_name(1, 2, ".parquet")
+    shard.write_bytes(shard.read_bytes()[:-20])  # cut short: no footer
+    with pytest.raises(ManifestError, match="part-00001-of-00002.parquet: not a readable Parquet shard"):
+        commit_directory(str(tmp_path))
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "schema.json").write_text("{}")
