@@ -51,6 +51,7 @@ import pyarrow.parquet as pq
 
 from benchmarks._timing import Timing, markdown_table
 from sparse_io import shard_name, write_parquet_shard, write_tfrecord_shard
+from sparse_io.manifest import commit_directory
 from sparse_io.schema import FeatureSpec, Schema, weights_column
 
 BATCH = 4096
@@ -111,6 +112,8 @@ def write_shards(directory: str, schema: Schema, table: pa.Table) -> tuple[str, 
         part = table.slice(k * per, per)
         write_parquet_shard(os.path.join(parquet, shard_name(k, SHARDS, ".parquet")), [part], schema)
         write_tfrecord_shard(os.path.join(tfrecord, shard_name(k, SHARDS, ".tfrecord")), [part], schema)
+    for path in (parquet, tfrecord):
+        commit_directory(path)  # readers take a directory only with its manifest
     return parquet, tfrecord
 
 

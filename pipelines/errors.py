@@ -42,16 +42,18 @@ def quiet_beam_tracebacks() -> None:
 def cli_errors(program: str) -> Iterator[None]:
     """Prints `program: error: ...` and exits non-zero instead of a bare traceback.
 
-    UsageError, ValueError subclasses from our validation and OSError exit 2;
+    UsageError, ValueError subclasses from our validation (ManifestError: an output that
+    is incomplete or differs from its manifest) and OSError exit 2;
     anything else exits 1 with its one-line message; set SPARSEFLOW_DEBUG=1 to
     get the full traceback instead.
     """
     from pipelines.config import ConfigError
+    from sparse_io.manifest import ManifestError
     from sparse_io.schema import SchemaError
 
     try:
         yield
-    except (UsageError, ConfigError, SchemaError, FileNotFoundError, PermissionError,
+    except (UsageError, ConfigError, SchemaError, ManifestError, FileNotFoundError, PermissionError,
             NotADirectoryError, FileExistsError) as e:
         print(f"{program}: error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -11,6 +11,14 @@ stats.json, vocabularies, dead letters and a report::
       vocab/<feature>.txt              vocabularies (when asked)     [workers]
       errors/dead_letters.jsonl        rejected records with reasons [workers]
       report.html                      plots and the run summary     [launcher]
+      _MANIFEST.json                   the commit record, written last [launcher]
+
+While it runs, `_INGEST.lock` keeps a second ingest out of the same output.
+Only a run that succeeds writes `_MANIFEST.json` (every file with its size and
+CRC-32C, the config, the inputs and the row totals; `sparse_io.manifest`);
+readers refuse a directory without one. A run that fails removes what it
+wrote except `errors/dead_letters.jsonl`; a killed run's files are removed by
+the next run on that output (`pipelines.output_dir`).
 
 Local run (the in-process runner is the default)::
 
@@ -23,14 +31,17 @@ Dataflow: add `--runner DataflowRunner --project P --region R
 
 Exit status: 0 on success; 2 with one line naming the problem for bad flags,
 an invalid config, an input pattern that matches nothing, an unwritable or
-non-empty output (without --overwrite), or an exceeded error budget.
+non-empty output (without --overwrite), an output another ingest is writing,
+or an exceeded error budget.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
+import re
 import sys
 import time
 
@@ -41,8 +52,21 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines.config import IngestConfig, default_criteo_config, load_config
 from pipelines.errors import UsageError, cli_errors, quiet_beam_tracebacks
 from pipelines.options import IngestOptions
-from pipelines.output_dir import prepare_output
+from pipelines.output_dir import (
+    check_inputs_outside,
+    check_output_directory,
+    is_temporary,
+    list_output,
+    manifest_files,
+    prepare_output,
+    recover_dead_letters,
+    roll_back,
+)
+from pipelines.output_lock import acquire_output_lock
 from pipelines.progress import LogProgress
+from sparse_io.manifest import LOCK_FILE, MANIFEST_FILE, commit_directory
+from sparse_io.schema import SCHEMA_FILE, Schema
+from sparse_io.shards import shard_name
 from transforms.beam.histories import TARGET_PREFIX
 
 __all__ = ["build_ingest", "run_ingest", "main"]
@@ -51,6 +75,8 @@ _LOGGER = logging.getLogger("sparseflow.ingest")
 ERRORS_DIR = "errors"
 VOCAB_DIR = "vocab"
 DEAD_LETTERS_FILE = "dead_letters.jsonl"
+STATS_FILE = "stats.json"  # transforms.beam.stats.STATS_FILE, without importing Beam's transforms here
+REPORT_FILE = "report.html"
 
 
 def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir: str, *,
@@ -182,8 +208,38 @@ def run_ingest(argv: list[str]) -> dict:
             config, output=dataclasses.replace(config.output, num_shards=shards_for_input(files))
         )
     _check_interactive_beam()
-    prepare_output(ours.output, overwrite=ours.overwrite)
+    check_inputs_outside(ours.output, [m.path for m in files])
+    check_output_directory(ours.output)
+    report = not ours.no_report and FileSystems.get_scheme(ours.output) is None
+    planned = planned_outputs(config, report=report)
+    # The files of an output this run replaces are its to remove: recorded in the lock before any goes.
+    owns = sorted(set(planned) | set(manifest_files(ours.output)))
+    with acquire_output_lock(ours.output, owns) as lock:
+        prepare_output(ours.output, overwrite=ours.overwrite, owns=owns, stale=lock.stale)
+        try:
+            summary = _run_and_commit(options, config, ours, files, planned, report)
+        except BaseException:
+            # All or nothing: what this run wrote goes, except its dead letters, which say why it failed.
+            dead_letters = f"{ERRORS_DIR}/{DEAD_LETTERS_FILE}"
+            recover_dead_letters(ours.output, dead_letters)
+            roll_back(ours.output, owns, keep=(dead_letters,))
+            raise
+    return summary
 
+
+def planned_outputs(config: IngestConfig, *, report: bool) -> list[str]:
+    """Every file an ingest with `config` writes, relative to its output (the manifest aside)."""
+    out = config.output
+    suffix = ".parquet" if out.format == "parquet" else ".tfrecord"
+    names = [shard_name(i, out.num_shards, suffix) for i in range(out.num_shards)]
+    names += [SCHEMA_FILE, STATS_FILE, f"{ERRORS_DIR}/{DEAD_LETTERS_FILE}"]
+    names += [f"{VOCAB_DIR}/{p.name}.txt" for p in config.vocabularies]
+    if report:
+        names.append(REPORT_FILE)
+    return names
+
+
+def _run_and_commit(options, config: IngestConfig, ours, files: list, planned: list[str], report: bool) -> dict:
     import apache_beam as beam
 
     started = time.monotonic()
@@ -209,11 +265,41 @@ def run_ingest(argv: list[str]) -> dict:
         "errors_dir": FileSystems.join(ours.output, ERRORS_DIR),
         "seconds": seconds,
     }
-    if not ours.no_report and FileSystems.get_scheme(ours.output) is None:
+    if report:
         from pipelines.report import write_report
 
         summary["report"] = write_report(ours.output, summary)
+    present = set(list_output(ours.output)) - {LOCK_FILE}
+    unexpected = sorted(f for f in present if f not in set(planned) and not is_temporary(f))
+    if unexpected:
+        raise RuntimeError(f"the ingest wrote {unexpected[0]!r}, which is not among the files it plans to write")
+    roll_back(ours.output, [])  # temporaries only
+    # Written last: until this rename the directory is not an output.
+    commit_directory(
+        ours.output,
+        sorted(present & set(planned)),
+        config=config_record(config),
+        inputs=sorted(({"path": m.path, "bytes": m.size_in_bytes} for m in files), key=lambda e: e["path"]),
+        totals={"rows_in": summary["rows_in"], "bad": summary["bad_records"]},
+    )
+    summary["manifest"] = FileSystems.join(ours.output, MANIFEST_FILE)
     return summary
+
+
+def config_record(config: IngestConfig):
+    """`config` as JSON-able data (the schema as schema.json holds it), for the manifest."""
+    def plain(value):
+        if isinstance(value, Schema):
+            return json.loads(value.to_json())
+        if dataclasses.is_dataclass(value):
+            return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        if isinstance(value, (list, tuple)):
+            return [plain(v) for v in value]
+        if isinstance(value, dict):
+            return {str(k): plain(v) for k, v in value.items()}
+        return value
+
+    return plain(config)
 
 
 def validate_graph(options: PipelineOptions, config: IngestConfig, input_pattern: str, output_dir: str) -> dict:
@@ -242,10 +328,11 @@ def validate_graph(options: PipelineOptions, config: IngestConfig, input_pattern
 
 
 def _budget_line(e: Exception) -> str:
+    """The budget error's own line ("N of M records were bad (x%), over the error budget of y; first: ...")."""
     text = str(e)
-    start = text.find("error budget")
-    line = text[start:] if start >= 0 else text
-    return line.strip().splitlines()[0]
+    found = re.search(r"\d+ of \d+ records were bad", text)
+    start = found.start() if found else max(text.find("error budget"), 0)
+    return text[start:].strip().splitlines()[0]
 
 
 def _shards(output_dir: str) -> list[str]:

@@ -31,7 +31,8 @@ class IngestOptions(PipelineOptions):
             "--overwrite",
             action="store_true",
             default=False,
-            help="replace what is already in --output (otherwise a non-empty output is an error)",
+            help="replace the ingest output already in --output: only the files its _MANIFEST.json lists "
+            "(otherwise a non-empty output is an error; files no ingest wrote are always refused)",
         )
         parser.add_argument(
             "--progress_seconds",

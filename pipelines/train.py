@@ -62,6 +62,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="ctr (a label column), rating or next_item (history ingests); auto picks from schema.json")
     p.add_argument("--export", choices=("savedmodel", "none"), default="savedmodel")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--verify", choices=("sizes", "checksums", "none"), default="sizes",
+                   help="how much of each data directory's _MANIFEST.json to check before training: file sizes "
+                        "(default), checksums of every byte, or none (shards written without a manifest)")
     return p
 
 
@@ -93,6 +96,7 @@ def _dataset(args, task, directory: str, *, training: bool, start=None, input_co
         return_position=training,
         input_context=input_context,
         format="parquet",
+        verify=_recheck(args.verify),
     )
 
 
@@ -117,6 +121,11 @@ class _Progress:
             bar = f"step {step}"
         end = "\n" if final else ""
         print(f"\r{bar}  loss {loss:.4f}  {rate:,.0f} examples/s", end=end, file=sys.stderr, flush=True)
+
+
+def _recheck(level: str) -> str:
+    # The directories were verified to `level` when training started; each dataset made later checks sizes only.
+    return "none" if level == "none" else "sizes"
 
 
 def _args(argv: list[str]) -> tuple[argparse.Namespace, tuple[int, ...]]:
@@ -154,9 +163,14 @@ def train(argv: list[str]) -> TrainResult:
     import tensorflow as tf
 
     from pipelines.tasks import resolve_task
+    from sparse_io.manifest import verify_directory
     from sparse_io.schema import Schema
     from transforms.tfdata.state import InputState
 
+    # Before anything is read: a killed or partial ingest output is refused, not trained on.
+    for directory in (args.data, args.eval_data):
+        if directory:
+            verify_directory(directory, args.verify)
     schema = Schema.load(args.data)
     task = resolve_task(schema, args.task)
     _LOGGER.info("task %s: features %s, label %s", task.name, task.features or "all", task.label)
@@ -251,7 +265,7 @@ def train(argv: list[str]) -> TrainResult:
     if not chief:
         return result
     if args.eval_data:
-        result.update(evaluate(model, task, args.eval_data, args.batch_size))
+        result.update(evaluate(model, task, args.eval_data, args.batch_size, verify=_recheck(args.verify)))
     if args.export == "savedmodel":
         result["export"] = task.export(model, schema, os.path.join(args.model_dir, EXPORT_DIR))
     with open(os.path.join(args.model_dir, "train_result.json"), "w", encoding="utf-8") as f:
@@ -273,13 +287,13 @@ def _worker_dir(model_dir: str, strategy) -> str:
     return os.path.join(model_dir, "workers", f"{resolver.task_type}-{resolver.task_id}", CHECKPOINT_DIR)
 
 
-def evaluate(model, task, directory: str, batch_size: int) -> dict:
+def evaluate(model, task, directory: str, batch_size: int, *, verify: str = "sizes") -> dict:
     """The task's held-out metrics (see `pipelines.tasks`) of `model` on every row of an ingest output."""
     from transforms.tfdata.dataset import make_dataset
 
     dataset = make_dataset(directory, batch_size, shuffle=False, output="coo", combiner="mean", format="parquet",
                            features=task.features, label=task.label,
-                           drop_remainder=task.name == "next_item")
+                           drop_remainder=task.name == "next_item", verify=verify)
     return task.evaluate(model, dataset)
 
 

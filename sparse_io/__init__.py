@@ -9,6 +9,7 @@ from sparse_io.csr import CooBatch, CsrBatch, SparseValidationError
 from sparse_io.dead_letters import DeadLetter, DeadLetterSink, ErrorBudgetExceeded
 from sparse_io.errors import CorruptFileError
 from sparse_io.example_encoding import encode_examples
+from sparse_io.manifest import ManifestError, commit_directory, verify_directory
 from sparse_io.readers import FORMATS, read_file, read_logs
 from sparse_io.schema import FeatureSpec, Schema, SchemaError, criteo_schema, weights_column
 from sparse_io.shard_set import ShardReport, SkippedShard, iter_shards
@@ -27,11 +28,13 @@ __all__ = [
     "DeadLetterSink",
     "ErrorBudgetExceeded",
     "FeatureSpec",
+    "ManifestError",
     "Schema",
     "SchemaError",
     "ShardReport",
     "SkippedShard",
     "SparseValidationError",
+    "commit_directory",
     "criteo_schema",
     "csr_from_arrow",
     "csr_to_arrow",
@@ -42,6 +45,7 @@ __all__ = [
     "read_parquet_shard",
     "read_tfrecord_shard",
     "shard_name",
+    "verify_directory",
     "write_parquet_shard",
     "write_tfrecord_shard",
     "weights_column",

@@ -114,6 +114,7 @@ def iter_shards(
     schema: Schema | None = None,
     skip_bad_shards: bool = False,
     report: ShardReport | None = None,
+    verify: str = "sizes",
 ) -> Iterator[pa.Table]:
     """Yields every shard of a directory (or of the files named) as a table, in name order.
 
@@ -127,8 +128,14 @@ def iter_shards(
         `report.skipped` instead of raising. Other errors (a schema
         mismatch, a missing file) always raise.
       report: filled in with what was found, read and skipped.
+      verify: how much of the directory's `_MANIFEST.json` is checked before
+        anything is read (`sparse_io.manifest`): "sizes" (every file there
+        with its size, no other), "checksums" (and every byte), "none" (for
+        shards written without a manifest). Named files are checked against
+        their directory's manifest.
 
     Raises:
+      ManifestError: (a ValueError) no manifest, or files that differ from it.
       CorruptFileError: a damaged shard when `skip_bad_shards` is False.
       FileNotFoundError: no shard found.
       ValueError: a named file is no shard, TFRecord shards without a
@@ -139,10 +146,17 @@ def iter_shards(
       >>> rows = sum(t.num_rows for t in iter_shards("out/", skip_bad_shards=True, report=report))
       >>> report.skipped  # [SkippedShard(path=..., reason=...)] for each damaged shard
     """
+    from sparse_io.manifest import check_verify_level, verify_directory, verify_paths
     from sparse_io.shards import read_parquet_shard
     from sparse_io.tfrecord import read_tfrecord_shard
 
+    check_verify_level(verify)
+    location = os.fspath(directory_or_files) if isinstance(directory_or_files, (str, os.PathLike)) else None
     paths = shard_paths(directory_or_files)
+    if location is not None and not _suffix(location) and not any(c in location for c in "*?["):
+        verify_directory(location, verify)
+    else:
+        verify_paths(paths, verify)
     if schema is None:
         schema = _schema_beside(paths)
     if schema is None and any(_suffix(p) == ".tfrecord" for p in paths):

@@ -29,6 +29,7 @@ _SCRIPT = textwrap.dedent(
     import pyarrow.parquet as pq
     import sparse_io
     from sparse_io import DeadLetterSink, FeatureSpec, Schema, ShardReport, iter_shards, read_logs, shard_name
+    from sparse_io.manifest import commit_directory
 
     root, files, format = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     schema = Schema([FeatureSpec("label", "label", "int64"), FeatureSpec("items", "sparse", "int64", weighted=True)])
@@ -58,6 +59,7 @@ _SCRIPT = textwrap.dedent(
         for i in range(files):
             write(os.path.join(directory, shard_name(i, files, suffix)), [batch(i)], schema)
         schema.save(directory)
+        commit_directory(directory)
         report = ShardReport()
         labels = [v for t in iter_shards(directory, report=report) for v in t.column("label").to_pylist()]
         assert report.read == files and labels == [v for i in range(files) for v in (i, i + 1)], suffix
@@ -123,6 +125,7 @@ _DATASET_SCRIPT = textwrap.dedent(
     import os, sys
     import pyarrow as pa
     from sparse_io import FeatureSpec, Schema, shard_name, write_parquet_shard
+    from sparse_io.manifest import commit_directory
     from transforms import make_dataset
 
     root, files = sys.argv[1], int(sys.argv[2])
@@ -131,6 +134,7 @@ _DATASET_SCRIPT = textwrap.dedent(
         batch = pa.record_batch({"label": [2 * i, 2 * i + 1], "items": [[i], [i, i]]}, schema=schema.arrow_schema())
         write_parquet_shard(os.path.join(root, shard_name(i, files, ".parquet")), [batch], schema)
     schema.save(root)
+    commit_directory(root)
     labels = []
     for epoch in range(2):  # the second epoch reopens shards the first one closed
         for _, label in make_dataset(root, 16, shuffle=True, seed=epoch, output="ragged"):

@@ -49,6 +49,8 @@ def test_ingest_writes_the_documented_layout(ingested):
     assert len(letters) == 1 and letters[0]["line"] == 8
     html = open(os.path.join(out, "report.html")).read()
     assert html.count("data:image/png;base64,") == 3
+    with open(os.path.join(out, "_MANIFEST.json")) as f:  # the report is part of the committed output
+        assert "report.html" in [e["path"] for e in json.load(f)["files"]]
 
 
 def test_ingest_hashes_like_keras(ingested, small_log):

@@ -16,6 +16,7 @@ from sparse_io import (
     write_parquet_shard,
     write_tfrecord_shard,
 )
+from sparse_io.manifest import commit_directory
 
 
 def _write_set(directory, suffix=".parquet", shards=4, rows_per_shard=5) -> list[list[dict]]:
@@ -33,14 +34,16 @@ def _write_set(directory, suffix=".parquet", shards=4, rows_per_shard=5) -> list
     SCHEMA.save(str(directory))
     with open(os.path.join(str(directory), "stats.json"), "w") as f:
         f.write("{}")
+    commit_directory(str(directory))
     return written
 
 
 def _damage(path: str, keep: int = 10) -> None:
+    # Same size: the manifest's size check passes, and the damage is for the reader to find.
     with open(path, "rb") as f:
         data = f.read()
     with open(path, "wb") as f:
-        f.write(data[:keep])
+        f.write(data[:keep] + bytes(len(data) - keep))
 
 
 @pytest.mark.parametrize("suffix", [".parquet", ".tfrecord"])
@@ -106,6 +109,7 @@ def test_files_globs_and_lists_name_shards_directly(tmp_path):
 def test_without_a_schema_parquet_shards_keep_their_own_columns(tmp_path):
     _write_set(tmp_path, shards=1)
     os.remove(os.path.join(str(tmp_path), "schema.json"))
+    commit_directory(str(tmp_path))
     (table,) = iter_shards(str(tmp_path))
     assert table.schema.names == SCHEMA.arrow_schema().names
 
@@ -113,6 +117,7 @@ def test_without_a_schema_parquet_shards_keep_their_own_columns(tmp_path):
 def test_tfrecord_shards_without_any_schema_are_refused(tmp_path):
     _write_set(tmp_path, ".tfrecord", shards=1)
     os.remove(os.path.join(str(tmp_path), "schema.json"))
+    commit_directory(str(tmp_path))
     with pytest.raises(ValueError, match="reading TFRecord shards needs a schema"):
         list(iter_shards(str(tmp_path)))
 

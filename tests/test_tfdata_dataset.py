@@ -18,6 +18,7 @@ from tfdata_data import (
     write_tfrecord_shards,
 )
 
+from sparse_io.manifest import commit_directory
 from transforms import InputState, make_dataset
 from transforms.tfdata.dataset import _tensor
 
@@ -52,6 +53,7 @@ def shard_dirs(tmp_path_factory):
     }
     with open(os.path.join(parquet, "stats.json"), "w") as f:
         json.dump(stats, f)
+    commit_directory(parquet)
     return {"parquet": parquet, "tfrecord": tfrecord}
 
 

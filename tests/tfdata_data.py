@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from sparse_io import shard_name, write_parquet_shard, write_tfrecord_shard
+from sparse_io.manifest import commit_directory
 from sparse_io.schema import FeatureSpec, Schema
 
 SCHEMA = Schema(
@@ -63,6 +64,7 @@ def write_parquet_shards(directory: str, rows: list[dict], num_files: int, row_g
         write_parquet_shard(path, [to_table(rows[k * per : (k + 1) * per])], SCHEMA, row_group_size=row_group_size)
         paths.append(path)
     SCHEMA.save(directory)
+    commit_directory(directory)
     return paths
 
 
@@ -89,6 +91,7 @@ def write_tfrecord_shards(directory: str, rows: list[dict], num_files: int) -> l
         write_tfrecord_shard(path, [to_table(rows[k * per : (k + 1) * per])], SCHEMA)
         paths.append(path)
     SCHEMA.save(directory)
+    commit_directory(directory)
     return paths
 
 

@@ -66,7 +66,7 @@ def _visible(path: str) -> bool:
     return not os.path.basename(path).startswith((".", "_"))
 
 
-def _check_budget(counts: list, budget: float) -> None:
+def _check_budget(counts: list, budget: float, written=None) -> None:
     records = sum(c[0] for c in counts)
     bad = sum(c[1] for c in counts)
     if bad and bad / max(records, 1) > budget:
@@ -185,8 +185,9 @@ class ReadLogs(beam.PTransform):
         batches = results.batches
         batches.element_type = pa.RecordBatch
         dead = results[DEAD_LETTERS]
+        written = None
         if self._dead_letters_path:
-            (
+            written = (
                 dead
                 | "DeadLetterJson" >> beam.Map(lambda d: json.dumps(d.to_dict(), ensure_ascii=False))
                 | "WriteDeadLetters"
@@ -194,10 +195,13 @@ class ReadLogs(beam.PTransform):
             )
         if self._error_budget is not None:
             budget = self._error_budget
+            # The check waits for the dead letters to reach their final name (the sink's output, a side
+            # input), so a run that fails over budget still leaves them there, not in Beam's temp directory.
+            side = [] if written is None else [beam.pvalue.AsList(written)]
             (
                 results[_COUNTS]
                 | "AllCounts" >> beam.combiners.ToList()
-                | "CheckErrorBudget" >> beam.Map(_check_budget, budget)
+                | "CheckErrorBudget" >> beam.Map(_check_budget, budget, *side)
             )
         if self._with_dead_letters:
             return batches, dead

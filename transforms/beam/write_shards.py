@@ -353,7 +353,10 @@ class WriteShards(beam.PTransform):
 
     Input: PCollection[pa.RecordBatch]. Output: a PCollection of one dict
     `{"shards": [paths], "num_rows", "schema", "stats", "stats_features"}`,
-    emitted once every file is in place.
+    emitted once every file is in place. Readers take the directory only
+    with a `_MANIFEST.json`: `python -m pipelines.ingest` writes it after the
+    pipeline; a pipeline of your own commits the directory once it has run,
+    with `sparse_io.manifest.commit_directory(output_dir)`.
 
     Example:
       >>> batches | WriteShards("gs://bucket/criteo/train", num_shards=64, seed=7)  # doctest: +SKIP

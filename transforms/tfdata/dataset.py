@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
+from sparse_io.manifest import check_verify_level, verify_directory, verify_paths
 from sparse_io.schema import FeatureSpec, Schema, weights_column
 from transforms.tfdata._exit_drain import reader_call
 from transforms.tfdata.columns import Column, select_columns
@@ -67,6 +68,7 @@ def make_dataset(
     shuffle_buffer: int = 16384,
     format: str | None = None,
     schema: Schema | None = None,
+    verify: str = "sizes",
 ) -> tf.data.Dataset:
     """A `tf.data.Dataset` of `(features, label)` batches from Parquet or TFRecord shards.
 
@@ -107,12 +109,18 @@ def make_dataset(
       shuffle_buffer: records in the TFRecord shuffle buffer.
       format: "parquet" or "tfrecord" (default: from the file suffixes).
       schema: overrides the directory's schema.json.
+      verify: how much of the directory's `_MANIFEST.json` is checked before
+        reading (`sparse_io.manifest`): "sizes" (the default: every file there
+        with its size, no other), "checksums" (and every byte), "none" (for
+        shards written without one). A glob or file list is checked against
+        the manifests of the directories it names.
 
     Returns:
       The dataset; its `element_spec` is exact: `[batch_size]` leading
       dimensions when `drop_remainder`, `[None]` otherwise.
 
     Raises:
+      ManifestError: (a ValueError) no manifest, or files that differ from it.
       ValueError: bad arguments, no files, a column missing from the schema or
         the files, a worker that would read nothing, or a `start` from a
         different plan.
@@ -130,9 +138,15 @@ def make_dataset(
     if format is not None and format not in _SUFFIXES:
         raise ValueError(f"format must be 'parquet' or 'tfrecord', got {format!r}")
     suffixes = _SUFFIXES[format] if format else _SUFFIXES["parquet"] + _SUFFIXES["tfrecord"]
+    check_verify_level(verify)
     files = list_files(path, suffixes)
     fmt = format or shard_format(files)
-    directory = path if isinstance(path, str) and tf.io.gfile.isdir(path) else os.path.dirname(files[0])
+    whole = isinstance(path, str) and tf.io.gfile.isdir(path)
+    directory = path if whole else os.path.dirname(files[0])
+    if whole:
+        verify_directory(path, verify)
+    else:
+        verify_paths(files, verify)
     if schema is None:
         schema = read_schema(directory)
     if schema is None:

@@ -1,0 +1,480 @@
+"""The commit record of an output directory: `_MANIFEST.json`, written last, atomically.
+
+A directory of shards is an output only when its `_MANIFEST.json` lists
+exactly the files there: every shard with its row count, byte size and
+checksum, and every other file (schema.json, stats.json, vocab/, errors/...)
+with its size and checksum, plus what the writer records about the run (its
+config, its input files with their sizes, and the totals rows in, rows out,
+bad). Writers write it after every other file (`commit_directory`), and
+readers check the directory against it before reading (`verify_directory`,
+`verify_paths`), so a killed, failed or half-copied output is refused
+instead of read short.
+
+Checksums are CRC-32C (Castagnoli), the checksum Cloud Storage keeps for
+every object and TFRecord frames use, computed by google-crc32c's
+hardware-accelerated C code (several GB/s), as 8 lowercase hex digits.
+
+Verification levels:
+  "sizes"      (the default) the manifest is there and well formed; every file
+               it lists exists with its byte size, and no other file is there.
+               One directory listing: cheap at any size.
+  "checksums"  "sizes", and every file's content matches its checksum and
+               every shard its row count (reads every byte).
+  "none"       nothing is checked: for shards written by other tools.
+
+The lock file of a running ingest (`LOCK_FILE`) is not part of an output.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import struct
+import sys
+from collections.abc import Iterable, Sequence
+
+__all__ = [
+    "MANIFEST_FILE",
+    "LOCK_FILE",
+    "VERIFY_LEVELS",
+    "ManifestError",
+    "build_manifest",
+    "commit_directory",
+    "read_manifest",
+    "directory_differences",
+    "verify_directory",
+    "verify_paths",
+    "check_verify_level",
+    "file_checksum",
+]
+
+MANIFEST_FILE = "_MANIFEST.json"
+LOCK_FILE = "_INGEST.lock"
+VERIFY_LEVELS = ("sizes", "checksums", "none")
+FORMAT = "sparseflow-manifest"
+VERSION = 1
+_SHARD_SUFFIXES = (".parquet", ".tfrecord", ".tfrecords")
+_TMP_PREFIX = ".tmp-"
+_CHUNK = 4 << 20
+_NOT_OUTPUT_FILES = (MANIFEST_FILE, LOCK_FILE)
+
+
+class ManifestError(ValueError):
+    """A directory is not a complete output: no manifest, or files that differ from it (one line)."""
+
+
+def check_verify_level(level: str) -> str:
+    """Returns `level` when it is one of `VERIFY_LEVELS`; ValueError otherwise."""
+    if level not in VERIFY_LEVELS:
+        raise ValueError(f"verify must be one of {list(VERIFY_LEVELS)}, got {level!r}")
+    return level
+
+
+# --- the file system: local paths through os, others through TensorFlow (if loaded) or Beam ---------------
+
+
+def _is_local(path: str) -> bool:
+    head = path.split("/", 1)[0]
+    return not head.endswith(":") or len(head) == 2  # "gs:", "s3:"; a Windows drive ("C:") is local
+
+
+def _join(directory: str, relative: str) -> str:
+    return os.path.join(directory, relative) if _is_local(directory) else directory.rstrip("/") + "/" + relative
+
+
+def _list_files(directory: str) -> dict[str, int]:
+    """relative path -> byte size of every file under `directory` (recursively)."""
+    found = {}
+    if _is_local(directory):
+        for root, _, names in os.walk(directory):
+            for name in names:
+                path = os.path.join(root, name)
+                found[os.path.relpath(path, directory).replace(os.sep, "/")] = os.stat(path).st_size
+        return found
+    prefix = directory.rstrip("/") + "/"
+    # Beam's match lists names with their sizes in one paginated listing; tf.io.gfile would stat file by file.
+    from apache_beam.io.filesystems import FileSystems
+
+    for result in FileSystems.match([prefix + "**"]):
+        for m in result.metadata_list:
+            found[m.path[len(prefix):]] = m.size_in_bytes
+    return found
+
+
+def _open(path: str):
+    if _is_local(path):
+        return open(path, "rb")
+    if "tensorflow" in sys.modules:
+        import tensorflow as tf
+
+        return tf.io.gfile.GFile(path, "rb")
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems.open(path, compression_type="uncompressed")
+
+
+def _exists(path: str) -> bool:
+    if _is_local(path):
+        return os.path.isdir(path)
+    if "tensorflow" in sys.modules:
+        import tensorflow as tf
+
+        return tf.io.gfile.exists(path)
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems.exists(path)
+
+
+# --- checksums and row counts ------------------------------------------------------------------------------
+
+
+class _TFRecordCounter:
+    """Counts TFRecord frames (8-byte length, 4-byte CRC, data, 4-byte CRC) in a stream fed in chunks."""
+
+    def __init__(self):
+        self.records = 0
+        self._skip = 0  # bytes of the current frame's body still to pass
+        self._head = b""
+
+    def feed(self, chunk: bytes) -> None:
+        view = memoryview(chunk)
+        while len(view):
+            if self._skip:
+                step = min(self._skip, len(view))
+                self._skip -= step
+                view = view[step:]
+                continue
+            need = 12 - len(self._head)
+            self._head += bytes(view[:need])
+            view = view[need:]
+            if len(self._head) == 12:
+                (length,) = struct.unpack("<Q", self._head[:8])
+                self._skip = length + 4
+                self._head = b""
+                self.records += 1
+
+    @property
+    def complete(self) -> bool:
+        return not self._skip and not self._head
+
+
+def _scan(path: str, count_records: bool) -> tuple[str, int, int | None]:
+    """(crc32c hex, bytes, TFRecord records or None) of a file, read once in chunks."""
+    import google_crc32c
+
+    crc, size = 0, 0
+    counter = _TFRecordCounter() if count_records else None
+    with _open(path) as f:
+        while True:
+            chunk = f.read(_CHUNK)
+            if not chunk:
+                break
+            crc = google_crc32c.extend(crc, chunk)
+            size += len(chunk)
+            if counter is not None:
+                counter.feed(chunk)
+    records = None
+    if counter is not None:
+        if not counter.complete:
+            raise ManifestError(f"{path}: ends inside a TFRecord frame (truncated)")
+        records = counter.records
+    return f"{crc:08x}", size, records
+
+
+def file_checksum(path: str) -> str:
+    """The CRC-32C of a file's bytes as 8 hex digits (local or any remote path).
+
+    Example:
+      >>> import tempfile; p = os.path.join(tempfile.mkdtemp(), "a.bin")
+      >>> _ = open(p, "wb").write(b"123456789")
+      >>> file_checksum(p)  # the CRC-32C check value
+      'e3069283'
+    """
+    return _scan(path, False)[0]
+
+
+def _parquet_rows(path: str) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with _open(path) as f:
+        try:
+            return pq.ParquetFile(f).metadata.num_rows
+        except (pa.ArrowInvalid, OSError) as e:
+            raise ManifestError(f"{path}: not a readable Parquet shard ({e})") from None
+
+
+def _is_shard(relative: str) -> bool:
+    return "/" not in relative and relative.endswith(_SHARD_SUFFIXES)
+
+
+def _describe(directory: str, relative: str) -> dict:
+    path = _join(directory, relative)
+    shard = _is_shard(relative)
+    tfrecord = shard and not relative.endswith(".parquet")
+    crc, size, records = _scan(path, tfrecord)
+    entry = {"path": relative, "bytes": size, "crc32c": crc}
+    if shard:
+        entry["rows"] = records if tfrecord else _parquet_rows(path)
+    return entry
+
+
+# --- writing -----------------------------------------------------------------------------------------------
+
+
+def build_manifest(
+    directory: str,
+    files: Iterable[str] | None = None,
+    *,
+    config: dict | None = None,
+    inputs: Sequence[dict] | None = None,
+    totals: dict | None = None,
+) -> dict:
+    """The manifest of `directory` as a dict (nothing is written; see `commit_directory`)."""
+    directory = os.fspath(directory)
+    on_disk = _list_files(directory)
+    if files is None:
+        names = sorted(n for n in on_disk if n not in _NOT_OUTPUT_FILES)
+        unfinished = [n for n in names if n.rsplit("/", 1)[-1].startswith(_TMP_PREFIX)]
+        if unfinished:
+            raise ManifestError(
+                f"{directory}: {unfinished[0]} is the temporary of an unfinished write; remove it before committing"
+            )
+    else:
+        names = sorted({f.replace(os.sep, "/") for f in files})
+        missing = [n for n in names if n not in on_disk]
+        if missing:
+            raise ManifestError(f"{directory}: cannot commit {missing[0]}: no such file")
+    entries = [_describe(directory, n) for n in names]
+    shards = [e for e in entries if "rows" in e]
+    if not shards:
+        raise ManifestError(f"{directory}: no .parquet or .tfrecord shard to commit")
+    others = [e for e in entries if "rows" not in e]
+    rows_out = sum(e["rows"] for e in shards)
+    record_totals = {"rows_in": None, "rows_out": rows_out, "bad": None}
+    record_totals.update(totals or {})
+    if record_totals["rows_out"] != rows_out:
+        raise ManifestError(
+            f"{directory}: the shards hold {rows_out} rows but the writer counted {record_totals['rows_out']}"
+        )
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "checksum": "crc32c",
+        "shards": shards,
+        "files": others,
+        "config": config,
+        "inputs": list(inputs or []),
+        "totals": record_totals,
+    }
+
+
+def commit_directory(
+    directory: str | os.PathLike,
+    files: Iterable[str] | None = None,
+    *,
+    config: dict | None = None,
+    inputs: Sequence[dict] | None = None,
+    totals: dict | None = None,
+) -> dict:
+    """Commits a directory of shards: writes its `_MANIFEST.json`, atomically, after reading every file.
+
+    Use it after writing shards by any means other than the ingest (which
+    commits its own output): `write_parquet_shard`/`write_tfrecord_shard`
+    loops, copies, test fixtures. Readers (`make_dataset`, `iter_shards`,
+    `pipelines.train`) refuse a directory without one.
+
+    Args:
+      directory: the output directory (local or any FileSystems URL).
+      files: paths relative to `directory` to list; None lists every file
+        under it (recursively), except the manifest and an ingest's lock.
+        Top-level `.parquet`/`.tfrecord` files are the shards. A file left
+        out of the list makes readers refuse the directory (an extra file).
+      config: JSON-able description of how the output was made (optional).
+      inputs: the input files, e.g. `[{"path": "day_0.tsv", "bytes": 1234}]`.
+      totals: `rows_in`, `bad` (and `rows_out`, which must then equal the
+        rows the shards hold).
+
+    Returns:
+      The manifest written.
+
+    Raises:
+      ManifestError: no shard, a listed file missing, a `.tmp-*` temporary of
+        an unfinished write present (with `files=None`), a Parquet shard
+        without a readable footer, or a TFRecord shard
+        cut inside a record.
+
+    Example:
+      >>> from sparse_io import write_parquet_shard, shard_name
+      >>> from sparse_io.manifest import commit_directory
+      >>> for i in range(2):  # doctest: +SKIP
+      ...     write_parquet_shard(f"out/{shard_name(i, 2, '.parquet')}", batches[i], schema)
+      >>> schema.save("out")  # doctest: +SKIP
+      >>> commit_directory("out")["totals"]["rows_out"]  # doctest: +SKIP
+      2000
+    """
+    from sparse_io.atomic import atomic_write_text
+
+    directory = os.fspath(directory)
+    manifest = build_manifest(directory, files, config=config, inputs=inputs, totals=totals)
+    output_root = directory if _is_local(directory) else None
+    atomic_write_text(_join(directory, MANIFEST_FILE), json.dumps(manifest, indent=1, sort_keys=True) + "\n",
+                      output_root=output_root)
+    return manifest
+
+
+# --- reading and verifying ---------------------------------------------------------------------------------
+
+
+def _no_manifest(directory: str) -> ManifestError:
+    return ManifestError(
+        f"{directory}: no {MANIFEST_FILE}, so not a complete output (an ingest that failed, was killed or is still "
+        "running, or shards written by other means: commit them with sparse_io.manifest.commit_directory, or read "
+        "them with verify='none')"
+    )
+
+
+def read_manifest(directory: str | os.PathLike) -> dict:
+    """The parsed `_MANIFEST.json` of `directory`.
+
+    Raises:
+      ManifestError: there is none, or it is not a manifest.
+    """
+    directory = os.fspath(directory)
+    path = _join(directory, MANIFEST_FILE)
+    try:
+        with _open(path) as f:
+            text = f.read()
+    except (FileNotFoundError, NotADirectoryError):
+        raise _no_manifest(directory) from None
+    except Exception as e:  # remote file systems raise their own not-found errors
+        if not _exists(directory) or "not found" in str(e).lower() or "no such" in str(e).lower():
+            raise _no_manifest(directory) from None
+        raise
+    try:
+        manifest = json.loads(text)
+        ok = manifest.get("format") == FORMAT and isinstance(manifest.get("shards"), list)
+    except (ValueError, AttributeError):
+        ok = False
+    if not ok:
+        raise ManifestError(f"{path}: not a sparseflow manifest (unreadable JSON or missing fields)")
+    if manifest.get("version") != VERSION:
+        raise ManifestError(f"{path}: manifest version {manifest.get('version')!r}; this reader knows {VERSION}")
+    return manifest
+
+
+def _entries(manifest: dict) -> dict[str, dict]:
+    return {e["path"]: e for e in manifest["shards"] + manifest.get("files", [])}
+
+
+def _differences(directory: str, manifest: dict, on_disk: dict[str, int], names: Iterable[str] | None,
+                 level: str) -> list[str]:
+    listed = _entries(manifest)
+    problems = []
+    if names is None:  # the whole directory: nothing may be missing or extra
+        for name in sorted(listed):
+            if name not in on_disk:
+                problems.append(f"{name} is missing")
+        for name in sorted(on_disk):
+            if name not in listed and name not in _NOT_OUTPUT_FILES:
+                problems.append(f"{name} is not in the manifest")
+        names = [n for n in sorted(listed) if n in on_disk]
+    else:
+        names = list(names)
+        for name in names:
+            if name not in listed:
+                problems.append(f"{name} is not in the manifest")
+            elif name not in on_disk:
+                problems.append(f"{name} is missing")
+        names = [n for n in names if n in listed and n in on_disk]
+    for name in names:
+        entry = listed[name]
+        if on_disk[name] != entry["bytes"]:
+            problems.append(f"{name} has {on_disk[name]} bytes, the manifest says {entry['bytes']}")
+            continue
+        if level != "checksums":
+            continue
+        found = _describe(directory, name)
+        if found["crc32c"] != entry["crc32c"]:
+            problems.append(f"{name} has checksum {found['crc32c']}, the manifest says {entry['crc32c']}")
+        elif "rows" in entry and found.get("rows") != entry["rows"]:
+            problems.append(f"{name} holds {found.get('rows')} rows, the manifest says {entry['rows']}")
+    return problems
+
+
+def _raise(directory: str, problems: list[str]) -> None:
+    if problems:
+        more = f" (and {len(problems) - 1} more difference(s))" if len(problems) > 1 else ""
+        raise ManifestError(f"{directory}: differs from its {MANIFEST_FILE}: {problems[0]}{more}")
+
+
+def directory_differences(directory: str | os.PathLike, level: str = "checksums") -> tuple[dict, list[str]]:
+    """(manifest, every difference found as a line) for `directory`; ManifestError when it has no manifest."""
+    check_verify_level(level)
+    directory = os.fspath(directory)
+    manifest = read_manifest(directory)
+    problems = _differences(directory, manifest, _list_files(directory), None, level)
+    if level == "checksums":
+        rows = sum(e["rows"] for e in manifest["shards"])
+        rows_out = (manifest.get("totals") or {}).get("rows_out")
+        if rows_out is not None and rows_out != rows:
+            problems.append(f"the shards are listed with {rows} rows but the totals say rows_out {rows_out}")
+    return manifest, problems
+
+
+def verify_directory(directory: str | os.PathLike, level: str = "sizes") -> dict | None:
+    """Checks that `directory` is a complete output, to `level`; returns its manifest (None for "none").
+
+    Raises:
+      ManifestError: no manifest, or the first difference found (one line,
+        with how many more there are).
+      ValueError: an unknown `level`.
+
+    Example:
+      >>> verify_directory("out/train")  # doctest: +SKIP
+      ManifestError: out/train: differs from its _MANIFEST.json: part-00001-of-00002.parquet is missing
+    """
+    if check_verify_level(level) == "none":
+        return None
+    manifest, problems = directory_differences(directory, level)
+    _raise(os.fspath(directory), problems)
+    return manifest
+
+
+def _split(path: str) -> tuple[str, str]:
+    if _is_local(path):
+        return os.path.split(os.path.abspath(path))
+    head, _, tail = path.rstrip("/").rpartition("/")
+    return head, tail
+
+
+def verify_paths(paths: Sequence[str], level: str = "sizes") -> None:
+    """Checks that each shard file named is listed, with its size (and checksum), in its directory's manifest.
+
+    For a glob or a list of shards rather than a whole directory: files the
+    manifest does not list, or whose size differs, are refused.
+
+    Raises:
+      ManifestError: a directory without a manifest, or the first difference.
+      ValueError: an unknown `level`.
+    """
+    if check_verify_level(level) == "none":
+        return
+    by_directory: dict[str, list[str]] = {}
+    for path in paths:
+        directory, name = _split(os.fspath(path))
+        by_directory.setdefault(directory, []).append(name)
+    for directory, names in sorted(by_directory.items()):
+        manifest = read_manifest(directory)
+        sizes = {}
+        for name in names:
+            path = _join(directory, name)
+            if _is_local(path):
+                if os.path.exists(path):
+                    sizes[name] = os.stat(path).st_size
+            else:
+                sizes.update({n: s for n, s in _list_files(directory).items() if n in names})
+                break
+        _raise(directory, _differences(directory, manifest, sizes, names, level))
