@@ -10,7 +10,9 @@ Formats: "criteo" (headerless TSV of the Criteo display-advertising layout),
 "csv" and "tsv" (header or schema column order, id lists joined by
 `list_separator`), "jsonl" and "parquet". Text files may be gzip (.gz),
 zstd (.zst, .zstd) or bzip2 (.bz2) compressed, on any file system Beam's
-`FileSystems` knows (gs:// included).
+`FileSystems` knows (gs:// included); a truncated or damaged compressed file
+raises `CorruptFileError` naming it (whatever the error budget: the records
+it lost cannot be counted).
 """
 
 from __future__ import annotations
@@ -84,6 +86,8 @@ def read_file(
       ValueError: bad arguments, a CSV header or Parquet file lacking a
         needed column, a Parquet column of an unusable type.
       FileNotFoundError: `path` does not exist.
+      CorruptFileError: a compressed file is truncated or damaged (raised
+        where the damage is found, after the batches before it).
       ErrorBudgetExceeded: see `dead_letters`.
 
     Example:
