@@ -22,6 +22,7 @@ Each check takes one value and raises ValueError with a one-line reason;
 from __future__ import annotations
 
 from sparse_io.paths import check_feature_name
+from sparse_io.readers import DEFAULT_MAX_LINE_BYTES
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
@@ -35,7 +36,6 @@ __all__ = [
 
 MAX_NUM_SHARDS = 10_000
 MAX_HASH_BUCKETS = 2**62
-DEFAULT_MAX_LINE_BYTES = 16 << 20
 MAX_LINE_BYTES_LIMIT = (1 << 31) - 2  # a block of lines is one Arrow binary array (int32 offsets)
 
 _POWERS = {MAX_HASH_BUCKETS: "2^62"}

@@ -169,3 +169,52 @@ def test_read_logs_fails_on_a_cut_zstd_log_instead_of_reading_it_short(tmp_path)
     sink = DeadLetterSink()
     with pytest.raises(CorruptFileError, match="truncated zstd stream"):
         sum(b.num_rows for b in read_logs(path, "criteo", errors=sink, error_budget=0.5))
+
+
+# --- lines longer than max_line_bytes are read past, not held ----------------------------------
+
+
+@given(
+    st.lists(st.integers(0, 40), max_size=25),
+    st.booleans(),
+    st.integers(1, 6),
+    st.integers(1, 17),
+    st.integers(1, 12),
+)
+def test_a_line_longer_than_the_limit_becomes_a_marker_in_its_place(lengths, final_newline, per_block, step, limit):
+    from sparse_io.readers._line_limit import LongLine
+
+    lines = [bytes([97 + i % 26]) * n for i, n in enumerate(lengths)]
+    data = b"\n".join(lines) + (b"\n" if final_newline and lines else b"")
+    if not lines:
+        data = b""
+    expected = data.split(b"\n")
+    if data.endswith(b"\n") or not data:
+        expected = expected[:-1]
+    got = []
+    for item in iter_byte_blocks(_Trickle(data, step), per_block, chunk_bytes=step, max_line_bytes=limit):
+        if isinstance(item, LongLine):
+            got.append(("long", item.line, item.length, item.head))
+            assert item.limit == limit and f"{item.length:,} bytes" in item.reason
+            continue
+        first, block = item
+        block_lines = split_lines(block).to_pylist()
+        assert 1 <= len(block_lines) <= per_block
+        got.extend(("line", first + i, len(x), x) for i, x in enumerate(block_lines))
+    want = [
+        ("long", n, len(x), x[:1024]) if len(x) > limit else ("line", n, len(x), x)
+        for n, x in enumerate(expected, start=1)
+    ]
+    assert got == want
+
+
+def test_a_long_line_between_short_ones_comes_as_its_number_length_and_head():
+    from sparse_io.readers._line_limit import LongLine
+
+    huge = b"x" * (3 << 20)
+    data = b"a\n" + huge + b"\nb\n"
+    items = list(iter_byte_blocks(_Trickle(data, 1 << 16), 10, chunk_bytes=1 << 16, max_line_bytes=1 << 17))
+    assert [type(i).__name__ for i in items] == ["tuple", "LongLine", "tuple"]
+    long = items[1]
+    assert isinstance(long, LongLine) and long.line == 2 and long.length == len(huge) and long.head == huge[:1024]
+    assert items[2] == (3, b"b\n")

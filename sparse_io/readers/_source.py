@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bz2
 import contextlib
+import dataclasses
 import glob
 import gzip
 import os
@@ -24,9 +25,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparse_io.errors import CorruptFileError, first_line
+from sparse_io.readers._line_limit import LongLine, bounded_pieces
 
 _CHUNK_BYTES = 1 << 20
-_NEWLINE = 0x0A
+# The longest line a reader parses by default; a longer one is a dead letter, read past in chunks.
+DEFAULT_MAX_LINE_BYTES = 16 << 20
 _MAX_BLOCK_BYTES = (1 << 31) - 2  # binary arrays use int32 offsets
 
 
@@ -311,37 +314,63 @@ def _drop_bom(chunk: bytes, stream: IO[bytes]) -> bytes:
     return chunk[len(_BOM) :] if chunk.startswith(_BOM) else chunk
 
 
+def _chunks(stream: IO[bytes], chunk_bytes: int) -> Iterator[bytes]:
+    """The stream's bytes in reads of `chunk_bytes`, without a UTF-8 byte order mark at the start."""
+    first_read = True
+    while True:
+        chunk = stream.read(chunk_bytes)
+        if not chunk:
+            return
+        if first_read:
+            first_read = False
+            if chunk.startswith(_BOM[: len(chunk)]):
+                chunk = _drop_bom(chunk, stream)
+                if not chunk:
+                    continue
+        yield chunk
+
+
 def iter_byte_blocks(
-    stream: IO[bytes], lines_per_block: int, chunk_bytes: int = _CHUNK_BYTES
-) -> Iterator[tuple[int, bytes]]:
+    stream: IO[bytes],
+    lines_per_block: int,
+    chunk_bytes: int = _CHUNK_BYTES,
+    max_line_bytes: int | None = None,
+) -> Iterator[tuple[int, bytes] | LongLine]:
     """Yields `(first_line_number, data)`: the bytes of at most `lines_per_block` whole lines.
 
     Every block but the last ends with its last line's "\n"; the last may
     lack it when the file does. Line numbers are 1-based. Lines keep any
     "\r". A UTF-8 byte order mark at the start of the file is dropped.
+
+    A line longer than `max_line_bytes` (without its "\n"; None: no limit)
+    is not in any block: a `LongLine` with its number, length and head comes
+    in its place, after a block of the lines before it. It is read past in
+    chunks, never held whole, so memory stays within about
+    `lines_per_block` lines of at most `max_line_bytes` plus one chunk.
     """
-    # Unconsumed input as views of the chunks read, with each chunk's newline offsets: a block is
+    # Unconsumed input as views of the pieces read, with each piece's newline offsets: a block is
     # then joined from them in one copy (a growing bytearray copied each byte three times).
     chunks: list[memoryview] = []
     positions: list[np.ndarray] = []
     pending = 0
     line_no = 1
-    first_read = True
-    while True:
-        chunk = stream.read(chunk_bytes)
-        if not chunk:
-            break
-        if first_read:
-            first_read = False
-            if chunk.startswith(_BOM[: len(chunk)]):
-                chunk = _drop_bom(chunk, stream)
-        found = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == _NEWLINE)
-        chunks.append(memoryview(chunk))
+    for item in bounded_pieces(_chunks(stream, chunk_bytes), max_line_bytes):
+        if isinstance(item, LongLine):
+            if chunks:  # the whole lines before it (fewer than a block's worth)
+                yield line_no, b"".join(chunks)
+                chunks, positions = [], []
+                line_no += pending
+                pending = 0
+            yield dataclasses.replace(item, line=line_no)
+            line_no += 1
+            continue
+        piece, found = item
+        chunks.append(piece)
         positions.append(found)
         pending += found.size
         while pending >= lines_per_block:
             need, k = lines_per_block, 0
-            while need > positions[k].size:  # chunks whose lines all belong to this block
+            while need > positions[k].size:  # pieces whose lines all belong to this block
                 need -= positions[k].size
                 k += 1
             cut = int(positions[k][need - 1]) + 1
