@@ -30,8 +30,9 @@ Example (Criteo, with comments, as accepted by `load_config`)::
 Bounds (`pipelines.config_limits`): feature names use only A-Z, a-z, 0-9,
 "_", "." and "-" and do not start with "." (they become file names such as
 `vocab/<name>.txt`); `hash_buckets` is at most 2^62; `num_shards` at most
-10,000, and a log with fewer rows than that gets one shard per row; counts
-are integers (YAML reads `1e6` as text: write 1000000).
+10,000, and a run with fewer rows than shards keeps only the shards that got
+rows (at most one per row, renumbered); counts are integers (YAML reads
+`1e6` as text: write 1000000).
 
 Only safe loaders are used: YAML tags that build Python objects are rejected.
 """

@@ -4,7 +4,8 @@ Each check takes one value and raises ValueError with a one-line reason;
 `pipelines.config` puts the key path in front. The bounds:
 
 * `output.num_shards` at most `MAX_NUM_SHARDS` (10,000). A run whose rows
-  cannot fill that many shards writes one shard per row instead (see
+  cannot fill that many shards keeps only the shards that received rows, at
+  most one per row, renumbered `part-i-of-K` with a log line (see
   `transforms.beam.write_shards`), never a stream of empty files.
 * `hash_buckets` (under `features` and in `input.schema`) at most
   `MAX_HASH_BUCKETS` (2^62): hashed ids are int64, and every count derived
