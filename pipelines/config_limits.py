@@ -51,7 +51,7 @@ def check_at_most(value: int | None, high: int) -> None:
 
 def not_an_integer(value: object) -> str:
     """The reason a non-integer where a count belongs is refused, with a hint for the usual slips."""
-    reason = f"must be an integer, got {type(value).__name__} {value!r}"
+    reason = f"must be int, got {type(value).__name__} {value!r}"
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
         return f"{reason} (write {int(value)}, without a decimal point or exponent)"
     if isinstance(value, str):
