@@ -11,12 +11,13 @@ Example (Criteo, with comments, as accepted by `load_config`)::
     input:
       format: criteo          # criteo | jsonl | csv | parquet
       schema: criteo          # "criteo", or a list of feature specs
+      max_line_bytes: 16777216  # a longer line is a dead letter (default 16 MiB)
     features:
       "C*": {hash_buckets: 1000000}         # glob over sparse feature names
       C9: {vocabulary: {min_frequency: 1}}  # exact names win over globs
     output:
       format: parquet         # parquet | tfrecord
-      num_shards: 4           # default: one shard per 128 MiB of log text
+      num_shards: 4           # default: one shard per 128 MiB of log text; at most 10,000
       row_group_size: 65536
       write_threads: 2        # shards a worker encodes at once; default: its CPUs, at most 4
       compression: zstd       # Parquet codec: zstd | lz4 | snappy | none
@@ -25,6 +26,13 @@ Example (Criteo, with comments, as accepted by `load_config`)::
     stats:
       batch_sizes: [1024, 4096]
     error_budget: 0.0         # fraction of bad records tolerated
+
+Bounds (`pipelines.config_limits`): feature names use only A-Z, a-z, 0-9,
+"_", "." and "-" and do not start with "." (they become file names such as
+`vocab/<name>.txt`); `hash_buckets` is at most 2^62; `num_shards` at most
+10,000, and a run with fewer rows than shards keeps only the shards that got
+rows (at most one per row, renumbered); counts are integers (YAML reads
+`1e6` as text: write 1000000).
 
 Only safe loaders are used: YAML tags that build Python objects are rejected.
 """
@@ -39,6 +47,7 @@ from typing import Any
 
 import yaml
 
+from pipelines import config_limits as limits
 from sparse_io.schema import FeatureSpec, Schema, SchemaError, criteo_schema
 from sparse_io.shards import check_parquet_codec
 
@@ -114,6 +123,7 @@ class IngestConfig:
     strict: bool = False
     skip_header: bool | None = None
     histories: HistoryConfig | None = None
+    max_line_bytes: int = limits.DEFAULT_MAX_LINE_BYTES
 
     def plan(self, name: str) -> FeaturePlan | None:
         return next((p for p in self.features if p.name == name), None)
@@ -146,7 +156,9 @@ def _take(section: dict, path: str, allowed: dict[str, type | tuple[type, ...]])
         if value is None:
             out[key] = None
             continue
-        if want is int and isinstance(value, bool) or not isinstance(value, want):
+        if want is int and (isinstance(value, bool) or not isinstance(value, int)):
+            raise _fail(where, limits.not_an_integer(value))
+        if not isinstance(value, want):
             names = want.__name__ if isinstance(want, type) else "/".join(t.__name__ for t in want)
             raise _fail(where, f"must be {names}, got {type(value).__name__} {value!r}")
         out[key] = value
@@ -156,6 +168,14 @@ def _take(section: dict, path: str, allowed: dict[str, type | tuple[type, ...]])
 def _positive(value: int | None, path: str) -> int | None:
     if value is not None and value <= 0:
         raise _fail(path, f"must be positive, got {value}")
+    return value
+
+
+def _at_most(value: int | None, path: str, high: int) -> int | None:
+    try:
+        limits.check_at_most(value, high)
+    except ValueError as e:
+        raise _fail(path, str(e)) from None
     return value
 
 
@@ -182,6 +202,11 @@ def _schema(raw: Any, fmt: str) -> Schema:
             specs.append(FeatureSpec.from_dict(item))
         except (SchemaError, TypeError) as e:
             raise _fail(f"input.schema[{i}]", str(e)) from e
+    bad_name = limits.check_feature_names(spec.name for spec in specs)
+    if bad_name is not None:
+        raise _fail(f"input.schema[{bad_name[0]}]", bad_name[1])
+    for i, spec in enumerate(specs):
+        _at_most(spec.hash_buckets, f"input.schema[{i}].hash_buckets", limits.MAX_HASH_BUCKETS)
     try:
         return Schema(specs)
     except SchemaError as e:
@@ -227,7 +252,10 @@ def _feature_plans(raw: Any, schema: Schema, histories: HistoryConfig | None) ->
         plans.append(
             FeaturePlan(
                 name=name,
-                hash_buckets=_positive(s.get("hash_buckets"), f"{path}.hash_buckets"),
+                hash_buckets=_at_most(
+                    _positive(s.get("hash_buckets"), f"{path}.hash_buckets"), f"{path}.hash_buckets",
+                    limits.MAX_HASH_BUCKETS,
+                ),
                 salt=s.get("salt"),
                 use_vocabulary=vocab is not None,
                 min_frequency=_positive(v.get("min_frequency"), f"{path}.vocabulary.min_frequency") or 1,
@@ -298,8 +326,13 @@ def parse_config(data: Any, *, format_override: str | None = None) -> IngestConf
             "batch_size": int,
             "strict": bool,
             "skip_header": bool,
+            "max_line_bytes": int,
         },
     )
+    max_line_bytes = _at_most(
+        _positive(inp.get("max_line_bytes"), "input.max_line_bytes"), "input.max_line_bytes",
+        limits.MAX_LINE_BYTES_LIMIT,
+    ) or limits.DEFAULT_MAX_LINE_BYTES
     fmt = format_override or inp.get("format") or "criteo"
     if fmt not in FORMATS:
         raise _fail("input.format", f"{fmt!r} is not one of {', '.join(FORMATS)}")
@@ -312,7 +345,7 @@ def parse_config(data: Any, *, format_override: str | None = None) -> IngestConf
     )
     if out.get("format", "parquet") not in SHARD_FORMATS:
         raise _fail("output.format", f"{out['format']!r} is not one of {', '.join(SHARD_FORMATS)}")
-    _positive(out.get("num_shards"), "output.num_shards")
+    _at_most(_positive(out.get("num_shards"), "output.num_shards"), "output.num_shards", limits.MAX_NUM_SHARDS)
     _positive(out.get("row_group_size"), "output.row_group_size")
     _positive(out.get("write_threads"), "output.write_threads")
     codec = out.get("compression")
@@ -346,6 +379,7 @@ def parse_config(data: Any, *, format_override: str | None = None) -> IngestConf
         strict=bool(inp.get("strict")),
         skip_header=inp.get("skip_header"),
         histories=histories,
+        max_line_bytes=max_line_bytes,
     )
 
 

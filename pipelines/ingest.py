@@ -105,6 +105,7 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
         strict=config.strict,
         list_separator=config.list_separator,
         skip_header=config.skip_header,
+        max_line_bytes=config.max_line_bytes,
         dead_letters_path=FileSystems.join(output_dir, ERRORS_DIR, DEAD_LETTERS_FILE),
         error_budget=config.error_budget,
     )

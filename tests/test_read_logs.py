@@ -79,3 +79,16 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="batch_size"):
         ReadLogs("x", "criteo", batch_size=0)
     assert pa is not None
+
+
+def test_a_cut_zstd_log_fails_the_pipeline_naming_the_file(tmp_path):
+    import zstandard
+
+    good = [_line(i % 2, range(13), [f"{i * 26 + j:08x}" for j in range(26)]) for i in range(400)]
+    whole = zstandard.ZstdCompressor().compress(("\n".join(good) + "\n").encode())
+    cut = tmp_path / "day1.tsv.zst"
+    cut.write_bytes(whole[: len(whole) * 15 // 100])
+    with pytest.raises(Exception, match="truncated zstd stream") as info:
+        with BeamPipeline(options=in_process_options()) as p:
+            _ = p | ReadLogs(str(cut), "criteo", error_budget=0.5)
+    assert str(cut) in str(info.value)

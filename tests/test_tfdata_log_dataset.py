@@ -187,3 +187,29 @@ def test_bad_arguments_are_refused():
         make_log_dataset("x", "criteo", 8, hash_bins=3, on_error="skip")
     with pytest.raises(ValueError, match="needs a schema"):
         make_log_dataset("x", "csv", 8)
+
+
+def test_a_cut_gzip_log_is_refused_naming_the_file(tmp_path):
+    import gzip
+    import zlib
+
+    from sparse_io.errors import CorruptFileError
+
+    text = ("\n".join(_synthetic(np.random.default_rng(3), 3000)) + "\n").encode()
+    whole = gzip.compress(text)
+    cut = tmp_path / "day.tsv.gz"
+    cut.write_bytes(whole[: len(whole) * 15 // 100])
+    with pytest.raises(CorruptFileError, match="truncated") as info:
+        make_log_dataset(str(cut), "criteo", 64, hash_bins=1000)
+    assert info.value.path == str(cut)
+    compressor = zlib.compressobj(wbits=15)
+    zz = compressor.compress(text) + compressor.flush()
+    (tmp_path / "day.tsv.zz").write_bytes(zz[: len(zz) // 2])
+    with pytest.raises(CorruptFileError, match="truncated"):
+        make_log_dataset(str(tmp_path / "day.tsv.zz"), "criteo", 64, hash_bins=1000)
+    # The whole files read back every line.
+    cut.write_bytes(whole + gzip.compress(b""))  # an empty second member is still whole
+    (tmp_path / "day.tsv.zz").write_bytes(zz)
+    for name in ("day.tsv.gz", "day.tsv.zz"):
+        ds = make_log_dataset(str(tmp_path / name), "criteo", 64, hash_bins=1000, output="ragged")
+        assert sum(int(label.shape[0]) for _, label in ds) == 3000

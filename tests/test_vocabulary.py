@@ -119,3 +119,13 @@ def test_bad_arguments_are_rejected_at_construction(tmp_path):
         ApplyVocabulary(str(tmp_path))
     with pytest.raises(ValueError, match="farmhash' only"):
         ApplyVocabulary({}, salt=5)
+
+
+@pytest.mark.parametrize("name", ["../../x", "/abs/x", "sub/x"])
+def test_a_feature_name_that_would_leave_the_output_is_refused_before_anything_is_written(tmp_path, name):
+    out = tmp_path / "deep" / "out" / "vocab"
+    with pytest.raises(ValueError, match="refusing"):
+        ComputeVocabulary([name], str(out))
+    with pytest.raises(ValueError, match="refusing"):
+        ApplyVocabulary(str(out), features=[name])
+    assert list(tmp_path.rglob("*")) == []

@@ -101,12 +101,26 @@ def test_tfrecord_shards_inferred_schema_counted_shards_and_empty_ones(tmp_path)
     assert schema == infer_schema(batches[0].schema) == SCHEMA
     written = pa.concat_tables([read_tfrecord_shard(os.path.join(out, n), schema) for n in names[:3]])
     assert sorted(written.column("label").to_pylist()) == list(range(30))
-    # More shards than rows: the empty shards still exist, so readers can count on every index.
-    assert len([n for n in os.listdir(many) if n.startswith("part-")]) == 12
-    assert (
-        sum(read_parquet_shard(os.path.join(many, shard_name(i, 12, ".parquet"))).num_rows for i in range(12))
-        == 7
+    # More shards than rows: only the shards that got rows are kept (at most one per row), renumbered
+    # so that readers can still count on every index; never a run of empty files.
+    kept = sorted(n for n in os.listdir(many) if n.startswith("part-"))
+    assert 1 <= len(kept) <= 7 and kept == [shard_name(i, len(kept), ".parquet") for i in range(len(kept))]
+    counts = [read_parquet_shard(os.path.join(many, n)).num_rows for n in kept]
+    assert sum(counts) == 7 and min(counts) >= 1
+
+
+def test_fewer_rows_than_shards_give_one_shard_per_row_at_most(tmp_path):
+    _, batches = _batches(rows=5, size=5)
+    out, none = str(tmp_path / "few"), str(tmp_path / "none")
+    _run(
+        (out, batches, dict(num_shards=10_000, schema=SCHEMA, seed=2)),
+        (none, [batches[0].slice(0, 0)], dict(num_shards=50, schema=SCHEMA, seed=2)),
     )
+    kept = sorted(n for n in os.listdir(out) if n.startswith("part-"))
+    assert 1 <= len(kept) <= 5 and kept == [shard_name(i, len(kept), ".parquet") for i in range(len(kept))]
+    rows = pa.concat_tables([read_parquet_shard(os.path.join(out, n), SCHEMA) for n in kept])
+    assert sorted(rows.column("label").to_pylist()) == list(range(5))
+    assert sorted(os.listdir(none)) == [shard_name(0, 1, ".parquet"), "schema.json", "stats.json"]
 
 
 def test_bad_arguments():

@@ -10,7 +10,9 @@ Formats: "criteo" (headerless TSV of the Criteo display-advertising layout),
 "csv" and "tsv" (header or schema column order, id lists joined by
 `list_separator`), "jsonl" and "parquet". Text files may be gzip (.gz),
 zstd (.zst, .zstd) or bzip2 (.bz2) compressed, on any file system Beam's
-`FileSystems` knows (gs:// included).
+`FileSystems` knows (gs:// included); a truncated or damaged compressed file
+raises `CorruptFileError` naming it (whatever the error budget: the records
+it lost cannot be counted).
 """
 
 from __future__ import annotations
@@ -20,24 +22,37 @@ from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 
-from sparse_io.dead_letters import DeadLetterSink
+from sparse_io.dead_letters import DeadLetter, DeadLetterSink
 from sparse_io.readers._blocks import parse_lines
-from sparse_io.readers._source import expand_paths, iter_byte_blocks, open_binary, split_lines
+from sparse_io.readers._line_limit import LongLine
+from sparse_io.readers._source import (
+    DEFAULT_MAX_LINE_BYTES,
+    expand_paths,
+    iter_byte_blocks,
+    open_binary,
+    split_lines,
+)
 from sparse_io.readers.criteo import check_criteo_schema, parse_criteo_block, parse_criteo_bytes
 from sparse_io.readers.csv import describe_csv_failure, file_columns, header_columns, parse_csv_block
 from sparse_io.readers.jsonl import describe_json_failure, parse_jsonl_block
 from sparse_io.readers.parquet import read_parquet_log
 from sparse_io.schema import Schema, criteo_schema
 
-__all__ = ["FORMATS", "read_file", "read_logs"]
+__all__ = ["DEFAULT_MAX_LINE_BYTES", "FORMATS", "read_file", "read_logs"]
 
 FORMATS = ("criteo", "csv", "tsv", "jsonl", "parquet")
 _DELIMITERS = {"csv": ",", "tsv": "\t"}
 
 
-def _resolve(format: str, schema: Schema | None, batch_size: int, list_separator: str) -> Schema:
+def _resolve(
+    format: str, schema: Schema | None, batch_size: int, list_separator: str, max_line_bytes: int | None = None
+) -> Schema:
     if format not in FORMATS:
         raise ValueError(f"format {format!r} is not one of {FORMATS}")
+    if max_line_bytes is not None and (
+        isinstance(max_line_bytes, bool) or not isinstance(max_line_bytes, int) or max_line_bytes <= 0
+    ):
+        raise ValueError(f"max_line_bytes must be a positive integer or None, got {max_line_bytes!r}")
     if not isinstance(batch_size, int) or batch_size <= 0:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     if not list_separator or list_separator in (_DELIMITERS.get(format), "\n", '"'):
@@ -63,6 +78,7 @@ def read_file(
     list_separator: str = "|",
     skip_header: bool | None = None,
     dead_letters: DeadLetterSink | None = None,
+    max_line_bytes: int | None = DEFAULT_MAX_LINE_BYTES,
 ) -> Iterator[pa.RecordBatch]:
     """Streams one log file as record batches with `schema.arrow_schema()`.
 
@@ -79,41 +95,57 @@ def read_file(
         for "csv"/"tsv" (the header names the columns), False otherwise.
       dead_letters: receives bad records and the record count. When None,
         any bad record raises `ErrorBudgetExceeded` after the file is read.
+      max_line_bytes: text formats: a line longer than this (without its
+        "\\n") is a dead letter whose reason gives its length and the limit;
+        it is read past in chunks, never held whole (default 16 MiB; None:
+        no limit).
 
     Raises:
       ValueError: bad arguments, a CSV header or Parquet file lacking a
         needed column, a Parquet column of an unusable type.
       FileNotFoundError: `path` does not exist.
+      CorruptFileError: a compressed file is truncated or damaged (raised
+        where the damage is found, after the batches before it).
       ErrorBudgetExceeded: see `dead_letters`.
 
     Example:
       >>> for batch in read_file("day0.tsv.gz", "criteo", batch_size=4096):
       ...     labels = batch.column("label")
     """
-    schema = _resolve(format, schema, batch_size, list_separator)
-    return _read_file(path, format, schema, batch_size, strict, list_separator, skip_header, dead_letters)
+    schema = _resolve(format, schema, batch_size, list_separator, max_line_bytes)
+    return _read_file(
+        path, format, schema, batch_size, strict, list_separator, skip_header, dead_letters, max_line_bytes
+    )
 
 
-def _read_file(path, format, schema, batch_size, strict, list_separator, skip_header, dead_letters):
+def _read_file(path, format, schema, batch_size, strict, list_separator, skip_header, dead_letters, max_line_bytes):
     sink = dead_letters if dead_letters is not None else DeadLetterSink()
     if format == "parquet":
         yield from read_parquet_log(path, schema, batch_size=batch_size, sink=sink)
     else:
-        yield from _read_text(path, format, schema, batch_size, strict, list_separator, skip_header, sink)
+        yield from _read_text(
+            path, format, schema, batch_size, strict, list_separator, skip_header, sink, max_line_bytes
+        )
     if dead_letters is None:
         sink.check_budget(0.0)
 
 
-def _read_text(path, format, schema, batch_size, strict, list_separator, skip_header, sink):
+def _long_line_letter(path: str, long: LongLine) -> DeadLetter:
+    return DeadLetter(path, long.line, long.reason, long.raw)
+
+
+def _read_text(path, format, schema, batch_size, strict, list_separator, skip_header, sink, max_line_bytes):
     delimiter = _DELIMITERS.get(format)
     has_header = skip_header if skip_header is not None else delimiter is not None
     with open_binary(path) as stream:
-        blocks = iter_byte_blocks(stream, batch_size)
+        blocks = iter_byte_blocks(stream, batch_size, max_line_bytes=max_line_bytes)
         header, first_lines = None, []
         if has_header:
             first = next(blocks, None)
             if first is None:
                 return
+            if isinstance(first, LongLine):
+                raise ValueError(f"{path}: the header line is {first.reason}")
             first_line, lines = first[0], split_lines(first[1])
             header = lines[0].as_py()
             first_lines = [(first_line + 1, lines.slice(1))] if len(lines) > 1 else []
@@ -141,7 +173,12 @@ def _read_text(path, format, schema, batch_size, strict, list_separator, skip_he
             batch = general(first_line, lines)
             if batch is not None:
                 yield batch
-        for first_line, data in blocks:
+        for item in blocks:
+            if isinstance(item, LongLine):
+                sink.count_records(1)
+                sink.add(_long_line_letter(path, item))
+                continue
+            first_line, data = item
             # A block of only good records takes the one-pass parser; any other block the general one.
             batch = fast(data) if fast is not None else None
             if batch is not None:
@@ -163,6 +200,7 @@ def read_logs(
     error_budget: float = 0.0,
     list_separator: str = "|",
     skip_header: bool | None = None,
+    max_line_bytes: int | None = DEFAULT_MAX_LINE_BYTES,
 ) -> Iterator[pa.RecordBatch]:
     """Streams every file matching `pattern` (sorted) as record batches; see `read_file`.
 
@@ -184,16 +222,18 @@ def read_logs(
       >>> sink = DeadLetterSink()
       >>> rows = sum(b.num_rows for b in read_logs("logs/*.tsv", "criteo", errors=sink, error_budget=0.01))
     """
-    schema = _resolve(format, schema, batch_size, list_separator)
+    schema = _resolve(format, schema, batch_size, list_separator, max_line_bytes)
     if not 0.0 <= error_budget <= 1.0:
         raise ValueError(f"error_budget must be a fraction in [0, 1], got {error_budget!r}")
     paths = expand_paths(pattern)
     return _read_logs(
-        paths, format, schema, batch_size, strict, errors, error_budget, list_separator, skip_header
+        paths, format, schema, batch_size, strict, errors, error_budget, list_separator, skip_header, max_line_bytes
     )
 
 
-def _read_logs(paths, format, schema, batch_size, strict, errors, error_budget, list_separator, skip_header):
+def _read_logs(
+    paths, format, schema, batch_size, strict, errors, error_budget, list_separator, skip_header, max_line_bytes
+):
     sink = errors if errors is not None else DeadLetterSink()
     for path in paths:
         yield from read_file(
@@ -205,5 +245,6 @@ def _read_logs(paths, format, schema, batch_size, strict, errors, error_budget, 
             list_separator=list_separator,
             skip_header=skip_header,
             dead_letters=sink,
+            max_line_bytes=max_line_bytes,
         )
     sink.check_budget(error_budget)

@@ -2,16 +2,17 @@
 
 Local paths are opened directly; anything with a scheme (gs://, s3://, ...)
 goes through Beam's `FileSystems`. Compression follows the extension
-(.gz, .zst/.zstd, .bz2). Text is cut into blocks of a fixed number of lines
+(.gz, .zst/.zstd, .bz2), and every compressed stream is read to its end
+marker: a truncated or damaged one raises `CorruptFileError` naming the
+file, never reads short. Text is cut into blocks of a fixed number of lines
 with numpy, so memory stays bounded by one block whatever the file size.
 """
 
 from __future__ import annotations
 
-import bz2
 import contextlib
+import dataclasses
 import glob
-import gzip
 import os
 from collections.abc import Iterator, Sequence
 from typing import IO
@@ -20,8 +21,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparse_io.readers._decompress import checked_stream
+from sparse_io.readers._line_limit import LongLine, bounded_pieces
+
 _CHUNK_BYTES = 1 << 20
-_NEWLINE = 0x0A
+# The longest line a reader parses by default; a longer one is a dead letter, read past in chunks.
+DEFAULT_MAX_LINE_BYTES = 16 << 20
 _MAX_BLOCK_BYTES = (1 << 31) - 2  # binary arrays use int32 offsets
 
 
@@ -76,7 +81,18 @@ def compression_of(path: str) -> str | None:
 
 @contextlib.contextmanager
 def open_binary(path: str) -> Iterator[IO[bytes]]:
-    """Opens `path` for reading decompressed bytes."""
+    """Opens `path` for reading decompressed bytes.
+
+    A compressed stream is read to its end marker: a truncated stream (the
+    compressed data stops inside a gzip member, a bzip2 stream or a zstd
+    frame) or damaged bytes raise `CorruptFileError` naming the file and the
+    offsets, from the `read` that finds it, never a short read. (A cut that
+    falls exactly between two gzip members or zstd frames leaves a stream
+    that is whole by its format and cannot be told apart.)
+
+    Raises:
+      CorruptFileError: from `read`, for a truncated or damaged stream.
+    """
     if is_local(path):
         raw = open(path, "rb")
     else:
@@ -85,17 +101,10 @@ def open_binary(path: str) -> Iterator[IO[bytes]]:
         raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
     try:
         kind = compression_of(path)
-        if kind == "gzip":
-            stream = gzip.GzipFile(fileobj=raw, mode="rb")
-        elif kind == "bz2":
-            stream = bz2.BZ2File(raw, mode="rb")
-        elif kind == "zstd":
-            import zstandard
-
-            stream = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
-        else:
-            stream = raw
-        yield stream
+        if kind is None:
+            yield raw
+            return
+        yield checked_stream(path, kind, raw)
     finally:
         raw.close()
 
@@ -130,37 +139,63 @@ def _drop_bom(chunk: bytes, stream: IO[bytes]) -> bytes:
     return chunk[len(_BOM) :] if chunk.startswith(_BOM) else chunk
 
 
+def _chunks(stream: IO[bytes], chunk_bytes: int) -> Iterator[bytes]:
+    """The stream's bytes in reads of `chunk_bytes`, without a UTF-8 byte order mark at the start."""
+    first_read = True
+    while True:
+        chunk = stream.read(chunk_bytes)
+        if not chunk:
+            return
+        if first_read:
+            first_read = False
+            if chunk.startswith(_BOM[: len(chunk)]):
+                chunk = _drop_bom(chunk, stream)
+                if not chunk:
+                    continue
+        yield chunk
+
+
 def iter_byte_blocks(
-    stream: IO[bytes], lines_per_block: int, chunk_bytes: int = _CHUNK_BYTES
-) -> Iterator[tuple[int, bytes]]:
+    stream: IO[bytes],
+    lines_per_block: int,
+    chunk_bytes: int = _CHUNK_BYTES,
+    max_line_bytes: int | None = None,
+) -> Iterator[tuple[int, bytes] | LongLine]:
     """Yields `(first_line_number, data)`: the bytes of at most `lines_per_block` whole lines.
 
     Every block but the last ends with its last line's "\n"; the last may
     lack it when the file does. Line numbers are 1-based. Lines keep any
     "\r". A UTF-8 byte order mark at the start of the file is dropped.
+
+    A line longer than `max_line_bytes` (without its "\n"; None: no limit)
+    is not in any block: a `LongLine` with its number, length and head comes
+    in its place, after a block of the lines before it. It is read past in
+    chunks, never held whole, so memory stays within about
+    `lines_per_block` lines of at most `max_line_bytes` plus one chunk.
     """
-    # Unconsumed input as views of the chunks read, with each chunk's newline offsets: a block is
+    # Unconsumed input as views of the pieces read, with each piece's newline offsets: a block is
     # then joined from them in one copy (a growing bytearray copied each byte three times).
     chunks: list[memoryview] = []
     positions: list[np.ndarray] = []
     pending = 0
     line_no = 1
-    first_read = True
-    while True:
-        chunk = stream.read(chunk_bytes)
-        if not chunk:
-            break
-        if first_read:
-            first_read = False
-            if chunk.startswith(_BOM[: len(chunk)]):
-                chunk = _drop_bom(chunk, stream)
-        found = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == _NEWLINE)
-        chunks.append(memoryview(chunk))
+    for item in bounded_pieces(_chunks(stream, chunk_bytes), max_line_bytes):
+        if isinstance(item, LongLine):
+            if chunks:  # the whole lines before it (fewer than a block's worth)
+                yield line_no, b"".join(chunks)
+                chunks, positions = [], []
+                line_no += pending
+                pending = 0
+            yield dataclasses.replace(item, line=line_no)
+            line_no += 1
+            continue
+        piece, found = item
+        chunks.append(piece)
         positions.append(found)
         pending += found.size
         while pending >= lines_per_block:
             need, k = lines_per_block, 0
-            while need > positions[k].size:  # chunks whose lines all belong to this block
+            while need > positions[k].size:  # pieces whose lines all belong to this block
                 need -= positions[k].size
                 k += 1
             cut = int(positions[k][need - 1]) + 1

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from apache_beam.io.filesystems import FileSystems
 
 from sparse_io.hashing import fingerprint64, hash_strings, normalize_salt
+from sparse_io.paths import join_under
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
 from transforms.beam._columns import feature_names, replace_column, require_columns
 from transforms.beam._counts import list_values
@@ -297,7 +298,7 @@ class ApplyVocabulary(beam.PTransform):
         elif isinstance(vocabularies, str):
             if self._features is None:
                 raise ValueError("ApplyVocabulary: with a vocabulary directory, name the features")
-            self._files = {n: FileSystems.join(vocabularies, f"{n}.txt") for n in self._features}
+            self._files = {n: join_under(vocabularies, f"{n}.txt") for n in self._features}
         else:
             raise ValueError(
                 "ApplyVocabulary: vocabularies must be ComputeVocabulary's output, a mapping "

@@ -19,7 +19,7 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 
 from sparse_io.dead_letters import DeadLetterSink, ErrorBudgetExceeded
-from sparse_io.readers import FORMATS, read_file
+from sparse_io.readers import DEFAULT_MAX_LINE_BYTES, FORMATS, read_file
 from sparse_io.schema import Schema, criteo_schema
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
 from transforms.beam._read_ahead import read_ahead
@@ -88,7 +88,9 @@ class ReadLogs(beam.PTransform):
       format: one of `sparse_io.FORMATS` ("criteo", "csv", "tsv", "jsonl", "parquet").
       schema: what to read (default `criteo_schema()` for "criteo").
       batch_size: most rows per RecordBatch (default 32768).
-      strict, list_separator, skip_header: as in `sparse_io.read_file`.
+      strict, list_separator, skip_header, max_line_bytes: as in
+        `sparse_io.read_file` (a line longer than `max_line_bytes`, default
+        16 MiB, is a dead letter, read past without being held whole).
       dead_letters_path: if given, rejected records are written there as JSON
         Lines (`{"source", "line", "reason", "raw"}`; an empty file when none).
       error_budget: fail the pipeline when more than this fraction of all
@@ -117,6 +119,7 @@ class ReadLogs(beam.PTransform):
         strict: bool = False,
         list_separator: str = "|",
         skip_header: bool | None = None,
+        max_line_bytes: int | None = DEFAULT_MAX_LINE_BYTES,
         dead_letters_path: str | None = None,
         error_budget: float | None = 0.0,
         with_dead_letters: bool = False,
@@ -139,7 +142,8 @@ class ReadLogs(beam.PTransform):
         self._format = format
         self._schema = schema
         self._options = dict(
-            batch_size=batch_size, strict=strict, list_separator=list_separator, skip_header=skip_header
+            batch_size=batch_size, strict=strict, list_separator=list_separator, skip_header=skip_header,
+            max_line_bytes=max_line_bytes,
         )
         self._dead_letters_path = dead_letters_path
         self._error_budget = error_budget
@@ -147,7 +151,7 @@ class ReadLogs(beam.PTransform):
         # Fail at construction on arguments read_file would reject at run time.
         from sparse_io.readers import _resolve
 
-        _resolve(format, schema, batch_size, list_separator)
+        _resolve(format, schema, batch_size, list_separator, max_line_bytes)
 
     @staticmethod
     def _as_glob(pattern: str) -> tuple[str, bool]:

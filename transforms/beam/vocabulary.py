@@ -23,9 +23,9 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from apache_beam.io.filesystems import FileSystems
 
 from sparse_io.atomic import atomic_write_text
+from sparse_io.paths import join_under
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
 from transforms.beam._columns import feature_names, require_columns
 from transforms.beam._counts import CountTable, list_values
@@ -129,8 +129,8 @@ class _WriteVocabularyFn(beam.DoFn):
             values = values.filter(pa.array(keep))
         if self._top_k is not None:
             values = values.slice(0, self._top_k)
-        path = FileSystems.join(self._output_dir, f"{feature}.txt")
-        atomic_write_text(path, _lines(values))
+        path = join_under(self._output_dir, f"{feature}.txt")
+        atomic_write_text(path, _lines(values), output_root=self._output_dir)
         yield VocabularyFile(feature, path, len(values), self._num_oov, dtype)
 
 
@@ -153,8 +153,10 @@ class ComputeVocabulary(beam.PTransform):
     one per feature. Files are written atomically; a feature with no tokens
     gets an empty file.
 
-    Raises: ValueError at construction for bad arguments; while running for a
-    missing column or a null id (naming feature and row).
+    Raises: ValueError at construction for bad arguments, among them a
+    feature name that would put its file outside `output_dir`
+    (`sparse_io.paths.join_under`); while running for a missing column or a
+    null id (naming feature and row).
 
     Example:
       >>> vocab = batches | ComputeVocabulary(["genre"], "/tmp/vocab")  # doctest: +SKIP
@@ -177,6 +179,8 @@ class ComputeVocabulary(beam.PTransform):
         check_int("num_oov_buckets", num_oov_buckets, 0)
         if not output_dir:
             raise ValueError("ComputeVocabulary: output_dir must be a directory path")
+        for name in self._features:  # a name that would leave output_dir fails here, before any write
+            join_under(output_dir, f"{name}.txt")
         self._output_dir = output_dir
         self._min_frequency = min_frequency
         self._top_k = top_k

@@ -15,7 +15,10 @@ whatever order the runner processes batches in.
 
 Shards are written atomically by the sparse_io writers (a file appears only
 complete). After all of them, shards that received no rows are written
-empty (a reader can count on every index existing), `schema.json` and
+empty (a reader can count on every index existing), unless the rows could
+not fill `num_shards` (fewer rows than shards): then only the shards that
+received rows are kept, renumbered `part-i-of-K` (K of them, at least one),
+and a log line says so, rather than thousands of empty files; `schema.json` and
 `stats.json` are written, and `part-*` files of an earlier run with another
 shard count or format are deleted, along with temporaries a crashed run left.
 """
@@ -25,6 +28,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import functools
+import logging
 import math
 import os
 from collections.abc import Sequence
@@ -59,6 +63,7 @@ _SHARD = "__sparseflow_shard"  # each row's shard, until the spill files it unde
 _SUFFIX = {"parquet": ".parquet", "tfrecord": ".tfrecord"}
 DEFAULT_STATS_BATCH_SIZES = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 _METRICS = "sparseflow.WriteShards"
+_LOGGER = logging.getLogger("sparseflow.WriteShards")
 # Shards one worker encodes at once when `write_threads` is None: its CPU count, at most this.
 MAX_DEFAULT_WRITE_THREADS = 4
 
@@ -288,6 +293,7 @@ def _finalize(
     schema = schema or inferred_schema
     suffix = _SUFFIX[format]
     done = {index: (path, rows) for index, path, rows in written}
+    done, shards = _fit_to_rows(done, shards, output_dir, suffix)
     for index in range(shards):
         if index not in done:
             path = FileSystems.join(output_dir, shard_name(index, shards, suffix))
@@ -308,6 +314,23 @@ def _finalize(
     }
 
 
+def _fit_to_rows(done: dict, shards: int, output_dir: str, suffix: str) -> tuple[dict, int]:
+    """`(done, shards)`, with only the shards that got rows, renumbered, when the rows cannot fill `shards`."""
+    rows = sum(count for _, count in done.values())
+    if rows >= shards:
+        return done, shards
+    filled = [index for index in sorted(done) if done[index][1] > 0]
+    kept = max(1, len(filled))
+    renumbered = {}
+    for new, old in enumerate(filled):
+        path, count = done[old]
+        target = FileSystems.join(output_dir, shard_name(new, kept, suffix))
+        FileSystems.rename([path], [target])
+        renumbered[new] = (target, count)
+    _LOGGER.warning("num_shards %d is more than the %d rows can fill: wrote %d shards", shards, rows, kept)
+    return renumbered, kept
+
+
 def _updated(schema: Schema, updates: dict[str, dict]) -> Schema:
     for name, changes in updates.items():
         if name not in schema.names:
@@ -324,7 +347,9 @@ class WriteShards(beam.PTransform):
       output_dir: the shard directory (local or any Beam filesystem).
       format: "parquet" (list columns, `row_group_size` rows per group) or
         "tfrecord" (one `tf.train.Example` per row, uncompressed).
-      num_shards: shard count; None: enough shards of about `rows_per_shard`
+      num_shards: shard count (when fewer rows arrive, only the shards that
+        got rows are kept, renumbered: see the module doc); None: enough
+        shards of about `rows_per_shard`
         rows each (counted in the pipeline).
       shuffle: globally shuffle rows across and within shards.
       seed: makes the shuffle repeatable (same input, same shards); None

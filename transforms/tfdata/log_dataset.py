@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import gzip
 import os
+import zlib
 from collections.abc import Mapping, Sequence
 
 import tensorflow as tf
 
+from sparse_io.errors import CorruptFileError
 from sparse_io.schema import Schema, criteo_schema
 from transforms.tfdata.columns import Column, select_columns
 from transforms.tfdata.dataset import _capacities, _check_args, _column_parts, _combiners, finish_batches
@@ -115,6 +117,9 @@ def make_log_dataset(
       ValueError: bad arguments, no files, a string feature with neither
         hash bins nor a vocabulary, CSV headers that differ between files or
         lack a column, or on_error="skip" without a counter.
+      CorruptFileError: a `.gz`/`.zz` file of this worker is truncated or
+        damaged (each is decompressed once here to find its end marker,
+        since TensorFlow's reader would stop quietly where a cut file ends).
       tf.errors.InvalidArgumentError: at run time, a bad line with
         on_error="raise".
 
@@ -172,6 +177,9 @@ def make_log_dataset(
     sizes = [tf.io.gfile.stat(f).length for f in files]
     mine = split_files([s > 0 for s in sizes], shards, worker)
     chosen = list(range(len(files))) if mine is None else mine
+    if compression is not None:
+        for f in chosen:
+            _check_stream_end(files[f], compression)
     chunk = lines_per_chunk or max(batch_size, 4096)
 
     def check(path, numbers, text):
@@ -282,6 +290,48 @@ def _compression(files: Sequence[str]) -> str | None:
     if any(f.endswith((".zst", ".zstd", ".bz2")) for f in files):
         raise ValueError("tf.data reads plain, .gz and .zz text only; decompress .zst/.bz2 logs first")
     return kind
+
+
+_CHECK_BYTES = 1 << 20
+
+
+def _check_stream_end(path: str, compression: str) -> None:
+    """Decompresses `path` once, output discarded, to find its end marker.
+
+    TensorFlow's compressed line reader ends quietly where a cut file ends,
+    so without this a truncated .gz log reads as a shorter log. The pass
+    costs one decompression of the worker's files when the dataset is made
+    (not every epoch); output is bounded to `_CHECK_BYTES` a step.
+
+    Raises:
+      CorruptFileError: the stream is truncated or damaged.
+    """
+    gzip_wbits, zlib_wbits = 16 + zlib.MAX_WBITS, zlib.MAX_WBITS
+    wbits = gzip_wbits if compression == "GZIP" else zlib_wbits
+    decompressor, read = zlib.decompressobj(wbits), 0
+    try:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            while True:
+                data = f.read(_CHECK_BYTES)
+                if not data:
+                    break
+                read += len(data)
+                while data:
+                    decompressor.decompress(data, _CHECK_BYTES)
+                    data = decompressor.unconsumed_tail
+                    if decompressor.eof and decompressor.unused_data:
+                        if compression != "GZIP":
+                            raise CorruptFileError(path, f"damaged zlib stream: data after its end at byte {read}")
+                        data = decompressor.unused_data  # the next gzip member
+                        decompressor = zlib.decompressobj(wbits)
+    except zlib.error as e:
+        raise CorruptFileError(
+            path, f"damaged {compression.lower()} stream: {e} (within the first {read:,} bytes)"
+        ) from None
+    if read and not decompressor.eof:
+        raise CorruptFileError(
+            path, f"truncated {compression.lower()} stream: it ends at byte {read:,} before its end-of-stream marker"
+        )
 
 
 def _first_line(path: str, compression: str | None) -> str:
