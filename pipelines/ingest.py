@@ -1,6 +1,7 @@
 """`python -m pipelines.ingest`: raw recommendation logs -> training shards.
 
-Reads logs (criteo, jsonl, csv, parquet; local or gs://), optionally groups
+Reads logs (criteo, csv, tsv, jsonl, parquet; local or gs://; `--delimiter`
+for any one-character csv delimiter), optionally groups
 user histories, hashes or looks up ids, and writes shards with schema.json,
 stats.json, vocabularies, dead letters and a report::
 
@@ -81,6 +82,7 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
         skip_header=config.skip_header,
         dead_letters_path=FileSystems.join(output_dir, ERRORS_DIR, DEAD_LETTERS_FILE),
         error_budget=config.error_budget,
+        **config.read_options(),
     )
     if progress_seconds > 0:
         batches = batches | "Progress" >> LogProgress(progress_seconds)
@@ -169,7 +171,9 @@ def run_ingest(argv: list[str]) -> dict:
     if not ours.progress_seconds >= 0:  # also rejects NaN
         raise UsageError(f"--progress_seconds must be >= 0 (0 turns progress lines off), got {ours.progress_seconds}")
     if ours.config:
-        config = load_config(ours.config, format_override=ours.format)
+        config = load_config(ours.config, format_override=ours.format, delimiter_override=ours.delimiter)
+    elif ours.delimiter is not None:
+        raise UsageError("--delimiter needs --config naming the columns of the delimited log")
     elif ours.format in (None, "criteo"):
         config = default_criteo_config()
     else:

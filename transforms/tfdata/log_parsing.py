@@ -47,6 +47,8 @@ class LineFormat:
       pad_short: a line short of trailing fields has them missing (else bad).
       hex32: string ids must be 8-digit hex (Criteo).
       quotes: a field may be wrapped in double quotes (CSV).
+      null_values: whole fields that mean missing (besides ""): a feature's
+        such field is read as empty; the label's is a bad line.
     """
 
     delimiter: str
@@ -54,6 +56,11 @@ class LineFormat:
     pad_short: bool = False
     hex32: bool = False
     quotes: bool = False
+    null_values: tuple[str, ...] = ("",)
+
+    @property
+    def null_tokens(self) -> list[str]:
+        return [t for t in self.null_values if t]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +115,14 @@ class LineParser:
         return f"(?:{item}(?:{sep}{item})*)?"
 
     def _field(self, spec: FeatureSpec) -> _Field:
+        field = self._value_field(spec)
+        tokens = self.format.null_tokens
+        if spec.kind == "label" or not tokens:
+            return field
+        nulls = "|".join(_escape(t) for t in tokens)
+        return _Field(field.name, f"(?:{nulls}|{field.pattern})", f"{field.check} (or a null token)")
+
+    def _value_field(self, spec: FeatureSpec) -> _Field:
         if spec.kind == "label":
             text = INT_TEXT if spec.dtype in ("int64", "int32") else FLOAT_TEXT
             return _Field(spec.name, text, "a number (required)")
@@ -144,6 +159,15 @@ class LineParser:
         fields = ragged.to_tensor(default_value="", shape=[lines.shape[0], len(self.fields)])
         if self.format.quotes:
             fields = tf.strings.regex_replace(fields, '^"(.*)"$', r"\1")
+        tokens = self.format.null_tokens
+        if tokens:
+            null = tf.reduce_any(tf.stack([tf.equal(fields, t) for t in tokens]), axis=0)
+            label = self.schema.label
+            if label is not None and label.name in self.file_columns:
+                # A label is never missing: its null token stays, and the line fails validation.
+                keep = [c != label.name for c in self.file_columns]
+                null = tf.logical_and(null, tf.constant([keep + [True] * (len(self.fields) - len(keep))]))
+            fields = tf.where(null, "", fields)
         return fields, counts
 
     def validate(self, lines: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
