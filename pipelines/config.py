@@ -10,7 +10,9 @@ Example (Criteo, with comments, as accepted by `load_config`)::
 
     input:
       format: criteo          # criteo | csv | tsv | jsonl | parquet (sparse_io.LOG_FORMATS)
-      schema: criteo          # "criteo", or a list of feature specs
+      schema: criteo          # "criteo", or a list of feature specs, e.g.
+      #   {name: ts, kind: dense, dtype: timestamp, unit: ms}   (int64 ms; unix numbers or ISO-8601)
+      #   {name: rating, kind: label, dtype: int64, label_type: integer}  (default for ints: binary 0/1)
       # csv/tsv only: delimiter: ";" (any one character; "\t" a tab), quote_char: "'",
       # null_values: ["", "NA", "NULL", "\\N"] (cells that mean missing; a feature spec
       # may carry its own null_values list)
@@ -198,6 +200,12 @@ def _schema(raw: Any, fmt: str) -> tuple[Schema, dict[str, list]]:
         raise _fail("input.schema", "must be 'criteo' or a list of feature specs")
     specs, nulls = [], {}
     for i, item in enumerate(raw):
+        if isinstance(item, dict) and item.get("dtype") == "timestamp":
+            # `dtype: timestamp, unit: ms` is an int64 column with its time unit (schema.json: time_unit).
+            item = {k: v for k, v in item.items() if k != "unit"}
+            item.update(dtype="int64", time_unit=raw[i].get("unit", raw[i].get("time_unit", "s")))
+        elif isinstance(item, dict) and "unit" in item:
+            raise _fail(f"input.schema[{i}].unit", "applies to dtype: timestamp")
         if isinstance(item, dict) and "null_values" in item:
             item = dict(item)
             tokens = item.pop("null_values")

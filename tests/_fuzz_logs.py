@@ -126,19 +126,29 @@ def float_text(draw) -> Cell:
     if kind == "f32":
         x = float(np.float32(draw(st.floats(width=32, allow_nan=False, allow_infinity=False))))
         return Cell(repr(x), x)
-    if kind == "int":
-        n = draw(st.integers(-(10**30), 10**30))
+    if kind == "int":  # integers float32 holds exactly (others are bad: see bad_float_text)
+        n = draw(st.integers(-(2**24), 2**24)) * 2 ** draw(st.integers(0, 76))
         return Cell(str(n), f32(n))
     if kind == "short":
         text = draw(st.sampled_from([".5", "5.", "+1.25", "-0", "0.0", "1E-5", "+.5e1", "1e-50"]))
         return Cell(text, f32(Fraction(text.replace("+", ""))))
     mantissa, exponent = draw(st.integers(-(10**12), 10**12)), draw(st.integers(-60, 25))
     text = f"{mantissa}e{exponent}"
+    if _float32_rounds_an_integer(Fraction(mantissa) * Fraction(10) ** exponent):
+        return Cell(str(2**30), 2.0**30)
     return Cell(text, f32(Fraction(mantissa) * Fraction(10) ** exponent))
 
 
+def _float32_rounds_an_integer(exact: Fraction) -> bool:
+    """The readers' rule: an integral value above 2**24 (as float64) that float32 would change is bad."""
+    x = float(exact)
+    return x == int(x) and abs(x) > 2**24 and float(np.float32(x)) != x if np.isfinite(x) else False
+
+
 def bad_float_text() -> st.SearchStrategy[Cell]:
-    return st.sampled_from(_BAD_FLOAT_TEXT).map(lambda t: Cell(t, ok=False))
+    # An odd integer between 2**24 and 2**53 is exact in float64 and never in float32.
+    rounded = st.integers(2**23, 2**52 - 1).map(lambda k: Cell(str(2 * k + 1), ok=False))
+    return st.one_of(st.sampled_from(_BAD_FLOAT_TEXT).map(lambda t: Cell(t, ok=False)), rounded)
 
 
 # --- Criteo TSV --------------------------------------------------------------------------------------
@@ -157,10 +167,11 @@ def _fault(draw, field_faults: list[str], line_faults: list[str]) -> str | None:
 
 @st.composite
 def _criteo_cell(draw, name: str, bad: bool) -> Cell:
-    if name == "label":
+    if name == "label":  # a click: 0 or 1
         if bad:
-            return draw(st.one_of(bad_int_text(*INT64), st.just(Cell("", ok=False))))
-        return draw(int_text(*INT64))
+            not_a_click = st.one_of(int_text(2, INT64[1]), int_text(INT64[0], -1)).map(lambda c: Cell(c.text, ok=False))
+            return draw(st.one_of(bad_int_text(*INT64), st.just(Cell("", ok=False)), not_a_click))
+        return draw(int_text(0, 1))
     if name.startswith("I"):
         if bad:
             return draw(bad_float_text())
