@@ -116,6 +116,16 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
             for name in names:
                 schema = schema.replace(name, dtype="int64")
     out = config.output
+    updates = {name: {"hash_buckets": b} for name, b, _ in hashed}
+    order_by = None
+    if config.histories is not None:
+        h = config.histories
+        unit = config.schema[h.time].time_unit if h.time in config.schema else None
+        if unit is not None:
+            updates.setdefault(h.time, {})["time_unit"] = unit
+        if not out.shuffle:
+            # Unshuffled history rows read as a user expects: by key, then time (the per-event time is a scalar).
+            order_by = (h.key, h.time) if h.examples_per_event else (h.key,)
     return batches | "WriteShards" >> WriteShards(
         output_dir,
         out.format,
@@ -124,11 +134,12 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
         out.seed,
         schema=schema,
         # An inferred schema cannot know the id ranges; the trainer sizes its tables from them.
-        schema_updates=None if schema is not None else {name: {"hash_buckets": b} for name, b, _ in hashed},
+        schema_updates=None if schema is not None else updates,
         stats_batch_sizes=list(config.batch_sizes),
         row_group_size=out.row_group_size,
         write_threads=out.write_threads,
         compression=out.compression,
+        order_by=order_by,
     )
 
 
