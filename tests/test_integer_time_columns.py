@@ -203,3 +203,56 @@ def test_a_declared_label_type_accepts_other_values(tmp_path):
     assert [r["label"] for r in rows] == [4.5] and sink.bad == 0
     with pytest.raises(ValueError, match="label_type"):
         FeatureSpec("x", "dense", "int64", label_type="integer")
+
+
+def test_the_click_model_casts_integer_columns_and_flags_their_missing_values():
+    import tensorflow as tf
+
+    from pipelines.model import normalise_dense
+    from transforms import MISSING_INT
+
+    value, missing = normalise_dense(tf.constant([3, MISSING_INT, 0, -7], tf.int64))
+    assert value.dtype == tf.float32
+    assert value.numpy().tolist() == pytest.approx([np.log1p(3.0), 0.0, 0.0, 0.0])
+    assert missing.numpy().tolist() == [0.0, 1.0, 0.0, 0.0]
+    value, missing = normalise_dense(tf.constant([np.nan, 1.0], tf.float64))
+    assert value.dtype == tf.float32 and missing.numpy().tolist() == [1.0, 0.0]
+
+
+def test_the_click_model_leaves_timestamp_columns_out():
+    from types import SimpleNamespace
+
+    from pipelines.tasks import resolve_task
+
+    schema = Schema([FeatureSpec("label", "label", "int64"), FeatureSpec("c", "sparse", "int64", hash_buckets=10),
+                     FeatureSpec("n", "dense", "int64"), FeatureSpec("t", "dense", "int64", time_unit="ms")])
+    args = SimpleNamespace(embedding_dim=4, density=0.5, block_size=8, seed=0)
+    model = resolve_task(schema, "ctr").make_model(schema, args, (16,))
+    assert model.dense_features == ["n"]
+
+
+def test_the_log_dataset_delivers_integer_columns_as_the_shards_do(tmp_path):
+    from transforms import MISSING_INT, make_log_dataset
+
+    path = tmp_path / "log.tsv"
+    path.write_text("label\tn\tx\n1\t875246012\t0.5\n0\t\t\n1\t9007199254740993\t2\n")
+    schema = Schema([FeatureSpec("label", "label", "int64"), FeatureSpec("n", "dense", "int64"),
+                     FeatureSpec("x", "dense", "float32")])
+    features, label = next(iter(make_log_dataset(str(path), "tsv", 3, schema=schema, output="ragged")))
+    assert features["n"].numpy().tolist() == [875246012, MISSING_INT, 2**53 + 1]
+    assert features["x"].numpy()[0] == 0.5 and np.isnan(features["x"].numpy()[1])
+    with pytest.raises(ValueError, match="timestamp"):
+        make_log_dataset(str(path), "tsv", 3, schema=Schema([FeatureSpec("n", "dense", "int64", time_unit="s")]),
+                         label=False)
+
+
+def test_jsonl_timestamps_and_float64_values(tmp_path):
+    path = tmp_path / "events.jsonl"
+    path.write_text('{"t": "2014-04-01T05:26:12.539Z", "x": 0.1}\n{"t": 1396329972539, "x": 2}\n'
+                    '{"t": "2016-01-03", "x": null}\n{"t": 5, "x": 9007199254740993}\n')
+    schema = Schema([FeatureSpec("t", "dense", "int64", time_unit="ms"), FeatureSpec("x", "dense", "float64")])
+    sink = DeadLetterSink()
+    rows = [r for b in read_file(str(path), "jsonl", schema, dead_letters=sink) for r in b.to_pylist()]
+    assert [r["t"] for r in rows] == [1396329972539, 1396329972539, _unix("2016-01-03", 1000)]
+    assert rows[0]["x"] == 0.1 and rows[2]["x"] is None
+    assert sink.bad == 1 and "9007199254740993" in sink.letters[0].reason  # float64 would round it

@@ -161,3 +161,22 @@ def test_the_config_takes_delimiter_quote_char_and_null_values():
         parse_config({"input": {"format": "criteo", "null_values": ["NA"]}})
     with pytest.raises(ConfigError, match="input.delimiter.*format 'tsv' means delimiter"):
         parse_config({**base, "input": {**base["input"], "format": "tsv", "delimiter": ";"}})
+
+
+def test_the_cli_takes_tsv_and_a_delimiter(tmp_path):
+    import json as _json
+
+    from pipelines.ingest import run_ingest
+
+    config = {"input": {"format": "csv", "schema": [{"name": "label", "kind": "label", "dtype": "int64"},
+                                                    {"name": "tags", "kind": "sparse", "dtype": "string"}]},
+              "features": {"tags": {"hash_buckets": 10}}, "output": {"num_shards": 1}}
+    (tmp_path / "c.json").write_text(_json.dumps(config))
+    (tmp_path / "semi.csv").write_text("label;tags\n1;a|b\n0;c\n")
+    (tmp_path / "tab.tsv").write_text("label\ttags\n1\ta|b\n0\tc\n1\t\n")
+    for name, extra, rows in (("semi.csv", ["--delimiter", ";"], 2), ("tab.tsv", ["--format", "tsv"], 3),
+                              ("tab.tsv", ["--delimiter", "\\t"], 3)):
+        summary = run_ingest(["--input", str(tmp_path / name), "--config", str(tmp_path / "c.json"),
+                              "--output", str(tmp_path / f"out-{len(extra[1])}-{name}"), "--no_report",
+                              "--progress_seconds", "0", *extra])
+        assert (summary["rows_out"], summary["bad_records"]) == (rows, 0)

@@ -184,10 +184,13 @@ def _from_text(values: pa.Array, spec: FeatureSpec, *, hex32: bool):
 
 
 def _not_float(text: pa.Array, typed: pa.Array, spec: FeatureSpec) -> np.ndarray:
-    """Bad float values: not finite, or an integer float32 would round."""
+    """Bad float values: not finite, or an integer (written as one: `123`, `123.0`) float32 would round."""
     bad = ~np_mask(pc.is_finite(typed), null_as=True)
-    if spec.dtype == "float32" and len(typed) and np.nanmax(np.abs(_floats(typed))) > FLOAT32_EXACT:
-        bad |= _rounded_integers(_floats(pc.cast(_nulled(text, bad), pa.float64())), typed)
+    magnitudes = np.abs(_floats(typed)) if spec.dtype == "float32" else np.zeros(0)
+    if np.any(magnitudes[np.isfinite(magnitudes)] > FLOAT32_EXACT):
+        integer = np_mask(pc.match_substring_regex(text, _INT_TEXT), null_as=False) & ~bad
+        if integer.any():
+            bad |= _rounded_integers(_floats(pc.cast(_nulled(text, ~integer), pa.float64())), typed)
     return bad
 
 
@@ -201,7 +204,8 @@ def _rounded_integers(exact: np.ndarray, typed: pa.Array) -> np.ndarray:
     A decimal fraction (0.1) is inexact in any binary float and is taken as
     such; an integer count or id is not, so one float32 would round (2**24 + 1
     and above) is refused instead of silently becoming its neighbour. The
-    integer is known at float64 precision (exact up to 2**53).
+    integer is known at float64 precision (exact up to 2**53). Values written
+    as floats (`1.5e9`, a float column) are floats and narrow as floats do.
     """
     with np.errstate(invalid="ignore"):
         integral = np.isfinite(exact) & (np.floor(exact) == exact) & (np.abs(exact) > FLOAT32_EXACT)
@@ -303,18 +307,15 @@ def _from_arrow(values: pa.Array, spec: FeatureSpec, column: str):
     if spec.dtype in ("float32", "float64"):
         typed = pc.cast(values, target, safe=False)
         bad = ~np_mask(pc.is_finite(typed), null_as=True)
-        if pa.types.is_integer(t) or spec.dtype == "float32" and pa.types.is_floating(t) and t.bit_width > 32:
-            # An integer (or a float64 holding one) that the float type would round is refused.
-            exact = _floats(values) if not pa.types.is_integer(t) else None
-            if exact is None:
-                ints = pc.fill_null(values, 0).to_numpy(zero_copy_only=False)
-                narrowed = pc.fill_null(typed, 0).to_numpy(zero_copy_only=False)
-                with np.errstate(invalid="ignore"):
-                    back = np.where(np.abs(narrowed) < 2.0**63, narrowed, 0).astype(np.int64)
-                bad |= (back != ints) | (np.abs(narrowed) >= 2.0**63)
-                bad &= values.is_valid().to_numpy(zero_copy_only=False)
-            else:
-                bad |= _rounded_integers(exact, typed)
+        if pa.types.is_integer(t):
+            # An integer column the float type would round is refused (floats narrow as floats do).
+            ints = pc.fill_null(values, 0).to_numpy(zero_copy_only=False)
+            narrowed = pc.fill_null(typed, 0).to_numpy(zero_copy_only=False)
+            with np.errstate(invalid="ignore"):
+                back = np.where(np.abs(narrowed) < 2.0**63, narrowed, 0).astype(ints.dtype if ints.dtype.kind == "u"
+                                                                              else np.int64)
+            bad |= (back != ints) | (np.abs(narrowed) >= 2.0**63)
+            bad &= values.is_valid().to_numpy(zero_copy_only=False)
         return typed, bad, lambda i: f"{_show(values, i)} is not a finite {spec.dtype} (or {spec.dtype} would round it)"
     info = np.iinfo(np.dtype(spec.dtype))
     raw = pc.fill_null(values, 0).to_numpy(zero_copy_only=False)

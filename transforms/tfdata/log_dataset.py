@@ -149,6 +149,10 @@ def make_log_dataset(
         if format != "criteo":
             raise ValueError(f"format={format!r} needs a schema")
         schema = criteo_schema()
+    timed = [f.name for f in schema if f.time_unit is not None]
+    if timed:
+        raise ValueError(f"timestamp column(s) {timed}: ISO-8601 text is parsed by the Beam ingest "
+                         "(python -m pipelines.ingest), not in the graph; read its shards with make_dataset")
     files = list_files(pattern)
     compression = _compression(files)
     if format == "criteo":
