@@ -256,3 +256,11 @@ def test_jsonl_timestamps_and_float64_values(tmp_path):
     assert [r["t"] for r in rows] == [1396329972539, 1396329972539, _unix("2016-01-03", 1000)]
     assert rows[0]["x"] == 0.1 and rows[2]["x"] is None
     assert sink.bad == 1 and "9007199254740993" in sink.letters[0].reason  # float64 would round it
+
+
+def test_an_inferred_shard_schema_keeps_float64_scalars():
+    from transforms.beam import infer_schema
+
+    schema = infer_schema(pa.schema([("w", pa.float64()), ("ws", pa.list_(pa.float64())), ("t", pa.int64())]))
+    assert [(f.name, f.kind, f.dtype) for f in schema] == [
+        ("w", "dense", "float64"), ("ws", "sparse", "float32"), ("t", "dense", "int64")]

@@ -80,7 +80,8 @@ def infer_schema(arrow_schema: pa.Schema, label: str | None = "label") -> Schema
     Raises:
       ValueError: a column type the shard formats cannot hold.
     """
-    dtypes = {pa.int64(): "int64", pa.int32(): "int32", pa.float32(): "float32", pa.string(): "string"}
+    dtypes = {pa.int64(): "int64", pa.int32(): "int32", pa.float32(): "float32", pa.float64(): "float64",
+              pa.string(): "string"}
     names = set(arrow_schema.names)
     features = []
     for field in arrow_schema:
@@ -90,8 +91,8 @@ def infer_schema(arrow_schema: pa.Schema, label: str | None = "label") -> Schema
         value_type = field.type.value_type if is_list else field.type
         if pa.types.is_large_string(value_type):
             value_type = pa.string()
-        if pa.types.is_floating(value_type) and value_type != pa.float32():
-            value_type = pa.float32()
+        if pa.types.is_floating(value_type) and value_type != pa.float32() and (is_list or value_type != pa.float64()):
+            value_type = pa.float32()  # a scalar float64 column stays float64: narrowing it would round
         if value_type not in dtypes:
             raise ValueError(
                 f"WriteShards: column {field.name!r} has type {field.type}, which shards cannot hold"
