@@ -9,9 +9,14 @@ falls back to a default.
 Example (Criteo, with comments, as accepted by `load_config`)::
 
     input:
-      format: criteo          # criteo | jsonl | csv | parquet
-      schema: criteo          # "criteo", or a list of feature specs
+      format: criteo          # criteo | csv | tsv | jsonl | parquet (sparse_io.LOG_FORMATS)
       max_line_bytes: 16777216  # a longer line is a dead letter (default 16 MiB)
+      schema: criteo          # "criteo", or a list of feature specs, e.g.
+      #   {name: ts, kind: dense, dtype: timestamp, unit: ms}   (int64 ms; unix numbers or ISO-8601)
+      #   {name: rating, kind: label, dtype: int64, label_type: integer}  (default for ints: binary 0/1)
+      # csv/tsv only: delimiter: ";" (any one character; "\t" a tab), quote_char: "'",
+      # null_values: ["", "NA", "NULL", "\\N"] (cells that mean missing; a feature spec
+      # may carry its own null_values list)
     features:
       "C*": {hash_buckets: 1000000}         # glob over sparse feature names
       C9: {vocabulary: {min_frequency: 1}}  # exact names win over globs
@@ -48,6 +53,7 @@ from typing import Any
 import yaml
 
 from pipelines import config_limits as limits
+from sparse_io.readers import DELIMITED_FORMATS, LOG_FORMATS, csv_options
 from sparse_io.schema import FeatureSpec, Schema, SchemaError, criteo_schema
 from sparse_io.shards import check_parquet_codec
 
@@ -62,7 +68,7 @@ __all__ = [
     "default_criteo_config",
 ]
 
-FORMATS = ("criteo", "jsonl", "csv", "parquet")
+FORMATS = LOG_FORMATS
 SHARD_FORMATS = ("parquet", "tfrecord")
 
 
@@ -124,6 +130,21 @@ class IngestConfig:
     skip_header: bool | None = None
     histories: HistoryConfig | None = None
     max_line_bytes: int = limits.DEFAULT_MAX_LINE_BYTES
+    delimiter: str | None = None
+    quote_char: str | None = None
+    null_values: tuple[str, ...] | None = None
+    feature_null_values: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def read_options(self) -> dict:
+        """The CSV-family layout keywords of `sparse_io.read_file` / `ReadLogs` (empty for other formats)."""
+        if self.format not in DELIMITED_FORMATS:
+            return {}
+        return dict(
+            delimiter=self.delimiter,
+            quote_char=self.quote_char,
+            null_values=self.null_values,
+            feature_null_values=dict(self.feature_null_values) or None,
+        )
 
     def plan(self, name: str) -> FeaturePlan | None:
         return next((p for p in self.features if p.name == name), None)
@@ -187,17 +208,30 @@ def _non_negative(value: int | None, path: str, default: int) -> int:
     return value
 
 
-def _schema(raw: Any, fmt: str) -> Schema:
+def _schema(raw: Any, fmt: str) -> tuple[Schema, dict[str, list]]:
+    """The schema, and the per-feature null tokens its specs carry (`null_values:` in a spec)."""
     if raw is None:
         if fmt == "criteo":
-            return criteo_schema()
+            return criteo_schema(), {}
         raise _fail("input.schema", f"required for format {fmt!r} (a list of feature specs)")
     if raw == "criteo":
-        return criteo_schema()
+        return criteo_schema(), {}
     if not isinstance(raw, list):
         raise _fail("input.schema", "must be 'criteo' or a list of feature specs")
-    specs = []
+    specs, nulls = [], {}
     for i, item in enumerate(raw):
+        if isinstance(item, dict) and item.get("dtype") == "timestamp":
+            # `dtype: timestamp, unit: ms` is an int64 column with its time unit (schema.json: time_unit).
+            item = {k: v for k, v in item.items() if k != "unit"}
+            item.update(dtype="int64", time_unit=raw[i].get("unit", raw[i].get("time_unit", "s")))
+        elif isinstance(item, dict) and "unit" in item:
+            raise _fail(f"input.schema[{i}].unit", "applies to dtype: timestamp")
+        if isinstance(item, dict) and "null_values" in item:
+            item = dict(item)
+            tokens = item.pop("null_values")
+            if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+                raise _fail(f"input.schema[{i}].null_values", f"must be a list of strings, got {tokens!r}")
+            nulls[item.get("name")] = tokens
         try:
             specs.append(FeatureSpec.from_dict(item))
         except (SchemaError, TypeError) as e:
@@ -208,9 +242,14 @@ def _schema(raw: Any, fmt: str) -> Schema:
     for i, spec in enumerate(specs):
         _at_most(spec.hash_buckets, f"input.schema[{i}].hash_buckets", limits.MAX_HASH_BUCKETS)
     try:
-        return Schema(specs)
+        return Schema(specs), nulls
     except SchemaError as e:
         raise _fail("input.schema", str(e)) from e
+
+
+def _delimiter(text: str | None) -> str | None:
+    # YAML's plain and single-quoted scalars keep "\t" as two characters; a tab is meant.
+    return "\t" if text == "\\t" else text
 
 
 _PLAN_KEYS = {
@@ -296,8 +335,13 @@ def _histories(raw: Any, schema: Schema) -> HistoryConfig | None:
     return HistoryConfig(**{k: v for k, v in h.items() if v is not None})
 
 
-def parse_config(data: Any, *, format_override: str | None = None) -> IngestConfig:
+def parse_config(
+    data: Any, *, format_override: str | None = None, delimiter_override: str | None = None
+) -> IngestConfig:
     """Validates a parsed config mapping and returns an `IngestConfig`.
+
+    `format_override` and `delimiter_override` (the CLI's `--format` and
+    `--delimiter`) replace `input.format` and `input.delimiter`.
 
     Raises:
       ConfigError: naming the first invalid key path.
@@ -327,6 +371,9 @@ def parse_config(data: Any, *, format_override: str | None = None) -> IngestConf
             "strict": bool,
             "skip_header": bool,
             "max_line_bytes": int,
+            "delimiter": str,
+            "quote_char": str,
+            "null_values": list,
         },
     )
     max_line_bytes = _at_most(
@@ -336,7 +383,7 @@ def parse_config(data: Any, *, format_override: str | None = None) -> IngestConf
     fmt = format_override or inp.get("format") or "criteo"
     if fmt not in FORMATS:
         raise _fail("input.format", f"{fmt!r} is not one of {', '.join(FORMATS)}")
-    schema = _schema(inp.get("schema"), fmt)
+    schema, feature_nulls = _schema(inp.get("schema"), fmt)
     out = _take(
         top.get("output") or {},
         "output",
@@ -366,6 +413,22 @@ def parse_config(data: Any, *, format_override: str | None = None) -> IngestConf
     separator = inp.get("list_separator") or "|"
     if len(separator) != 1:
         raise _fail("input.list_separator", f"must be one character, got {separator!r}")
+    delimiter = _delimiter(delimiter_override if delimiter_override is not None else inp.get("delimiter"))
+    if delimiter_override is not None and fmt not in DELIMITED_FORMATS:
+        raise _fail("input.delimiter", f"--delimiter applies to {', '.join(DELIMITED_FORMATS)}, not {fmt!r}")
+    for key, value in (("delimiter", delimiter), ("quote_char", inp.get("quote_char")),
+                       ("null_values", inp.get("null_values")), ("null_values", feature_nulls or None)):
+        if value is not None and fmt not in DELIMITED_FORMATS:
+            raise _fail(f"input.{key}", f"applies to {', '.join(DELIMITED_FORMATS)}, not {fmt!r}")
+    unknown = sorted(set(feature_nulls) - set(schema.names))
+    if unknown:
+        raise _fail("input.schema", f"null_values given for unknown feature(s) {unknown}")
+    try:
+        layout = csv_options(fmt, delimiter, inp.get("quote_char"), inp.get("null_values"), feature_nulls,
+                             separator)
+    except ValueError as e:
+        key = next((k for k in ("list_separator", "quote_char", "null_values", "delimiter") if k in str(e)), "format")
+        raise _fail(f"input.{key}", str(e)) from None
     histories = _histories(top.get("histories"), schema)
     return IngestConfig(
         format=fmt,
@@ -380,10 +443,16 @@ def parse_config(data: Any, *, format_override: str | None = None) -> IngestConf
         skip_header=inp.get("skip_header"),
         histories=histories,
         max_line_bytes=max_line_bytes,
+        delimiter=layout.delimiter if fmt in DELIMITED_FORMATS else None,
+        quote_char=layout.quote_char if fmt in DELIMITED_FORMATS else None,
+        null_values=layout.null_values if fmt in DELIMITED_FORMATS else None,
+        feature_null_values=layout.feature_null_values,
     )
 
 
-def load_config(path: str, *, format_override: str | None = None) -> IngestConfig:
+def load_config(
+    path: str, *, format_override: str | None = None, delimiter_override: str | None = None
+) -> IngestConfig:
     """Reads and validates a YAML (.yaml/.yml) or JSON config file.
 
     Raises:
@@ -406,7 +475,7 @@ def load_config(path: str, *, format_override: str | None = None) -> IngestConfi
     except (json.JSONDecodeError, yaml.YAMLError) as e:
         kind = "JSON" if path.endswith(".json") else "YAML"
         raise ConfigError(f"config file {path!r} is not valid {kind}: {str(e).splitlines()[0]}") from e
-    return parse_config(data, format_override=format_override)
+    return parse_config(data, format_override=format_override, delimiter_override=delimiter_override)
 
 
 def default_criteo_config(*, hash_buckets: int = 100_000, num_shards: int | None = None) -> IngestConfig:

@@ -18,6 +18,8 @@ import os
 import sys
 import time
 
+from sparse_io.readers import LOG_FORMATS
+
 __all__ = ["main", "run_demo"]
 
 DEMO_CONFIG = os.path.join(os.path.dirname(__file__), "configs", "demo.yaml")
@@ -28,7 +30,7 @@ def _args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--output", default="demo_output", help="where everything goes (default: %(default)s)")
     p.add_argument("--input", default=None, help="your logs instead of the synthetic ones")
     p.add_argument("--eval_input", default=None, help="held-out logs (with --input)")
-    p.add_argument("--format", default="criteo", choices=("criteo", "jsonl", "csv", "parquet"))
+    p.add_argument("--format", default="criteo", choices=LOG_FORMATS)
     p.add_argument("--config", default=None, help="ingest config (default: pipelines/configs/demo.yaml)")
     p.add_argument("--rows", type=int, default=60_000, help="synthetic training rows")
     p.add_argument("--eval_rows", type=int, default=15_000, help="synthetic held-out rows")

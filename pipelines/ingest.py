@@ -1,6 +1,7 @@
 """`python -m pipelines.ingest`: raw recommendation logs -> training shards.
 
-Reads logs (criteo, jsonl, csv, parquet; local or gs://), optionally groups
+Reads logs (criteo, csv, tsv, jsonl, parquet; local or gs://; `--delimiter`
+for any one-character csv delimiter), optionally groups
 user histories, hashes or looks up ids, and writes shards with schema.json,
 stats.json, vocabularies, dead letters and a report::
 
@@ -108,6 +109,7 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
         max_line_bytes=config.max_line_bytes,
         dead_letters_path=FileSystems.join(output_dir, ERRORS_DIR, DEAD_LETTERS_FILE),
         error_budget=config.error_budget,
+        **config.read_options(),
     )
     if progress_seconds > 0:
         batches = batches | "Progress" >> LogProgress(progress_seconds)
@@ -141,6 +143,16 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
             for name in names:
                 schema = schema.replace(name, dtype="int64")
     out = config.output
+    updates = {name: {"hash_buckets": b} for name, b, _ in hashed}
+    order_by = None
+    if config.histories is not None:
+        h = config.histories
+        unit = config.schema[h.time].time_unit if h.time in config.schema else None
+        if unit is not None:
+            updates.setdefault(h.time, {})["time_unit"] = unit
+        if not out.shuffle:
+            # Unshuffled history rows read as a user expects: by key, then time (the per-event time is a scalar).
+            order_by = (h.key, h.time) if h.examples_per_event else (h.key,)
     return batches | "WriteShards" >> WriteShards(
         output_dir,
         out.format,
@@ -149,11 +161,12 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
         out.seed,
         schema=schema,
         # An inferred schema cannot know the id ranges; the trainer sizes its tables from them.
-        schema_updates=None if schema is not None else {name: {"hash_buckets": b} for name, b, _ in hashed},
+        schema_updates=None if schema is not None else updates,
         stats_batch_sizes=list(config.batch_sizes),
         row_group_size=out.row_group_size,
         write_threads=out.write_threads,
         compression=out.compression,
+        order_by=order_by,
     )
 
 
@@ -196,7 +209,9 @@ def run_ingest(argv: list[str]) -> dict:
     if not ours.progress_seconds >= 0:  # also rejects NaN
         raise UsageError(f"--progress_seconds must be >= 0 (0 turns progress lines off), got {ours.progress_seconds}")
     if ours.config:
-        config = load_config(ours.config, format_override=ours.format)
+        config = load_config(ours.config, format_override=ours.format, delimiter_override=ours.delimiter)
+    elif ours.delimiter is not None:
+        raise UsageError("--delimiter needs --config naming the columns of the delimited log")
     elif ours.format in (None, "criteo"):
         config = default_criteo_config()
     else:

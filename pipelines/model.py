@@ -6,8 +6,11 @@
 
 Inputs are the COO batches `transforms.make_dataset(output="coo")` yields
 (one `(row_ids, col_ids, gains)` per sparse feature, padded rows point at
-row `batch_size` and are ignored) and float32 `[B]` dense features with NaN
-where missing.
+row `batch_size` and are ignored) and `[B]` dense features: float32/float64
+with NaN where missing, or int64 (counts, integer columns) with
+`transforms.MISSING_INT` where missing, cast to float32 here, after the
+missing test. Timestamp columns (a `time_unit` in schema.json) are not model
+inputs: an absolute time says nothing about held-out or future rows.
 """
 
 from __future__ import annotations
@@ -20,13 +23,22 @@ import ops.layers
 __all__ = ["CtrModel", "normalise_dense"]
 
 
-def normalise_dense(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """Returns `(log1p(max(x, 0)) with 0 for NaN, 1.0 where x was NaN)`, both float32 `[B]`.
+# The int64 minimum: how `transforms.make_dataset` marks a missing integer (transforms.MISSING_INT).
+_MISSING_INT = -(2**63)
 
+
+def normalise_dense(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Returns `(log1p(max(x, 0)) with 0 for missing, 1.0 where x was missing)`, both float32 `[B]`.
+
+    `x` is float (NaN is missing) or integer (the int64 minimum is missing).
     Counts in click logs span orders of magnitude; the log keeps them in a
     range an MLP trains on, and the flag lets the model tell 0 from missing.
     """
-    missing = tf.math.is_nan(x)
+    if x.dtype.is_integer:
+        missing = tf.equal(tf.cast(x, tf.int64), _MISSING_INT)
+    else:
+        missing = tf.math.is_nan(x)
+    x = tf.cast(x, tf.float32)
     value = tf.math.log1p(tf.maximum(tf.where(missing, tf.zeros_like(x), x), 0.0))
     return value, tf.cast(missing, tf.float32)
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from sparse_io.readers import LOG_FORMATS
+
 __all__ = ["IngestOptions"]
 
 
@@ -22,8 +24,13 @@ class IngestOptions(PipelineOptions):
         parser.add_argument(
             "--format",
             default=None,
-            choices=("criteo", "jsonl", "csv", "parquet"),
+            choices=LOG_FORMATS,
             help="log format (overrides the config's input.format)",
+        )
+        parser.add_argument(
+            "--delimiter",
+            default=None,
+            help="csv field delimiter, one character ('\\t' for a tab; overrides the config's input.delimiter)",
         )
         parser.add_argument("--config", default=None, help="YAML or JSON ingest config")
         parser.add_argument("--output", default=None, help="output directory (local path or gs://)")

@@ -44,7 +44,8 @@ class Task:
             from pipelines.model import CtrModel
 
             sizes = {s.name: _id_range(s) for s in schema.sparse}
-            return CtrModel(sizes, [f.name for f in schema.dense], embedding_dim=args.embedding_dim,
+            dense = [f.name for f in schema.dense if f.time_unit is None]  # timestamps: see pipelines.model
+            return CtrModel(sizes, dense, embedding_dim=args.embedding_dim,
                             hidden_units=hidden, density=args.density, block_size=args.block_size, seed=args.seed)
         from pipelines.history_model import HistoryModel
 

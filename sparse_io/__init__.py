@@ -10,7 +10,7 @@ from sparse_io.dead_letters import DeadLetter, DeadLetterSink, ErrorBudgetExceed
 from sparse_io.errors import CorruptFileError
 from sparse_io.example_encoding import encode_examples
 from sparse_io.manifest import ManifestError, commit_directory, verify_directory
-from sparse_io.readers import FORMATS, read_file, read_logs
+from sparse_io.readers import FORMATS, LOG_FORMATS, read_file, read_logs
 from sparse_io.schema import FeatureSpec, Schema, SchemaError, criteo_schema, weights_column
 from sparse_io.shard_set import ShardReport, SkippedShard, iter_shards
 from sparse_io.shards import PARQUET_CODECS, read_parquet_shard, shard_name, write_parquet_shard
@@ -20,6 +20,7 @@ _TF_BRIDGES = ("csr_to_ragged", "csr_to_sparse", "csr_from_ragged", "csr_from_sp
 
 __all__ = [
     "FORMATS",
+    "LOG_FORMATS",
     "PARQUET_CODECS",
     "CooBatch",
     "CorruptFileError",

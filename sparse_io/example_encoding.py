@@ -210,7 +210,8 @@ def encode_examples(batch: pa.RecordBatch, schema: Schema) -> pa.Array:
       A binary (large_binary past 2 GiB) array of `batch.num_rows` serialized Examples.
 
     Raises:
-      ValueError: a column is missing, or a list holds a null.
+      ValueError: a column is missing, a list holds a null, or a column is
+        float64 (an Example's FloatList is float32).
 
     Example:
       >>> s = Schema([FeatureSpec("label", "label"), FeatureSpec("items")])
@@ -221,6 +222,12 @@ def encode_examples(batch: pa.RecordBatch, schema: Schema) -> pa.Array:
     n = batch.num_rows
     columns = []
     for spec in schema:
+        if spec.dtype == "float64":
+            # A FloatList holds float32: writing one would round silently.
+            raise ValueError(
+                f"feature {spec.name!r}: a tf.train.Example has no float64 list; write Parquet shards "
+                "or declare the column float32"
+            )
         columns.append((spec.name, spec.dtype, spec.is_sparse))
         if spec.weighted:
             columns.append((weights_column(spec.name), "float32", True))

@@ -29,7 +29,9 @@ __all__ = [
 ]
 
 KINDS = ("sparse", "dense", "label")
-DTYPES = ("int64", "int32", "float32", "string")
+DTYPES = ("int64", "int32", "float32", "float64", "string")
+TIME_UNITS = ("s", "ms", "us")
+LABEL_TYPES = ("binary", "integer", "real")
 WEIGHTS_SUFFIX = "__weights"
 SCHEMA_FILE = "schema.json"
 _FORMAT_VERSION = 1
@@ -52,8 +54,17 @@ class FeatureSpec:
       name: column name.
       kind: "sparse" (variable-length id list), "dense" (one number per row,
         may be missing) or "label".
-      dtype: "int64", "int32", "float32" or "string" (of the ids for a sparse
-        feature, of the value otherwise).
+      dtype: "int64", "int32", "float32", "float64" or "string" (of the ids
+        for a sparse feature, of the value otherwise). A value the dtype
+        cannot hold exactly is a bad record, never rounded: an integer above
+        2**24 that float32 cannot represent must be declared int64 or float64.
+      time_unit: a dense int64 timestamp: "s", "ms" or "us" since the Unix
+        epoch (UTC). Readers take unix numbers in that unit and ISO-8601 text
+        (`2016-01-03`, `2014-04-01T05:26:12.539Z`, offsets such as `+02:00`)
+        converted to it; text finer than the unit is a bad record.
+      label_type: a label's values: "binary" (0 or 1: clicks; the default
+        for integer labels; anything else is a bad record), "integer"
+        (counts, ratings, classes) or "real" (the default for float labels).
       vocabulary_size: ids are known to lie in [0, vocabulary_size).
       hash_buckets: ids are (or will be) hashed into this many buckets.
       weighted: a sparse feature carries per-id float32 weights.
@@ -71,6 +82,8 @@ class FeatureSpec:
     hash_buckets: int | None = None
     weighted: bool = False
     max_length: int | None = None
+    time_unit: str | None = None
+    label_type: str | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
@@ -89,16 +102,40 @@ class FeatureSpec:
             raise SchemaError(f"feature {self.name!r}: weighted must be true or false, got {self.weighted!r}")
         if self.kind != "sparse" and (self.weighted or self.max_length):
             raise SchemaError(f"feature {self.name!r}: weighted/max_length apply to sparse features only")
+        if self.time_unit is not None:
+            if self.time_unit not in TIME_UNITS:
+                raise SchemaError(f"feature {self.name!r}: time_unit {self.time_unit!r} is not one of {TIME_UNITS}")
+            if self.dtype != "int64":
+                raise SchemaError(f"feature {self.name!r}: time_unit applies to int64 columns")
+        if self.label_type is not None:
+            if self.kind != "label":
+                raise SchemaError(f"feature {self.name!r}: label_type applies to the label only")
+            if self.label_type not in LABEL_TYPES:
+                raise SchemaError(f"feature {self.name!r}: label_type {self.label_type!r} is not one of {LABEL_TYPES}")
+            if self.label_type != "real" and self.dtype not in ("int64", "int32") or self.dtype == "string":
+                raise SchemaError(f"feature {self.name!r}: label_type {self.label_type!r} needs an integer dtype")
 
+    @property
+    def binary_label(self) -> bool:
+        """A click label: only 0 and 1 are valid (see `label_type`)."""
+        if self.kind != "label":
+            return False
+        if self.label_type is None:
+            return self.dtype in ("int64", "int32")
+        return self.label_type == "binary"
     @property
     def is_sparse(self) -> bool:
         return self.kind == "sparse"
 
     def arrow_type(self) -> pa.DataType:
         """The Arrow type of this feature's column."""
-        scalar = {"int64": pa.int64(), "int32": pa.int32(), "float32": pa.float32(), "string": pa.string()}[
-            self.dtype
-        ]
+        scalar = {
+            "int64": pa.int64(),
+            "int32": pa.int32(),
+            "float32": pa.float32(),
+            "float64": pa.float64(),
+            "string": pa.string(),
+        }[self.dtype]
         return pa.list_(scalar) if self.is_sparse else scalar
 
     def to_dict(self) -> dict:

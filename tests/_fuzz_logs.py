@@ -126,8 +126,8 @@ def float_text(draw) -> Cell:
     if kind == "f32":
         x = float(np.float32(draw(st.floats(width=32, allow_nan=False, allow_infinity=False))))
         return Cell(repr(x), x)
-    if kind == "int":
-        n = draw(st.integers(-(10**30), 10**30))
+    if kind == "int":  # integers float32 holds exactly (others are bad: see bad_float_text)
+        n = draw(st.integers(-(2**24), 2**24)) * 2 ** draw(st.integers(0, 76))
         return Cell(str(n), f32(n))
     if kind == "short":
         text = draw(st.sampled_from([".5", "5.", "+1.25", "-0", "0.0", "1E-5", "+.5e1", "1e-50"]))
@@ -138,7 +138,9 @@ def float_text(draw) -> Cell:
 
 
 def bad_float_text() -> st.SearchStrategy[Cell]:
-    return st.sampled_from(_BAD_FLOAT_TEXT).map(lambda t: Cell(t, ok=False))
+    # An odd integer between 2**24 and 2**53 is exact in float64 and never in float32.
+    rounded = st.integers(2**23, 2**52 - 1).map(lambda k: Cell(str(2 * k + 1), ok=False))
+    return st.one_of(st.sampled_from(_BAD_FLOAT_TEXT).map(lambda t: Cell(t, ok=False)), rounded)
 
 
 # --- Criteo TSV --------------------------------------------------------------------------------------
@@ -157,10 +159,11 @@ def _fault(draw, field_faults: list[str], line_faults: list[str]) -> str | None:
 
 @st.composite
 def _criteo_cell(draw, name: str, bad: bool) -> Cell:
-    if name == "label":
+    if name == "label":  # a click: 0 or 1
         if bad:
-            return draw(st.one_of(bad_int_text(*INT64), st.just(Cell("", ok=False))))
-        return draw(int_text(*INT64))
+            not_a_click = st.one_of(int_text(2, INT64[1]), int_text(INT64[0], -1)).map(lambda c: Cell(c.text, ok=False))
+            return draw(st.one_of(bad_int_text(*INT64), st.just(Cell("", ok=False)), not_a_click))
+        return draw(int_text(0, 1))
     if name.startswith("I"):
         if bad:
             return draw(bad_float_text())
@@ -168,7 +171,7 @@ def _criteo_cell(draw, name: str, bad: bool) -> Cell:
             st.one_of(
                 st.just(Cell("", None)),
                 float_text(),
-                int_text(-(10**6), 10**9).map(lambda c: Cell(c.text, f32(c.value))),
+                int_text(-(10**6), 2**24).map(lambda c: Cell(c.text, f32(c.value))),  # exact in float32
             )
         )
     if bad:
@@ -406,7 +409,8 @@ def _json_float(draw) -> Cell:
     if draw(st.booleans()):
         x = float(np.float32(draw(st.floats(width=32, allow_nan=False, allow_infinity=False))))
         return Cell(repr(x), x)
-    n = draw(st.integers(-(2**53) + 1, 2**53 - 1))  # exact in a double, so no double rounding
+    # Exact in float32: an integer float32 would round is refused, or kept as a float beside floats.
+    n = draw(st.integers(-(2**24), 2**24)) * 2 ** draw(st.integers(0, 29))
     return Cell(str(n), f32(n))
 
 
@@ -671,7 +675,7 @@ def _price_column(draw, n: int) -> ParquetColumn:
             lo, hi = {"int64": INT64, "int32": INT32, "uint8": (0, 255)}[source]
             k = draw(st.integers(lo, hi))
             values.append(k)
-            expected.append(f32(k))
+            expected.append(f32(k) if f32(k) == k else _BAD)  # an integer float32 would round is refused
     return ParquetColumn("price", pa.array(values, _arrow_type(source)), expected, True)
 
 

@@ -50,7 +50,7 @@ FUZZ = settings(
 
 SCHEMA = Schema(
     [
-        FeatureSpec("label", "label", "int64"),
+        FeatureSpec("label", "label", "int64", label_type="integer"),
         FeatureSpec("price", "dense", "float32"),
         FeatureSpec("ts", "dense", "int64"),
         FeatureSpec("items", "sparse", "int64", weighted=True, vocabulary_size=1000),
@@ -309,7 +309,7 @@ def test_a_parquet_log_missing_a_column_is_an_error_naming_file_and_column(tmp_p
 # A block of lines is converted column by column, so a value's fate must not depend on its neighbours
 # (a float beside a big integer, a hexadecimal or out-of-range value beside plain ones).
 
-NUMBERS = Schema([FeatureSpec("label", "label", "int64"), FeatureSpec("ts", "dense", "int64")])
+NUMBERS = Schema([FeatureSpec("label", "label", "int64", label_type="integer"), FeatureSpec("ts", "dense", "int64")])
 
 
 @FUZZ

@@ -89,6 +89,6 @@ def test_a_cut_zstd_log_fails_the_pipeline_naming_the_file(tmp_path):
     cut = tmp_path / "day1.tsv.zst"
     cut.write_bytes(whole[: len(whole) * 15 // 100])
     with pytest.raises(Exception, match="truncated zstd stream") as info:
-        with BeamPipeline(options=in_process_options()) as p:
+        with test_pipeline() as p:
             _ = p | ReadLogs(str(cut), "criteo", error_budget=0.5)
     assert str(cut) in str(info.value)

@@ -12,7 +12,7 @@ from sparse_io import DeadLetterSink, FeatureSpec, Schema, read_file, read_logs
 
 SCHEMA = Schema(
     [
-        FeatureSpec("label", "label", "int64"),
+        FeatureSpec("label", "label", "int64", label_type="integer"),
         FeatureSpec("price", "dense", "float32"),
         FeatureSpec("ts", "dense", "int64"),
         FeatureSpec("items", "sparse", "int64", weighted=True, vocabulary_size=1000),

@@ -13,7 +13,7 @@ from sparse_io import DeadLetterSink, FeatureSpec, Schema, read_logs
 
 SCHEMA = Schema(
     [
-        FeatureSpec("clicked", "label", "int64"),
+        FeatureSpec("clicked", "label", "int64", label_type="integer"),
         FeatureSpec("ts", "dense", "int64"),
         FeatureSpec("price", "dense", "float32"),
         FeatureSpec("items", "sparse", "int64", weighted=True),

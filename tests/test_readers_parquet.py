@@ -10,7 +10,7 @@ from sparse_io import CorruptFileError, DeadLetterSink, FeatureSpec, Schema, rea
 
 SCHEMA = Schema(
     [
-        FeatureSpec("label", "label", "int64"),
+        FeatureSpec("label", "label", "int64", label_type="integer"),
         FeatureSpec("price", "dense", "float32"),
         FeatureSpec("items", "sparse", "int64", weighted=True, vocabulary_size=100),
         FeatureSpec("tags", "sparse", "string"),

@@ -88,7 +88,7 @@ def test_save_replaces_atomically(tmp_path):
         ({"name": ""}, "non-empty string"),
         ({"name": "x__weights"}, "reserved"),
         ({"name": "x", "kind": "bag"}, "kind 'bag' is not one of"),
-        ({"name": "x", "dtype": "float64"}, "dtype 'float64' is not one of"),
+        ({"name": "x", "dtype": "float16"}, "dtype 'float16' is not one of"),
         ({"name": "x", "vocabulary_size": 0}, "vocabulary_size must be a positive integer"),
         ({"name": "x", "hash_buckets": -3}, "hash_buckets must be a positive integer"),
         ({"name": "x", "max_length": 2.5}, "max_length must be a positive integer"),

@@ -34,6 +34,7 @@ _LAZY = {
     "hash_ids": "transforms.tfdata.ids",
     "truncate": "transforms.tfdata.ids",
     "InputState": "transforms.tfdata.state",
+    "MISSING_INT": "transforms.tfdata.columns",
 }
 
 __all__ = sorted(_LAZY)

@@ -8,7 +8,10 @@ go to a `DeadLetterSink` instead of stopping the read.
 
 Formats: "criteo" (headerless TSV of the Criteo display-advertising layout),
 "csv" and "tsv" (header or schema column order, id lists joined by
-`list_separator`), "jsonl" and "parquet". Text files may be gzip (.gz),
+`list_separator`; "tsv" is "csv" with a tab; "csv" takes any one-character
+`delimiter` and `quote_char`, and `null_values` tokens that mean missing),
+"jsonl" and "parquet". `LOG_FORMATS` is the one list of these names that
+every entry point (config, CLI, Beam, tf.data) accepts. Text files may be gzip (.gz),
 zstd (.zst, .zstd) or bzip2 (.bz2) compressed, on any file system Beam's
 `FileSystems` knows (gs:// included); a truncated or damaged compressed file
 raises `CorruptFileError` naming it (whatever the error budget: the records
@@ -17,8 +20,9 @@ it lost cannot be counted).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -33,29 +37,103 @@ from sparse_io.readers._source import (
     split_lines,
 )
 from sparse_io.readers.criteo import check_criteo_schema, parse_criteo_block, parse_criteo_bytes
-from sparse_io.readers.csv import describe_csv_failure, file_columns, header_columns, parse_csv_block
+from sparse_io.readers.csv import (
+    DEFAULT_NULL_VALUES,
+    describe_csv_failure,
+    file_columns,
+    header_columns,
+    parse_csv_block,
+)
 from sparse_io.readers.jsonl import describe_json_failure, parse_jsonl_block
 from sparse_io.readers.parquet import read_parquet_log
 from sparse_io.schema import Schema, criteo_schema
 
-__all__ = ["DEFAULT_MAX_LINE_BYTES", "FORMATS", "read_file", "read_logs"]
+__all__ = [
+    "DEFAULT_MAX_LINE_BYTES", "LOG_FORMATS", "FORMATS", "DELIMITED_FORMATS", "CsvOptions", "csv_options", "read_file",
+    "read_logs",
+]
 
-FORMATS = ("criteo", "csv", "tsv", "jsonl", "parquet")
+LOG_FORMATS = ("criteo", "csv", "tsv", "jsonl", "parquet")
+FORMATS = LOG_FORMATS  # the older name of the same tuple
+DELIMITED_FORMATS = ("csv", "tsv")  # header or schema column order; delimiter, quotes, null tokens
 _DELIMITERS = {"csv": ",", "tsv": "\t"}
+
+
+@dataclasses.dataclass(frozen=True)
+class CsvOptions:
+    """How a "csv"/"tsv" file is laid out (see `csv_options`)."""
+
+    delimiter: str = ","
+    quote_char: str = '"'
+    null_values: tuple[str, ...] = DEFAULT_NULL_VALUES
+    feature_null_values: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+def csv_options(
+    format: str,
+    delimiter: str | None = None,
+    quote_char: str | None = None,
+    null_values: Sequence[str] | None = None,
+    feature_null_values: Mapping[str, Sequence[str]] | None = None,
+    list_separator: str = "|",
+) -> CsvOptions:
+    """Checks the layout options of a delimited log; None means the format's default.
+
+    Raises:
+      ValueError: naming the option: a delimiter or quote that is not one
+        character (or clashes with the other, the list separator or a line
+        end), "tsv" with a delimiter other than a tab, layout options for a
+        format that is not "csv"/"tsv", null tokens that are not strings.
+    """
+    given = delimiter is not None or quote_char is not None or null_values is not None or feature_null_values
+    if format not in DELIMITED_FORMATS:
+        if given:
+            raise ValueError(f"delimiter, quote_char and null_values apply to {DELIMITED_FORMATS}, not {format!r}")
+        return CsvOptions(delimiter=_DELIMITERS.get(format, "\t"))
+    if format == "tsv" and delimiter not in (None, "\t"):
+        raise ValueError(f"format 'tsv' means delimiter '\\t', got delimiter {delimiter!r}; use format 'csv'")
+    delimiter = _DELIMITERS[format] if delimiter is None else delimiter
+    quote_char = '"' if quote_char is None else quote_char
+    if not isinstance(delimiter, str) or len(delimiter) != 1 or delimiter in "\r\n":
+        raise ValueError(f"delimiter must be one character other than a line end, got {delimiter!r}")
+    if not isinstance(quote_char, str) or len(quote_char) > 1 or quote_char in ("\r", "\n"):
+        raise ValueError(f"quote_char must be one character (or '' for none), got {quote_char!r}")
+    if delimiter == quote_char:
+        raise ValueError(f"delimiter and quote_char are both {delimiter!r}")
+    if list_separator in (delimiter, quote_char):
+        raise ValueError(
+            f"list_separator {list_separator!r} cannot separate ids: it is also the delimiter or the quote character"
+        )
+
+    def tokens(values, what) -> tuple[str, ...]:
+        if isinstance(values, str) or not all(isinstance(v, str) for v in values):
+            raise ValueError(f"{what} must be a list of strings, got {values!r}")
+        return tuple(values)
+
+    return CsvOptions(
+        delimiter=delimiter,
+        quote_char=quote_char,
+        null_values=DEFAULT_NULL_VALUES if null_values is None else tokens(null_values, "null_values"),
+        feature_null_values=tuple(
+            (name, tokens(values, f"null_values of {name!r}")) for name, values in (feature_null_values or {}).items()
+        ),
+    )
 
 
 def _resolve(
     format: str, schema: Schema | None, batch_size: int, list_separator: str, max_line_bytes: int | None = None
 ) -> Schema:
-    if format not in FORMATS:
-        raise ValueError(f"format {format!r} is not one of {FORMATS}")
+    if format not in LOG_FORMATS:
+        raise ValueError(f"format {format!r} is not one of {LOG_FORMATS}")
     if max_line_bytes is not None and (
         isinstance(max_line_bytes, bool) or not isinstance(max_line_bytes, int) or max_line_bytes <= 0
     ):
         raise ValueError(f"max_line_bytes must be a positive integer or None, got {max_line_bytes!r}")
     if not isinstance(batch_size, int) or batch_size <= 0:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    if not list_separator or list_separator in (_DELIMITERS.get(format), "\n", '"'):
+    # Clashes with a chosen delimiter or quote character are checked by `csv_options`.
+    quote = format not in DELIMITED_FORMATS and list_separator == '"'
+    if not list_separator or list_separator in ("\n", "\r") or quote:
         raise ValueError(f"list_separator {list_separator!r} cannot separate ids in format {format!r}")
     if schema is None:
         if format != "criteo":
@@ -79,6 +157,10 @@ def read_file(
     skip_header: bool | None = None,
     dead_letters: DeadLetterSink | None = None,
     max_line_bytes: int | None = DEFAULT_MAX_LINE_BYTES,
+    delimiter: str | None = None,
+    quote_char: str | None = None,
+    null_values: Sequence[str] | None = None,
+    feature_null_values: Mapping[str, Sequence[str]] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Streams one log file as record batches with `schema.arrow_schema()`.
 
@@ -99,6 +181,14 @@ def read_file(
         "\\n") is a dead letter whose reason gives its length and the limit;
         it is read past in chunks, never held whole (default 16 MiB; None:
         no limit).
+      delimiter: "csv" only: the field delimiter, any one character
+        (default ","; "tsv" is always a tab).
+      quote_char: "csv"/"tsv": the quote character (default '"'; "" for
+        none).
+      null_values: "csv"/"tsv": cells that mean missing (default `[""]`);
+        a sparse feature's missing cell is an empty id list, a dense one's
+        a null (NaN in tf.data), never a dead letter (a missing label is).
+      feature_null_values: per feature, tokens that replace `null_values`.
 
     Raises:
       ValueError: bad arguments, a CSV header or Parquet file lacking a
@@ -113,18 +203,21 @@ def read_file(
       ...     labels = batch.column("label")
     """
     schema = _resolve(format, schema, batch_size, list_separator, max_line_bytes)
+    layout = csv_options(format, delimiter, quote_char, null_values, feature_null_values, list_separator)
     return _read_file(
-        path, format, schema, batch_size, strict, list_separator, skip_header, dead_letters, max_line_bytes
+        path, format, schema, batch_size, strict, list_separator, skip_header, dead_letters, layout, max_line_bytes
     )
 
 
-def _read_file(path, format, schema, batch_size, strict, list_separator, skip_header, dead_letters, max_line_bytes):
+def _read_file(
+    path, format, schema, batch_size, strict, list_separator, skip_header, dead_letters, layout, max_line_bytes
+):
     sink = dead_letters if dead_letters is not None else DeadLetterSink()
     if format == "parquet":
         yield from read_parquet_log(path, schema, batch_size=batch_size, sink=sink)
     else:
         yield from _read_text(
-            path, format, schema, batch_size, strict, list_separator, skip_header, sink, max_line_bytes
+            path, format, schema, batch_size, strict, list_separator, skip_header, sink, layout, max_line_bytes
         )
     if dead_letters is None:
         sink.check_budget(0.0)
@@ -134,8 +227,8 @@ def _long_line_letter(path: str, long: LongLine) -> DeadLetter:
     return DeadLetter(path, long.line, long.reason, long.raw)
 
 
-def _read_text(path, format, schema, batch_size, strict, list_separator, skip_header, sink, max_line_bytes):
-    delimiter = _DELIMITERS.get(format)
+def _read_text(path, format, schema, batch_size, strict, list_separator, skip_header, sink, layout, max_line_bytes):
+    delimiter = layout.delimiter if format in DELIMITED_FORMATS else None
     has_header = skip_header if skip_header is not None else delimiter is not None
     with open_binary(path) as stream:
         blocks = iter_byte_blocks(stream, batch_size, max_line_bytes=max_line_bytes)
@@ -156,13 +249,16 @@ def _read_text(path, format, schema, batch_size, strict, list_separator, skip_he
         elif format == "jsonl":
             parse, describe = functools.partial(parse_jsonl_block, schema=schema), describe_json_failure
         else:
-            names = header_columns(header, delimiter, path) if header is not None else None
+            names = header_columns(header, delimiter, path, layout.quote_char) if header is not None else None
             parse = functools.partial(
                 parse_csv_block,
                 schema=schema,
                 columns=file_columns(schema, names, path),
                 delimiter=delimiter,
                 list_separator=list_separator,
+                quote_char=layout.quote_char,
+                null_values=layout.null_values,
+                feature_null_values=dict(layout.feature_null_values),
             )
             describe = describe_csv_failure
 
@@ -201,6 +297,10 @@ def read_logs(
     list_separator: str = "|",
     skip_header: bool | None = None,
     max_line_bytes: int | None = DEFAULT_MAX_LINE_BYTES,
+    delimiter: str | None = None,
+    quote_char: str | None = None,
+    null_values: Sequence[str] | None = None,
+    feature_null_values: Mapping[str, Sequence[str]] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Streams every file matching `pattern` (sorted) as record batches; see `read_file`.
 
@@ -223,28 +323,22 @@ def read_logs(
       >>> rows = sum(b.num_rows for b in read_logs("logs/*.tsv", "criteo", errors=sink, error_budget=0.01))
     """
     schema = _resolve(format, schema, batch_size, list_separator, max_line_bytes)
+    layout = csv_options(format, delimiter, quote_char, null_values, feature_null_values, list_separator)
     if not 0.0 <= error_budget <= 1.0:
         raise ValueError(f"error_budget must be a fraction in [0, 1], got {error_budget!r}")
     paths = expand_paths(pattern)
     return _read_logs(
-        paths, format, schema, batch_size, strict, errors, error_budget, list_separator, skip_header, max_line_bytes
+        paths, format, schema, batch_size, strict, errors, error_budget, list_separator, skip_header, layout,
+        max_line_bytes,
     )
 
 
 def _read_logs(
-    paths, format, schema, batch_size, strict, errors, error_budget, list_separator, skip_header, max_line_bytes
+    paths, format, schema, batch_size, strict, errors, error_budget, list_separator, skip_header, layout, max_line_bytes
 ):
     sink = errors if errors is not None else DeadLetterSink()
     for path in paths:
-        yield from read_file(
-            path,
-            format,
-            schema,
-            batch_size=batch_size,
-            strict=strict,
-            list_separator=list_separator,
-            skip_header=skip_header,
-            dead_letters=sink,
-            max_line_bytes=max_line_bytes,
+        yield from _read_file(
+            path, format, schema, batch_size, strict, list_separator, skip_header, sink, layout, max_line_bytes
         )
     sink.check_budget(error_budget)

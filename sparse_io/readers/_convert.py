@@ -29,11 +29,23 @@ __all__ = [
     "list_parts",
     "scalar_parts",
     "np_mask",
+    "check_binary_label",
+    "FLOAT32_EXACT",
 ]
 
 _FLOAT_TEXT = r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$"
 _INT_TEXT = r"^[+-]?\d+(?:\.0*)?$"  # "260.0" (pandas' way of writing 260) is an integer
-_ARROW_TYPES = {"int64": pa.int64(), "int32": pa.int32(), "float32": pa.float32(), "string": pa.string()}
+_ARROW_TYPES = {
+    "int64": pa.int64(),
+    "int32": pa.int32(),
+    "float32": pa.float32(),
+    "float64": pa.float64(),
+    "string": pa.string(),
+}
+FLOAT32_EXACT = 2.0**24  # every integer up to this is exact in float32; above it, only some are
+_ISO_TEXT = r"^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?(?:Z|[+-]\d{2}:?\d{2})?$"
+_ZONE_TEXT = r"(?:Z|[+-]\d{2}:?\d{2})$"
+_UNIT_NANOS = {"s": 10**9, "ms": 10**6, "us": 10**3}
 
 
 class ColumnTypeError(ValueError):
@@ -128,6 +140,8 @@ def _from_text(values: pa.Array, spec: FeatureSpec, *, hex32: bool):
     """Strings (nulls stay null) to `spec.dtype`."""
     values = values.cast(pa.string())
     n = len(values)
+    if spec.time_unit is not None:
+        return _timestamps_from_text(values, spec)
     if spec.dtype == "string":
         if not hex32:
             return values, np.zeros(n, dtype=bool), None
@@ -135,7 +149,10 @@ def _from_text(values: pa.Array, spec: FeatureSpec, *, hex32: bool):
     integral = spec.dtype in ("int64", "int32")
     target = _ARROW_TYPES[spec.dtype]
     kind = "an integer" if integral else "a number"
-    why = lambda i: f"{_show(values, i)} is not {kind} (or is out of {spec.dtype} range)"  # noqa: E731
+    why = lambda i: (  # noqa: E731
+        f"{_show(values, i)} is not {kind} (or is out of {spec.dtype} range"
+        + (", or an integer float32 would round)" if spec.dtype == "float32" else ")")
+    )
     # Fast path: Arrow's own parser takes the whole column when every value is well formed.
     try:
         typed = pc.cast(values, target)
@@ -143,7 +160,7 @@ def _from_text(values: pa.Array, spec: FeatureSpec, *, hex32: bool):
         pass
     else:
         if not integral:
-            return typed, ~np_mask(pc.is_finite(typed), null_as=True), why
+            return typed, _not_float(values, typed, spec), why
         # Arrow's integer parser also takes hex ("0x1F"); decimal text is the contract, whatever the
         # neighbouring values are, so such a value is bad here exactly as on the pattern path below.
         hexadecimal = np_mask(pc.match_substring(values, "x", ignore_case=True), null_as=False)
@@ -162,7 +179,86 @@ def _from_text(values: pa.Array, spec: FeatureSpec, *, hex32: bool):
         raise ValueError(f"{spec.name}: cannot parse a value: {e}") from None
     bad = ~ok
     if not integral:
-        bad |= ~np_mask(pc.is_finite(typed), null_as=True)
+        bad |= _not_float(clean, typed, spec)
+    return typed, bad, why
+
+
+def _not_float(text: pa.Array, typed: pa.Array, spec: FeatureSpec) -> np.ndarray:
+    """Bad float values: not finite, or an integer (written as one: `123`, `123.0`) float32 would round."""
+    bad = ~np_mask(pc.is_finite(typed), null_as=True)
+    magnitudes = np.abs(_floats(typed)) if spec.dtype == "float32" else np.zeros(0)
+    if np.any(magnitudes[np.isfinite(magnitudes)] > FLOAT32_EXACT):
+        integer = np_mask(pc.match_substring_regex(text, _INT_TEXT), null_as=False) & ~bad
+        if integer.any():
+            bad |= _rounded_integers(_floats(pc.cast(_nulled(text, ~integer), pa.float64())), typed)
+    return bad
+
+
+def _floats(values: pa.Array) -> np.ndarray:
+    return pc.fill_null(values, 0).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+
+
+def _rounded_integers(exact: np.ndarray, typed: pa.Array) -> np.ndarray:
+    """Where an integral value (float64 `exact`) changed on its way into float32 `typed`.
+
+    A decimal fraction (0.1) is inexact in any binary float and is taken as
+    such; an integer count or id is not, so one float32 would round (2**24 + 1
+    and above) is refused instead of silently becoming its neighbour. The
+    integer is known at float64 precision (exact up to 2**53). Values written
+    as floats (`1.5e9`, a float column) are floats and narrow as floats do.
+    """
+    with np.errstate(invalid="ignore"):
+        integral = np.isfinite(exact) & (np.floor(exact) == exact) & (np.abs(exact) > FLOAT32_EXACT)
+    if not integral.any():
+        return integral
+    narrowed = pc.fill_null(typed, 0).to_numpy(zero_copy_only=False).astype(np.float64)
+    return integral & (narrowed != exact)
+
+
+def _timestamps_from_text(values: pa.Array, spec: FeatureSpec):
+    """Unix numbers (already in `spec.time_unit`) or ISO-8601 text to int64 in that unit."""
+    unit = spec.time_unit
+    n = len(values)
+    why = lambda i: f"{_show(values, i)} is not a timestamp (unix {unit}, or ISO-8601 in whole {unit})"  # noqa: E731
+    numeric = np_mask(pc.match_substring_regex(values, r"^[+-]?\d+$"), null_as=False)
+    iso = np_mask(pc.match_substring_regex(values, _ISO_TEXT), null_as=False)
+    present = values.is_valid().to_numpy(zero_copy_only=False)
+    bad = present & ~numeric & ~iso
+    if numeric.any():
+        bad |= numeric & _out_of_range(pc.replace_substring_regex(values, r"^\+", ""), "int64")
+    out = np.zeros(n, dtype=np.int64)
+    if numeric.any():
+        digits = pc.replace_substring_regex(_nulled(values, ~numeric | bad), r"^\+", "")
+        out[numeric & ~bad] = pc.cast(digits, pa.int64()).to_numpy(zero_copy_only=False)[numeric & ~bad]
+    if iso.any():
+        zoned = iso & np_mask(pc.match_substring_regex(values, _ZONE_TEXT), null_as=False)
+        nanos = np.zeros(n, dtype=np.int64)
+        for mask, target in ((zoned, pa.timestamp("ns", "UTC")), (iso & ~zoned, pa.timestamp("ns"))):
+            if not mask.any():
+                continue
+            subset = values.filter(pa.array(mask))
+            try:
+                parsed = pc.cast(subset, target).cast(pa.int64()).to_numpy(zero_copy_only=False)
+            except pa.ArrowInvalid:  # a well-formed but impossible date (month 13): find it value by value
+                parsed, wrong = np.zeros(len(subset), dtype=np.int64), np.zeros(len(subset), dtype=bool)
+                for j in range(len(subset)):
+                    try:
+                        parsed[j] = pc.cast(subset.slice(j, 1), target).cast(pa.int64())[0].as_py()
+                    except pa.ArrowInvalid:
+                        wrong[j] = True
+                bad[np.flatnonzero(mask)[wrong]] = True
+            nanos[mask] = parsed
+        scale = _UNIT_NANOS[unit]
+        finer = iso & ~bad & (nanos % scale != 0)
+        bad |= finer
+        out[iso & ~bad] = (nanos // scale)[iso & ~bad]
+
+        def why(i, base=why):
+            if finer[i]:
+                return f"{_show(values, i)} is finer than the timestamp unit {unit!r} (declare a finer unit)"
+            return base(i)
+
+    typed = pa.array(out, pa.int64(), mask=~present | bad)
     return typed, bad, why
 
 
@@ -192,16 +288,35 @@ def _from_arrow(values: pa.Array, spec: FeatureSpec, column: str):
         if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t):
             return values.cast(target), no_bad, None
         raise ColumnTypeError(f"{column}: expected strings, got {t}")
+    if spec.time_unit is not None:
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            return _timestamps_from_text(values, spec)
+        if pa.types.is_timestamp(t):
+            nanos = pc.cast(values, pa.timestamp("ns", tz=t.tz)).cast(pa.int64())
+            raw = pc.fill_null(nanos, 0).to_numpy(zero_copy_only=False)
+            scale = _UNIT_NANOS[spec.time_unit]
+            bad = raw % scale != 0
+            typed = pa.array(raw // scale, pa.int64(), mask=~values.is_valid().to_numpy(zero_copy_only=False) | bad)
+            return typed, bad, lambda i: f"{_show(values, i)} is finer than the timestamp unit {spec.time_unit!r}"
     if pa.types.is_timestamp(t) and spec.dtype == "int64":
         # ISO-8601 text that JSON inference turned into timestamps: seconds since the epoch.
         seconds = pc.cast(values, pa.timestamp("s", tz=t.tz), safe=False)
         return seconds.cast(pa.int64()), no_bad, None
     if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
         raise ColumnTypeError(f"{column}: expected numbers for {spec.dtype}, got {t}")
-    if spec.dtype == "float32":
+    if spec.dtype in ("float32", "float64"):
         typed = pc.cast(values, target, safe=False)
         bad = ~np_mask(pc.is_finite(typed), null_as=True)
-        return typed, bad, lambda i: f"{_show(values, i)} is not a finite float32"
+        if pa.types.is_integer(t):
+            # An integer column the float type would round is refused (floats narrow as floats do).
+            ints = pc.fill_null(values, 0).to_numpy(zero_copy_only=False)
+            narrowed = pc.fill_null(typed, 0).to_numpy(zero_copy_only=False)
+            with np.errstate(invalid="ignore"):
+                back = np.where(np.abs(narrowed) < 2.0**63, narrowed, 0).astype(ints.dtype if ints.dtype.kind == "u"
+                                                                              else np.int64)
+            bad |= (back != ints) | (np.abs(narrowed) >= 2.0**63)
+            bad &= values.is_valid().to_numpy(zero_copy_only=False)
+        return typed, bad, lambda i: f"{_show(values, i)} is not a finite {spec.dtype} (or {spec.dtype} would round it)"
     info = np.iinfo(np.dtype(spec.dtype))
     raw = pc.fill_null(values, 0).to_numpy(zero_copy_only=False)
     if raw.dtype.kind == "i":
@@ -236,7 +351,19 @@ def scalar_column(values: pa.Array, spec: FeatureSpec, problems: RowProblems, *,
         problems.add(
             ~values.is_valid().to_numpy(zero_copy_only=False), lambda r: f"{spec.name}: missing label"
         )
+        if spec.binary_label:
+            check_binary_label(typed, spec, problems)
     return typed
+
+
+def check_binary_label(typed: pa.Array, spec: FeatureSpec, problems: RowProblems) -> None:
+    """Marks rows whose click label is not 0 or 1 (declare `label_type` for other values)."""
+    labels = pc.fill_null(typed, 0).to_numpy(zero_copy_only=False)
+    problems.add(
+        (labels != 0) & (labels != 1),
+        lambda r: f"{spec.name}: label {labels[r]} is not 0 or 1 (a click label; declare label_type "
+        "'integer' or 'real' for other values)",
+    )
 
 
 def list_parts(column: pa.Array, spec: FeatureSpec) -> tuple[np.ndarray, pa.Array]:

@@ -3,9 +3,13 @@
 Columns are found by the header line when there is one (extra columns are
 ignored), else taken in `schema.arrow_schema()` order (a weighted feature's
 `f__weights` column right after `f`). Quoted fields follow the usual CSV
-rules; an empty field is a missing value (an empty id list for a sparse
-feature). Integers written as floats (`260.0`, as pandas writes them) are
-accepted for integer features; `2.5` is not.
+rules (any single-character delimiter; the quote character is `"` unless
+chosen otherwise, and `""` inside quotes is one quote). A field equal to one
+of the null tokens (by default only the empty field; for example `NA`,
+`NULL`, `\\N`), chosen for all columns or per feature, is a missing value:
+an empty id list for a sparse feature, a null for a dense one. Integers
+written as floats (`260.0`, as pandas writes them) are accepted for integer
+features; `2.5` is not.
 
 Each block of lines is parsed by `pyarrow.csv` in one call, all columns as
 strings, then converted column by column (see `_convert`).
@@ -14,6 +18,7 @@ strings, then converted column by column (see `_convert`).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -34,10 +39,13 @@ from sparse_io.schema import Schema, weights_column
 __all__ = ["header_columns", "file_columns", "parse_csv_block", "describe_csv_failure"]
 
 
-def _parse_options(delimiter: str) -> pcsv.ParseOptions:
+DEFAULT_NULL_VALUES = ("",)
+
+
+def _parse_options(delimiter: str, quote_char: str) -> pcsv.ParseOptions:
     return pcsv.ParseOptions(
         delimiter=delimiter,
-        quote_char='"',
+        quote_char=quote_char or False,
         double_quote=True,
         escape_char=False,
         newlines_in_values=False,
@@ -45,7 +53,7 @@ def _parse_options(delimiter: str) -> pcsv.ParseOptions:
     )
 
 
-def header_columns(line: bytes, delimiter: str, source: str) -> list[str]:
+def header_columns(line: bytes, delimiter: str, source: str, quote_char: str = '"') -> list[str]:
     """The column names in a header line.
 
     Raises:
@@ -54,7 +62,7 @@ def header_columns(line: bytes, delimiter: str, source: str) -> list[str]:
     try:
         line.decode("utf-8")
         names = pcsv.read_csv(
-            pa.BufferReader(line.rstrip(b"\r") + b"\n"), parse_options=_parse_options(delimiter)
+            pa.BufferReader(line.rstrip(b"\r") + b"\n"), parse_options=_parse_options(delimiter, quote_char)
         )
     except (UnicodeDecodeError, pa.ArrowInvalid) as e:
         raise ValueError(f"{source}: cannot read the CSV header line: {e}") from None
@@ -90,7 +98,12 @@ def describe_csv_failure(exc: Exception) -> str:
     return f"unreadable CSV line: {exc}"
 
 
-def _unclosed_quotes(lines: pa.StringArray, delimiter: str) -> np.ndarray:
+def _re2_char(c: str) -> str:
+    """One character as an RE2 literal that is safe anywhere, character classes included."""
+    return f"\\x{{{ord(c):x}}}"
+
+
+def _unclosed_quotes(lines: pa.StringArray, delimiter: str, quote_char: str) -> np.ndarray:
     """Where a line ends inside a quoted field.
 
     pyarrow.csv would carry such a field on over the following lines (or
@@ -99,13 +112,28 @@ def _unclosed_quotes(lines: pa.StringArray, delimiter: str) -> np.ndarray:
     when it starts with a quote, `""` inside quotes is one quote, and text
     after the closing quote up to the delimiter is kept as is.
     """
-    quoted = np_mask(pc.match_substring(lines, '"'), null_as=False)
+    if not quote_char:
+        return np.zeros(len(lines), dtype=bool)
+    quoted = np_mask(pc.match_substring(lines, quote_char), null_as=False)
     if not quoted.any():
         return quoted
-    d = delimiter  # "," or "\t": literal inside a character class
-    field = f'(?:"(?:[^"]|"")*"(?:[^"{d}][^{d}]*)?|[^"{d}][^{d}]*|)'
+    d, q = _re2_char(delimiter), _re2_char(quote_char)
+    field = f"(?:{q}(?:[^{q}]|{q}{q})*{q}(?:[^{q}{d}][^{d}]*)?|[^{q}{d}][^{d}]*|)"
     closed = np_mask(pc.match_substring_regex(lines, f"^{field}(?:{d}{field})*$"), null_as=True)
     return quoted & ~closed
+
+
+def _null_tokens(values: pa.Array, tokens: Sequence[str]) -> pa.Array:
+    """Cells equal to one of `tokens` become null."""
+    tokens = list(tokens)
+    if tokens == [""]:
+        return empty_to_null(values)  # the common case, without a hash lookup per cell
+    if not tokens:
+        return values
+    hit = np_mask(pc.is_in(values, value_set=pa.array(tokens, pa.string())), null_as=False)
+    if not hit.any():
+        return values
+    return pc.if_else(pa.array(~hit), values, pa.scalar(None, values.type))
 
 
 def parse_csv_block(
@@ -115,8 +143,15 @@ def parse_csv_block(
     *,
     delimiter: str,
     list_separator: str,
+    quote_char: str = '"',
+    null_values: Sequence[str] = DEFAULT_NULL_VALUES,
+    feature_null_values: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[pa.RecordBatch, RowProblems]:
     """Parses CSV lines (no header) into a batch with `schema.arrow_schema()`; marks bad rows.
+
+    A cell equal to one of `null_values` (or of `feature_null_values[name]`
+    for that feature, and its weights column) is missing. The test is on the
+    whole cell, after quotes are removed.
 
     Raises:
       pa.ArrowInvalid: a line pyarrow.csv cannot parse (wrong field count, ...):
@@ -124,7 +159,7 @@ def parse_csv_block(
     """
     n = len(lines)
     problems = RowProblems(n)
-    unclosed = _unclosed_quotes(lines, delimiter)
+    unclosed = _unclosed_quotes(lines, delimiter, quote_char)
     if unclosed.any():
         problems.add(unclosed, lambda _: "a quoted field is not closed before the end of the line")
         lines = pc.if_else(pa.array(~unclosed), lines, pa.scalar(delimiter * (len(columns) - 1)))
@@ -136,26 +171,31 @@ def parse_csv_block(
         read_options=pcsv.ReadOptions(
             column_names=columns, use_threads=False, block_size=max(1 << 20, min(data.size + 1, 1 << 30))
         ),
-        parse_options=_parse_options(delimiter),
+        parse_options=_parse_options(delimiter, quote_char),
         convert_options=pcsv.ConvertOptions(
             column_types={c: pa.string() for c in needed},
             include_columns=needed,
-            null_values=[""],
-            strings_can_be_null=True,
+            null_values=[],
+            strings_can_be_null=False,
         ),
     )
     if table.num_rows != n:  # a carriage return inside a line ends a CSV record too
         raise ValueError(f"expected {n} CSV rows, parsed {table.num_rows} (a carriage return inside a line?)")
+    feature_null_values = feature_null_values or {}
+
+    def cells(column: str, feature: str) -> pa.Array:
+        return _null_tokens(table.column(column).combine_chunks(), feature_null_values.get(feature, null_values))
+
     out = []
     for spec in schema:
-        values = empty_to_null(table.column(spec.name).combine_chunks())
+        values = cells(spec.name, spec.name)
         if not spec.is_sparse:
             out.append(scalar_column(values, spec, problems, text=True))
             continue
         splits, elements = list_parts(pc.split_pattern(values, list_separator), spec)
         out.append(sparse_column(splits, elements, spec, problems, text=True))
         if spec.weighted:
-            w_values = empty_to_null(table.column(weights_column(spec.name)).combine_chunks())
+            w_values = cells(weights_column(spec.name), spec.name)
             w_splits, w_elements = list_parts(pc.split_pattern(w_values, list_separator), spec)
             out.append(weights_column_values(w_splits, w_elements, splits, spec, problems, text=True))
     return pa.RecordBatch.from_arrays(out, schema=schema.arrow_schema()), problems

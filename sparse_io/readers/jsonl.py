@@ -86,7 +86,7 @@ def _keys(schema: Schema) -> dict[str, str]:
     """JSON key -> dtype of its values, for every column the schema reads."""
     keys = {}
     for spec in schema:
-        keys[spec.name] = spec.dtype
+        keys[spec.name] = "timestamp" if spec.time_unit is not None else spec.dtype
         if spec.weighted:
             keys[weights_column(spec.name)] = "float32"
     return keys
@@ -96,8 +96,10 @@ def _candidates(dtype: str) -> list[pa.DataType]:
     """Explicit JSON types that can hold a value of `dtype`, single or listed, most exact first."""
     if dtype == "string":
         scalars = [pa.string(), pa.int64()]
-    elif dtype == "float32":
+    elif dtype in ("float32", "float64"):
         scalars = [pa.float64()]
+    elif dtype == "timestamp":  # unix numbers, or ISO-8601 text the timestamp parser reads
+        scalars = [pa.int64(), pa.float64(), pa.string()]
     else:
         scalars = [pa.int64(), pa.float64(), pa.timestamp("s")]
     return scalars + [pa.list_(t) for t in scalars]

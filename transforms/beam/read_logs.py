@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import apache_beam as beam
 import pyarrow as pa
@@ -19,7 +19,7 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 
 from sparse_io.dead_letters import DeadLetterSink, ErrorBudgetExceeded
-from sparse_io.readers import DEFAULT_MAX_LINE_BYTES, FORMATS, read_file
+from sparse_io.readers import DEFAULT_MAX_LINE_BYTES, LOG_FORMATS, csv_options, read_file
 from sparse_io.schema import Schema, criteo_schema
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
 from transforms.beam._read_ahead import read_ahead
@@ -85,12 +85,13 @@ class ReadLogs(beam.PTransform):
       file_pattern: a path, glob or directory (or a list), local or on any
         Beam filesystem; a directory or glob leaves out names starting with
         "." or "_" (temporaries, `_SUCCESS` markers).
-      format: one of `sparse_io.FORMATS` ("criteo", "csv", "tsv", "jsonl", "parquet").
+      format: one of `sparse_io.LOG_FORMATS` ("criteo", "csv", "tsv", "jsonl", "parquet").
       schema: what to read (default `criteo_schema()` for "criteo").
       batch_size: most rows per RecordBatch (default 32768).
-      strict, list_separator, skip_header, max_line_bytes: as in
-        `sparse_io.read_file` (a line longer than `max_line_bytes`, default
-        16 MiB, is a dead letter, read past without being held whole).
+      strict, list_separator, skip_header, delimiter, quote_char, null_values,
+      feature_null_values: as in `sparse_io.read_file`.
+      max_line_bytes: a line longer than this (default 16 MiB) is a dead
+        letter, read past without being held whole.
       dead_letters_path: if given, rejected records are written there as JSON
         Lines (`{"source", "line", "reason", "raw"}`; an empty file when none).
       error_budget: fail the pipeline when more than this fraction of all
@@ -123,10 +124,14 @@ class ReadLogs(beam.PTransform):
         dead_letters_path: str | None = None,
         error_budget: float | None = 0.0,
         with_dead_letters: bool = False,
+        delimiter: str | None = None,
+        quote_char: str | None = None,
+        null_values: Sequence[str] | None = None,
+        feature_null_values: Mapping[str, Sequence[str]] | None = None,
     ):
         super().__init__()
-        if format not in FORMATS:
-            raise ValueError(f"ReadLogs: format {format!r} is not one of {FORMATS}")
+        if format not in LOG_FORMATS:
+            raise ValueError(f"ReadLogs: format {format!r} is not one of {LOG_FORMATS}")
         if schema is None:
             if format != "criteo":
                 raise ValueError(f"ReadLogs: format {format!r} needs a schema")
@@ -144,6 +149,8 @@ class ReadLogs(beam.PTransform):
         self._options = dict(
             batch_size=batch_size, strict=strict, list_separator=list_separator, skip_header=skip_header,
             max_line_bytes=max_line_bytes,
+            delimiter=delimiter, quote_char=quote_char, null_values=null_values,
+            feature_null_values=None if feature_null_values is None else dict(feature_null_values),
         )
         self._dead_letters_path = dead_letters_path
         self._error_budget = error_budget
@@ -152,6 +159,7 @@ class ReadLogs(beam.PTransform):
         from sparse_io.readers import _resolve
 
         _resolve(format, schema, batch_size, list_separator, max_line_bytes)
+        csv_options(format, delimiter, quote_char, null_values, feature_null_values, list_separator)
 
     @staticmethod
     def _as_glob(pattern: str) -> tuple[str, bool]:

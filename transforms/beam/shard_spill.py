@@ -31,11 +31,12 @@ import contextlib
 import ctypes
 import json
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 
@@ -211,8 +212,13 @@ def _without_index(metadata: dict | None) -> dict | None:
     return kept or None
 
 
-def sorted_shard_batches(paths: Iterable[str], key_column: str, chunk_rows: int) -> Iterator[pa.RecordBatch]:
+def sorted_shard_batches(
+    paths: Iterable[str], key_column: str, chunk_rows: int, order_by: Sequence[str] = ()
+) -> Iterator[pa.RecordBatch]:
     """A shard's rows from its spill files, sorted by key (stable), without the key column.
+
+    `order_by`: columns that break ties of the key, ascending (the key must
+    then be non-decreasing in them, so the order holds across key ranges).
 
     Reads one key range at a time, holding the files open (or, past
     `MAX_OPEN_FRAGMENTS` files, opening each per range); batches hold at
@@ -232,6 +238,9 @@ def sorted_shard_batches(paths: Iterable[str], key_column: str, chunk_rows: int)
             parts = [b for fragment in fragments for b in fragment.read(key_range)]
             table = pa.Table.from_batches(parts)
             table = table.replace_schema_metadata(_without_index(table.schema.metadata))
-            order = np.argsort(table.column(key_column).to_numpy(), kind="stable")
-            table = table.drop_columns([key_column]).take(pa.array(order))
+            if order_by:
+                order = pc.sort_indices(table, [(key_column, "ascending")] + [(c, "ascending") for c in order_by])
+            else:
+                order = np.argsort(table.column(key_column).to_numpy(), kind="stable")
+            table = table.drop_columns([key_column]).take(order if order_by else pa.array(order))
             yield from table.to_batches(max_chunksize=chunk_rows)

@@ -36,10 +36,12 @@ from collections.abc import Sequence
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 
 from sparse_io.atomic import remove_stale_temporaries
+from sparse_io.hashing import hash_strings
 from sparse_io.schema import SCHEMA_FILE, WEIGHTS_SUFFIX, FeatureSpec, Schema
 from sparse_io.shards import (
     DEFAULT_PARQUET_CODEC,
@@ -83,7 +85,8 @@ def infer_schema(arrow_schema: pa.Schema, label: str | None = "label") -> Schema
     Raises:
       ValueError: a column type the shard formats cannot hold.
     """
-    dtypes = {pa.int64(): "int64", pa.int32(): "int32", pa.float32(): "float32", pa.string(): "string"}
+    dtypes = {pa.int64(): "int64", pa.int32(): "int32", pa.float32(): "float32", pa.float64(): "float64",
+              pa.string(): "string"}
     names = set(arrow_schema.names)
     features = []
     for field in arrow_schema:
@@ -93,8 +96,8 @@ def infer_schema(arrow_schema: pa.Schema, label: str | None = "label") -> Schema
         value_type = field.type.value_type if is_list else field.type
         if pa.types.is_large_string(value_type):
             value_type = pa.string()
-        if pa.types.is_floating(value_type) and value_type != pa.float32():
-            value_type = pa.float32()
+        if pa.types.is_floating(value_type) and value_type != pa.float32() and (is_list or value_type != pa.float64()):
+            value_type = pa.float32()  # a scalar float64 column stays float64: narrowing it would round
         if value_type not in dtypes:
             raise ValueError(
                 f"WriteShards: column {field.name!r} has type {field.type}, which shards cannot hold"
@@ -133,13 +136,34 @@ def _digest(batch: pa.RecordBatch) -> int:
     return total
 
 
+def _order_code(values: pa.Array) -> np.ndarray:
+    """Non-negative int64 codes, non-decreasing in `values` (integers, or strings by their first 8 bytes).
+
+    Equal codes need not mean equal values (long strings, other types all 0):
+    the shard writer sorts rows of one code range by the values themselves.
+    """
+    n = len(values)
+    if pa.types.is_integer(values.type):
+        raw = pc.fill_null(values.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
+        return ((raw.view(np.uint64) ^ np.uint64(1 << 63)) >> np.uint64(1)).astype(np.int64)
+    if pa.types.is_string(values.type) or pa.types.is_binary(values.type):
+        prefix = pc.utf8_slice_codeunits(values, 0, 8) if pa.types.is_string(values.type) else values
+        padded = np.zeros((n, 8), dtype=np.uint8)
+        for i, text in enumerate(prefix.cast(pa.binary()).to_pylist()):
+            head = (text or b"")[:8]
+            padded[i, : len(head)] = np.frombuffer(head, dtype=np.uint8)
+        return (padded.view(">u8").ravel().astype(np.uint64) >> np.uint64(1)).astype(np.int64)
+    return np.zeros(n, dtype=np.int64)
+
+
 class _AssignShardsFn(beam.DoFn):
     """Appends each row's shard (`_SHARD`) and sort key (`_ORDER`) to its batch."""
 
-    def __init__(self, num_shards: int | None, shuffle: bool, seed: int | None):
+    def __init__(self, num_shards: int | None, shuffle: bool, seed: int | None, order_by: tuple[str, ...] = ()):
         self._num_shards = num_shards
         self._shuffle = shuffle
         self._seed = seed
+        self._order_by = order_by
 
     def process(self, batch: pa.RecordBatch, computed_shards=None):
         n = batch.num_rows
@@ -148,7 +172,15 @@ class _AssignShardsFn(beam.DoFn):
         shards = self._num_shards or computed_shards
         digest = _digest(batch) if self._seed is not None else None
         rng = np.random.default_rng(None if digest is None else [self._seed & (2**64 - 1), digest])
-        if not self._shuffle:
+        if not self._shuffle and self._order_by:
+            # Whole groups of the first order column per shard (by its hash), in its order.
+            first = batch.column(self._order_by[0])
+            if not (pa.types.is_integer(first.type) or pa.types.is_string(first.type)):
+                first = first.cast(pa.string())
+            filled = pc.fill_null(first, pa.scalar(0 if pa.types.is_integer(first.type) else "", first.type))
+            target = hash_strings(filled, shards).astype(np.int32)
+            keys = _order_code(first)
+        elif not self._shuffle:
             # The whole batch goes to one shard, in its order; the batch's digest
             # (or a random key) orders the batches within the shard.
             key = digest if digest is not None else int(rng.integers(2**63))
@@ -180,6 +212,7 @@ class _WriteShardFn(beam.DoFn):
         row_group_size: int,
         write_threads: int | None = None,
         compression: str = DEFAULT_PARQUET_CODEC,
+        order_by: tuple[str, ...] = (),
     ):
         self._output_dir = output_dir
         self._format = format
@@ -188,6 +221,7 @@ class _WriteShardFn(beam.DoFn):
         self._row_group_size = row_group_size
         self._write_threads = write_threads
         self._compression = compression
+        self._order_by = order_by
         self._rows = beam.metrics.Metrics.counter(_METRICS, "rows")
 
     def setup(self):
@@ -254,7 +288,7 @@ class _WriteShardFn(beam.DoFn):
             path,
             self._format,
             # The next row group is read and sorted while this one is encoded.
-            read_ahead(sorted_shard_batches(fragments, _ORDER, self._row_group_size)),
+            read_ahead(sorted_shard_batches(fragments, _ORDER, self._row_group_size, self._order_by)),
             schema,
             self._row_group_size,
             self._output_dir,
@@ -352,6 +386,12 @@ class WriteShards(beam.PTransform):
         shards of about `rows_per_shard`
         rows each (counted in the pipeline).
       shuffle: globally shuffle rows across and within shards.
+      order_by: with `shuffle=False`, columns (scalars) to order rows by:
+        rows with equal `order_by[0]` go to one shard (by its hash), and
+        each shard is written sorted by these columns, ascending (ties keep
+        their order within a batch). Sorting holds one key range of a shard
+        in memory at a time (ranges of the first column's integer value or
+        first 8 bytes). Without it, unshuffled rows keep their batch order.
       seed: makes the shuffle repeatable (same input, same shards); None
         draws fresh randomness.
       schema: the `sparse_io.Schema` of the batches; None infers it from their
@@ -402,6 +442,7 @@ class WriteShards(beam.PTransform):
         row_group_size: int = DEFAULT_ROW_GROUP_SIZE,
         write_threads: int | None = None,
         compression: str | None = None,
+        order_by: Sequence[str] | None = None,
     ):
         super().__init__()
         if format not in _SUFFIX:
@@ -439,6 +480,9 @@ class WriteShards(beam.PTransform):
         self._row_group_size = row_group_size
         self._write_threads = write_threads
         self._compression = compression or DEFAULT_PARQUET_CODEC
+        self._order_by = tuple(order_by or ())
+        if self._order_by and shuffle:
+            raise ValueError("WriteShards: order_by applies to unshuffled output (shuffle=False)")
 
     def expand(self, batches):
         side = {}
@@ -465,7 +509,7 @@ class WriteShards(beam.PTransform):
             batches
             | "AssignShards"
             >> beam.ParDo(
-                _AssignShardsFn(self._num_shards, self._shuffle, self._seed), **assign_side
+                _AssignShardsFn(self._num_shards, self._shuffle, self._seed, self._order_by), **assign_side
             ).with_output_types(pa.RecordBatch)
             | "Spill"
             >> beam.ParDo(SpillByKeyRange(self._output_dir, _ORDER, _SHARD)).with_output_types(tuple[int, str])
@@ -480,6 +524,7 @@ class WriteShards(beam.PTransform):
                     self._row_group_size,
                     self._write_threads,
                     self._compression,
+                    self._order_by,
                 ),
                 **side,
             )

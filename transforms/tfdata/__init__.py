@@ -6,6 +6,7 @@ reads raw Criteo/CSV logs graph-natively. The map functions (`to_coo`,
 for any tf.data pipeline.
 """
 
+from transforms.tfdata.columns import MISSING_INT
 from transforms.tfdata.coo import Coo, capacity_from_stats, load_stats, pad_to_capacity, to_coo
 from transforms.tfdata.dataset import make_dataset
 from transforms.tfdata.ids import hash_ids, lookup_ids, truncate, vocabulary_table
@@ -15,6 +16,7 @@ from transforms.tfdata.state import InputState
 __all__ = [
     "Coo",
     "InputState",
+    "MISSING_INT",
     "capacity_from_stats",
     "hash_ids",
     "load_stats",

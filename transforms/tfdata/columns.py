@@ -9,9 +9,27 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+import numpy as np
+
 from sparse_io.schema import Schema, weights_column
 
-__all__ = ["Column", "select_columns"]
+__all__ = ["Column", "select_columns", "MISSING_INT", "DENSE_DTYPES", "dense_dtype"]
+
+# A missing value of an integer dense feature (an int64 has no NaN): the int64 minimum.
+MISSING_INT = int(np.iinfo(np.int64).min)
+DENSE_DTYPES = ("float32", "float64", "int64")
+
+
+def dense_dtype(dtype: str) -> str:
+    """The dtype a dense feature of schema dtype `dtype` is delivered as.
+
+    Integers stay integers, exactly (int32 widened to int64), float64 stays
+    float64; float32 (and a string column, which cannot be delivered dense)
+    is float32.
+    """
+    if dtype in ("int64", "int32"):
+        return "int64"
+    return "float64" if dtype == "float64" else "float32"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,8 +39,10 @@ class Column:
     Attributes:
       name: feature name (the key in the features dict).
       kind: "sparse", "dense" or "label".
-      dtype: "int64", "int32", "float32" or "string" (ids of a sparse
-        feature; the label's type). Dense features are delivered as float32.
+      dtype: the schema's dtype: "int64", "int32", "float32", "float64" or
+        "string" (ids of a sparse feature; the label's type). A dense
+        feature is delivered as `dense_dtype(dtype)`: float32 or float64 with
+        NaN where missing, int64 (exact) with `MISSING_INT` where missing.
       weighted: a sparse feature with a `<name>__weights` column.
     """
 

@@ -94,7 +94,9 @@ def make_dataset(
       output: "coo" (each sparse feature a `Coo(row_ids, col_ids, gains)`
         with the combiner and weights folded in), "ragged" (`[B, None]`
         RaggedTensors, weights under `f__weights`) or "sparse" (SparseTensors).
-        Dense features are float32 `[B]`, NaN where missing.
+        Dense features are `[B]`: float32 (float64 for float64 columns) with
+        NaN where missing, or int64 for integer columns (timestamps, counts),
+        exact, with `transforms.MISSING_INT` (the int64 minimum) where missing.
       drop_remainder: drop each epoch's last partial batch; every shape is
         then static (with `capacities`, COO lengths too).
       deterministic: allow tf.data to reorder batches for speed when False.
@@ -309,9 +311,11 @@ def _schema_from_parquet(path: str) -> Schema:
             dtype = "int64" if pa.types.is_int64(inner) else "int32" if pa.types.is_int32(inner) else "string"
             specs.append(FeatureSpec(field.name, "sparse", dtype, weighted=weights_column(field.name) in names))
         else:
-            dtype = "int64" if pa.types.is_integer(t) else "float32"
+            dtype = "int64" if pa.types.is_integer(t) else "float64" if pa.types.is_float64(t) else "float32"
             kind = "label" if field.name == "label" else "dense"
-            specs.append(FeatureSpec(field.name, kind, dtype if kind == "label" else "float32"))
+            if kind == "label" and dtype == "float64":
+                dtype = "float32"
+            specs.append(FeatureSpec(field.name, kind, dtype))
     return Schema(specs)
 
 
@@ -363,11 +367,12 @@ def _flat_parts(source: ParquetSource, combiners: Mapping[str, str], static_rows
         if source.label is not None:
             label = tf.ensure_shape(flat.pop(), [static_rows])
         dense = {}
-        if source.dense:
-            count = len(source.dense)
+        for _, members in reversed(source.dense_blocks):
+            count = len(members)
             block = tf.ensure_shape(flat.pop(), [None if static_rows is None else count * static_rows])
-            for c, column in zip(source.dense, tf.unstack(tf.reshape(block, [count, -1]), num=count)):
+            for c, column in zip(members, tf.unstack(tf.reshape(block, [count, -1]), num=count)):
                 dense[c.name] = tf.ensure_shape(column, [static_rows])
+        dense = {c.name: dense[c.name] for c in source.dense}
         groups, at = [], 0
         if source.coo is not None:
             for members in source.groups:

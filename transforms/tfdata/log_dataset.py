@@ -1,4 +1,4 @@
-"""`make_log_dataset`: raw Criteo/CSV logs straight into training batches, graph-native.
+"""`make_log_dataset`: raw Criteo/CSV/TSV logs straight into training batches, graph-native.
 
 TextLineDataset -> numbered chunks of lines -> one regex check per line ->
 bad lines counted and skipped, or an error naming file, line, field and rule
@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 import tensorflow as tf
 
 from sparse_io.errors import CorruptFileError
+from sparse_io.readers import LOG_FORMATS, csv_options
 from sparse_io.schema import Schema, criteo_schema
 from transforms.tfdata.columns import Column, select_columns
 from transforms.tfdata.dataset import _capacities, _check_args, _column_parts, _combiners, finish_batches
@@ -30,9 +31,11 @@ from transforms.tfdata.paths import list_files
 from transforms.tfdata.rebatch import rebatch
 from transforms.tfdata.sharding import resolve_worker, split_files
 
-__all__ = ["make_log_dataset", "FORMATS"]
+__all__ = ["make_log_dataset", "TEXT_FORMATS", "FORMATS"]
 
-FORMATS = ("criteo", "csv")
+# The text formats of `sparse_io.LOG_FORMATS` (JSON Lines and Parquet need the Beam ingest).
+TEXT_FORMATS = tuple(f for f in LOG_FORMATS if f in ("criteo", "csv", "tsv"))
+FORMATS = TEXT_FORMATS
 _COMPRESSION = {".gz": "GZIP", ".zz": "ZLIB"}
 
 
@@ -70,6 +73,7 @@ def make_log_dataset(
     list_separator: str = "|",
     header: bool | None = None,
     lines_per_chunk: int | None = None,
+    null_values: Sequence[str] | None = None,
 ) -> tf.data.Dataset:
     """A `tf.data.Dataset` of `(features, label)` batches parsed from raw log lines.
 
@@ -78,8 +82,9 @@ def make_log_dataset(
         or `.gz`).
       format: "criteo" (headerless TSV: label, I1..I13, C1..C26 as 8-digit
         hex; lines short of trailing fields are padded with missing values
-        unless `strict`) or "csv" (one column per schema column, by header
-        when there is one; lists joined by `list_separator`).
+        unless `strict`), "csv" (one column per schema column, by header
+        when there is one; lists joined by `list_separator`) or "tsv" (the
+        same with a tab).
       batch_size: rows per batch, exact even when bad lines are skipped.
       schema: the columns (default for "criteo": `criteo_schema()`; required
         for "csv").
@@ -103,11 +108,14 @@ def make_log_dataset(
       padded_lines: an optional int64 `tf.Variable` counting Criteo lines
         read with missing trailing fields.
       strict: "criteo": a short line is bad instead of padded.
-      delimiter: field delimiter (default tab for criteo, comma for csv).
+      delimiter: field delimiter (default tab for criteo and tsv, comma for
+        csv; any one character for csv).
       list_separator: between the ids of a CSV list field.
       header: CSV: True/False, or None to detect it (a first line naming
         every schema column).
       lines_per_chunk: lines parsed per step (default max(batch_size, 4096)).
+      null_values: csv/tsv: whole fields that mean missing (default `[""]`,
+        e.g. `["", "NA", "NULL"]`): an empty id list, a NaN dense value.
 
     Returns:
       The dataset, with the structure `make_dataset` gives for the same
@@ -128,8 +136,8 @@ def make_log_dataset(
       >>> ds = make_log_dataset("day_0*.tsv", "criteo", 4096, hash_bins=1 << 20,
       ...                       on_error="skip", bad_lines=bad)  # doctest: +SKIP
     """
-    if format not in FORMATS:
-        raise ValueError(f"format must be one of {FORMATS}, got {format!r}")
+    if format not in TEXT_FORMATS:
+        raise ValueError(f"format must be one of {TEXT_FORMATS}, got {format!r}")
     _check_args(batch_size, output, num_epochs, capacities, shuffle_buffer, overflow)
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
@@ -144,16 +152,28 @@ def make_log_dataset(
         raise ValueError("capacities: raw logs have no stats.json; give a dict feature -> capacity")
     if schema is None:
         if format != "criteo":
-            raise ValueError("format='csv' needs a schema")
+            raise ValueError(f"format={format!r} needs a schema")
         schema = criteo_schema()
+    timed = [f.name for f in schema if f.time_unit is not None]
+    if timed:
+        raise ValueError(f"timestamp column(s) {timed}: ISO-8601 text is parsed by the Beam ingest "
+                         "(python -m pipelines.ingest), not in the graph; read its shards with make_dataset")
     files = list_files(pattern)
     compression = _compression(files)
+    if format == "criteo":
+        if null_values is not None:
+            raise ValueError("null_values apply to 'csv' and 'tsv', not 'criteo'")
+        layout_delimiter, nulls = delimiter or "\t", ("",)
+    else:
+        layout = csv_options(format, delimiter, None, null_values, None, list_separator)
+        layout_delimiter, nulls = layout.delimiter, layout.null_values
     fmt = LineFormat(
-        delimiter=delimiter or ("\t" if format == "criteo" else ","),
+        delimiter=layout_delimiter,
         list_separator=list_separator,
         pad_short=format == "criteo" and not strict,
         hex32=format == "criteo",
-        quotes=format == "csv",
+        quotes=format != "criteo",
+        null_values=nulls,
     )
     if format == "criteo":
         file_columns, skips = schema.arrow_schema().names, [0] * len(files)

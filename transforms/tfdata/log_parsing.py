@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from sparse_io.schema import FeatureSpec, Schema, weights_column
+from transforms.tfdata.columns import MISSING_INT, dense_dtype
 
 __all__ = ["LineFormat", "LineParser", "INT_TEXT", "FLOAT_TEXT", "HEX32_TEXT"]
 
@@ -47,6 +48,8 @@ class LineFormat:
       pad_short: a line short of trailing fields has them missing (else bad).
       hex32: string ids must be 8-digit hex (Criteo).
       quotes: a field may be wrapped in double quotes (CSV).
+      null_values: whole fields that mean missing (besides ""): a feature's
+        such field is read as empty; the label's is a bad line.
     """
 
     delimiter: str
@@ -54,6 +57,11 @@ class LineFormat:
     pad_short: bool = False
     hex32: bool = False
     quotes: bool = False
+    null_values: tuple[str, ...] = ("",)
+
+    @property
+    def null_tokens(self) -> list[str]:
+        return [t for t in self.null_values if t]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,10 +116,20 @@ class LineParser:
         return f"(?:{item}(?:{sep}{item})*)?"
 
     def _field(self, spec: FeatureSpec) -> _Field:
+        field = self._value_field(spec)
+        tokens = self.format.null_tokens
+        if spec.kind == "label" or not tokens:
+            return field
+        nulls = "|".join(_escape(t) for t in tokens)
+        return _Field(field.name, f"(?:{nulls}|{field.pattern})", f"{field.check} (or a null token)")
+
+    def _value_field(self, spec: FeatureSpec) -> _Field:
         if spec.kind == "label":
             text = INT_TEXT if spec.dtype in ("int64", "int32") else FLOAT_TEXT
             return _Field(spec.name, text, "a number (required)")
         if spec.kind == "dense":
+            if dense_dtype(spec.dtype) == "int64":
+                return _Field(spec.name, f"(?:{INT_TEXT})?", "an integer or empty")
             return _Field(spec.name, f"(?:{FLOAT_TEXT})?", "a number or empty")
         if spec.dtype == "string":
             if self.format.hex32:
@@ -144,6 +162,15 @@ class LineParser:
         fields = ragged.to_tensor(default_value="", shape=[lines.shape[0], len(self.fields)])
         if self.format.quotes:
             fields = tf.strings.regex_replace(fields, '^"(.*)"$', r"\1")
+        tokens = self.format.null_tokens
+        if tokens:
+            null = tf.reduce_any(tf.stack([tf.equal(fields, t) for t in tokens]), axis=0)
+            label = self.schema.label
+            if label is not None and label.name in self.file_columns:
+                # A label is never missing: its null token stays, and the line fails validation.
+                keep = [c != label.name for c in self.file_columns]
+                null = tf.logical_and(null, tf.constant([keep + [True] * (len(self.fields) - len(keep))]))
+            fields = tf.where(null, "", fields)
         return fields, counts
 
     def validate(self, lines: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -191,18 +218,23 @@ class LineParser:
 
     def columns(self, fields: tf.Tensor) -> dict:
         """Columns of valid lines' fields: sparse -> `[n, None]` ragged (string or int64 ids,
-        float32 weights under `f__weights`), dense -> float32 `[n]` (NaN if missing), label `[n]`.
+        float32 weights under `f__weights`), dense -> float32 `[n]` (NaN if missing; integer columns
+        int64 with `MISSING_INT`, float64 columns float64), label `[n]`.
 
         Dense fields are converted as one block, and so are zero-or-one-id
         (Criteo hex) fields: the graph has a few ops per kind, not per column.
         """
         out = {}
-        dense = [spec.name for spec in self.schema.dense]
-        if dense:
+        for dtype, missing in (("float32", float("nan")), ("float64", float("nan")), ("int64", MISSING_INT)):
+            dense = [spec.name for spec in self.schema.dense if dense_dtype(spec.dtype) == dtype]
+            if not dense:
+                continue
             block = tf.gather(fields, [self.positions[n] for n in dense], axis=1)
             empty = tf.equal(block, "")
-            values = tf.strings.to_number(tf.where(empty, "0", block), tf.float32)
-            values = tf.where(empty, tf.fill(tf.shape(values), float("nan")), values)
+            if dtype == "int64":  # "260.0" is 260, as the readers take it
+                block = tf.strings.regex_replace(block, r"\.0*$", "")
+            values = tf.strings.to_number(tf.where(empty, "0", block), getattr(tf, dtype))
+            values = tf.where(empty, tf.fill(tf.shape(values), tf.constant(missing, values.dtype)), values)
             for j, column in enumerate(tf.unstack(values, num=len(dense), axis=1)):
                 out[dense[j]] = column
         single = [s.name for s in self.schema.sparse if self.format.hex32]

@@ -31,11 +31,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from sparse_io.arrow import csr_from_arrow
 from sparse_io.csr import SparseValidationError
-from transforms.tfdata.columns import Column
+from transforms.tfdata.columns import DENSE_DTYPES, MISSING_INT, Column, dense_dtype
 from transforms.tfdata.numpy_coo import one_id_gains, piece_coo
 from transforms.tfdata.sharding import Unit, plan_units
 from transforms.tfdata.state import InputState, fingerprint
@@ -210,6 +211,12 @@ class ParquetSource:
                 if len(combiners) != 1 or group[0].dtype == "string":
                     raise ValueError(f"coo: group {[c.name for c in group]} needs integer ids and one combiner")
         self.dense = [c for c in self.columns if not c.is_sparse]
+        # One block per delivered dtype (float32, float64, int64), each feature after feature.
+        self.dense_blocks = [
+            (dtype, [c for c in self.dense if dense_dtype(c.dtype) == dtype])
+            for dtype in DENSE_DTYPES
+            if any(dense_dtype(c.dtype) == dtype for c in self.dense)
+        ]
         self._read_names = []
         for c in self.columns:
             self._read_names.append(c.name)
@@ -342,7 +349,7 @@ class ParquetSource:
                 if c.is_sparse:
                     columns[c.name] = self._sparse(table, c)
                 else:
-                    columns[c.name] = _dense(table[c.name])
+                    columns[c.name] = _dense(table[c.name], c)
             if self.label is not None:
                 columns[self.label.name] = _label(table[self.label.name], self.label)
         except SparseValidationError as e:
@@ -410,8 +417,7 @@ class ParquetSource:
             out += [np.dtype(np.int64), "string" if first.dtype == "string" else np.dtype(first.dtype)]
             if first.weighted:
                 out.append(np.dtype(np.float32))
-        if self.dense:
-            out.append(np.dtype(np.float32))
+        out += [np.dtype(dtype) for dtype, _ in self.dense_blocks]
         if self.label is not None:
             out.append(np.dtype(self.label.dtype))
         out += [np.dtype(np.int64), np.dtype(np.int64)]
@@ -437,8 +443,9 @@ class ParquetSource:
 
         Per group of F sparse features (`groups`), laid end to end: row_splits
         int64 `[F*n + 1]` (feature f's rows are `f*n .. f*n + n`), ids, and
-        float32 weights when weighted. Then the dense features as one float32
-        `[D*n]` block, feature after feature (NaN where missing), if any; the
+        float32 weights when weighted. Then the dense features as one `[D*n]`
+        block per delivered dtype (`dense_blocks`: float32 and float64 with
+        NaN where missing, int64 with `MISSING_INT`), feature after feature; the
         label `[n]` if any; n as int64 `[1]`; last the position after this
         batch, int64 `[4]` (epoch, shard, row, fingerprint). Numeric arrays
         of the groups, dense block and label are 64-byte aligned and freshly
@@ -460,8 +467,7 @@ class ParquetSource:
                 sizes.append((sum(nnz), np.dtype(group[0].dtype)))
             if group[0].weighted:
                 sizes.append((sum(nnz), np.dtype(np.float32)))
-        if self.dense:
-            sizes.append((len(self.dense) * n, np.dtype(np.float32)))
+        sizes += [(len(block) * n, np.dtype(dtype)) for dtype, block in self.dense_blocks]
         if self.label is not None:
             sizes.append((n, np.dtype(self.label.dtype)))
         arrays = iter(_Arena(sizes).arrays)
@@ -492,9 +498,9 @@ class ParquetSource:
     def _rest(self, pieces, n: int, arrays, epoch: int, end: int) -> list[np.ndarray]:
         """The dense block, the label and the position, after the sparse groups."""
         out = []
-        if self.dense:
+        for _, members in self.dense_blocks:
             block = next(arrays)
-            for j, c in enumerate(self.dense):
+            for j, c in enumerate(members):
                 _fill_rows(pieces, c.name, block[j * n : (j + 1) * n])
             out.append(block)
         if self.label is not None:
@@ -532,8 +538,7 @@ class ParquetSource:
             planned.append(plan)
             sizes += [(total, np.dtype(np.int32)), (total, np.dtype(group[0].dtype)), (total, np.dtype(np.float32))]
             sizes.append((len(group), np.dtype(np.int64)))
-        if self.dense:
-            sizes.append((len(self.dense) * n, np.dtype(np.float32)))
+        sizes += [(len(block) * n, np.dtype(dtype)) for dtype, block in self.dense_blocks]
         if self.label is not None:
             sizes.append((n, np.dtype(self.label.dtype)))
         arrays = iter(_Arena(sizes).arrays)
@@ -670,12 +675,18 @@ def _check_groups(columns: Sequence[Column], groups: Sequence[Sequence[str]] | N
     return [g for g in out if g]
 
 
-def _dense(column: pa.ChunkedArray) -> np.ndarray:
+def _dense(column: pa.ChunkedArray, c: Column) -> np.ndarray:
+    """A dense column as its delivered dtype: NaN (floats) or `MISSING_INT` (integers) where missing."""
     array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    if pa.types.is_floating(array.type) and array.type != pa.float32():
-        array = array.cast(pa.float32())
-    elif not pa.types.is_floating(array.type):
-        array = array.cast(pa.float32())
+    target = dense_dtype(c.dtype)
+    if target == "int64":
+        if not pa.types.is_integer(array.type):
+            raise ValueError(f"dense feature {c.name!r}: schema says {c.dtype}, the file holds {array.type}")
+        values = pc.fill_null(array.cast(pa.int64()), MISSING_INT) if array.null_count else array.cast(pa.int64())
+        return values.to_numpy(zero_copy_only=False)
+    if array.type != pa.from_numpy_dtype(np.dtype(target)):
+        # Safe casts only: an integer the float type would round fails here rather than change.
+        array = array.cast(pa.from_numpy_dtype(np.dtype(target)))
     # Nulls become NaN (to_numpy of a nullable float array); a copy only then.
     return array.to_numpy(zero_copy_only=False)
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from transforms.tfdata.columns import Column
+from transforms.tfdata.columns import MISSING_INT, Column, dense_dtype
 from transforms.tfdata.epochs import draw_seed, epoch_seed, over_epochs, plain, seeded_shuffle
 from transforms.tfdata.sharding import split_files
 
@@ -31,7 +31,8 @@ def parse_spec(columns: Sequence[Column], label: Column | None) -> dict:
             if c.weighted:
                 spec[c.weights_name] = tf.io.RaggedFeature(tf.float32, row_splits_dtype=tf.int64)
         else:
-            spec[c.name] = tf.io.RaggedFeature(tf.float32, row_splits_dtype=tf.int64)
+            dtype = tf.int64 if dense_dtype(c.dtype) == "int64" else tf.float32
+            spec[c.name] = tf.io.RaggedFeature(dtype, row_splits_dtype=tf.int64)
     if label is not None:
         dtype = tf.int64 if label.dtype in ("int64", "int32") else tf.float32
         spec[label.name] = tf.io.FixedLenFeature([], dtype)
@@ -50,7 +51,7 @@ def parse_batch(serialized: tf.Tensor, columns: Sequence[Column], label: Column 
     Sparse `f` -> `[n, None]` RaggedTensor of ids (row_splits int64) and,
     when weighted, `f__weights` -> float32 RaggedTensor with the same
     row_splits; dense `f` -> float32 `[n]`, NaN where the Example holds no
-    value; the label (under its name) -> `[n]`.
+    value (an integer column: int64, `MISSING_INT` where missing); the label (under its name) -> `[n]`.
 
     Raises (at run time) InvalidArgumentError naming the feature and the
     first offending row: weights whose row lengths differ from the ids', a
@@ -83,7 +84,8 @@ def parse_batch(serialized: tf.Tensor, columns: Sequence[Column], label: Column 
                     f"feature {c.name!r}: check 'one value per row' failed: a dense feature holds 0 or 1 values",
                 )
             )
-            first = value.to_tensor(default_value=float("nan"), shape=[None, 1])[:, 0]
+            missing = MISSING_INT if value.dtype == tf.int64 else float("nan")
+            first = value.to_tensor(default_value=missing, shape=[None, 1])[:, 0]
             features[c.name] = first
     if label is not None:
         y = parsed[label.name]
