@@ -25,6 +25,7 @@ Example (Criteo, with comments, as accepted by `load_config`)::
     stats:
       batch_sizes: [1024, 4096]
     error_budget: 0.0         # fraction of bad records tolerated
+    vocab_from: out/train     # optional: reuse that ingest's vocabularies and hash settings
 
 Only safe loaders are used: YAML tags that build Python objects are rejected.
 """
@@ -114,6 +115,7 @@ class IngestConfig:
     strict: bool = False
     skip_header: bool | None = None
     histories: HistoryConfig | None = None
+    vocab_from: str | None = None  # an ingest output whose id spaces this ingest reuses
 
     def plan(self, name: str) -> FeaturePlan | None:
         return next((p for p in self.features if p.name == name), None)
@@ -286,6 +288,7 @@ def parse_config(data: Any, *, format_override: str | None = None) -> IngestConf
             "output": dict,
             "stats": dict,
             "error_budget": (int, float),
+            "vocab_from": str,
         },
     )
     inp = _take(
@@ -346,6 +349,7 @@ def parse_config(data: Any, *, format_override: str | None = None) -> IngestConf
         strict=bool(inp.get("strict")),
         skip_header=inp.get("skip_header"),
         histories=histories,
+        vocab_from=top.get("vocab_from") or None,
     )
 
 

@@ -62,6 +62,8 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     schema.json and stats.json). Every element between read and write is a
     `pa.RecordBatch`.
     """
+    import apache_beam as beam
+
     from transforms.beam import (
         ApplyVocabulary,
         ComputeVocabulary,
@@ -94,24 +96,45 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
             batch_size=config.read_batch_size,
         )
         schema = None  # the grouped columns differ from the events'; WriteShards infers them
+    from pipelines.id_spaces import CopyVocabularies, CountOovIds, adopt_id_spaces, hash_updates, vocabulary_updates
+
+    vocab_dir = FileSystems.join(output_dir, VOCAB_DIR)
+    reused = {}
+    if config.vocab_from:
+        config, reused = adopt_id_spaces(config, config.vocab_from, VOCAB_DIR)
     hashed = _hash_plans(config)
-    salts = sorted({salt for _, _, salt in hashed}, key=lambda s: (s is not None, s))
+    salts = sorted({salt for _, _, salt in hashed}, key=lambda s: (s is not None, str(s)))
     for salt in salts:
         plans = [(name, buckets) for name, buckets, s in hashed if s == salt]
         hash_ids = HashIds([name for name, _ in plans], dict(plans), salt)
         batches = batches | f"HashIds{'' if salt is None else salt}" >> hash_ids
         if schema is not None:
             schema = hash_ids.output_schema(schema)
+            for name, buckets in plans:
+                schema = schema.replace(name, **hash_updates(buckets, salt))
+    # Vocabulary sizes and fingerprints are known once the vocabularies are written.
+    late = []
+    if reused:
+        late.append(pipeline | "ReuseVocabularies" >> CopyVocabularies(reused, vocab_dir))
+        batches = batches | "ApplyReusedVocabulary" >> ApplyVocabulary(
+            {v.feature: v.path for v in reused.values()},
+            num_oov_buckets={v.feature: v.num_oov_buckets for v in reused.values()},
+        )
     groups: dict[tuple, list[str]] = {}
     for p in config.vocabularies:
         groups.setdefault((p.min_frequency, p.top_k, p.num_oov_buckets), []).append(p.name)
     for i, ((min_frequency, top_k, num_oov), names) in enumerate(sorted(groups.items(), key=str)):
         vocab = batches | f"ComputeVocabulary{i}" >> ComputeVocabulary(
-            names, FileSystems.join(output_dir, VOCAB_DIR), min_frequency, top_k, num_oov
+            names, vocab_dir, min_frequency, top_k, num_oov
         )
         batches = batches | f"ApplyVocabulary{i}" >> ApplyVocabulary(vocab)
+        late.append(vocab | f"VocabularySizes{i}" >> beam.Map(vocabulary_updates))
+    looked_up = {p.name: p.num_oov_buckets for p in config.vocabularies}
+    looked_up.update({v.feature: v.num_oov_buckets for v in reused.values()})
+    if looked_up:
+        late.append(batches | "CountOovIds" >> CountOovIds(looked_up))
         if schema is not None:
-            for name in names:
+            for name in looked_up:
                 schema = schema.replace(name, dtype="int64")
     out = config.output
     return batches | "WriteShards" >> WriteShards(
@@ -122,11 +145,12 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
         out.seed,
         schema=schema,
         # An inferred schema cannot know the id ranges; the trainer sizes its tables from them.
-        schema_updates=None if schema is not None else {name: {"hash_buckets": b} for name, b, _ in hashed},
+        schema_updates=None if schema is not None else {name: hash_updates(b, salt) for name, b, salt in hashed},
         stats_batch_sizes=list(config.batch_sizes),
         row_group_size=out.row_group_size,
         write_threads=out.write_threads,
         compression=out.compression,
+        late_updates=(late | "IdSpaces" >> beam.Flatten()) if late else None,
     )
 
 
@@ -174,6 +198,8 @@ def run_ingest(argv: list[str]) -> dict:
         config = default_criteo_config()
     else:
         raise UsageError(f"--format {ours.format} needs --config naming the features to read")
+    if ours.vocab_from:
+        config = dataclasses.replace(config, vocab_from=ours.vocab_from)
     if ours.validate_only:
         return validate_graph(options, config, ours.input, ours.output)
     files = _check_input(ours.input)

@@ -41,9 +41,12 @@ class _RawIdMaps(tf.Module):
         for spec in schema.sparse:
             vocab = os.path.join(vocab_dir, f"{spec.name}.txt") if vocab_dir else None
             if spec.hash_buckets:
-                self.maps[spec.name] = keras.layers.Hashing(num_bins=spec.hash_buckets)
+                salt = list(spec.salt) if isinstance(spec.salt, tuple) else spec.salt
+                self.maps[spec.name] = keras.layers.Hashing(num_bins=spec.hash_buckets, salt=salt)
             elif vocab and os.path.exists(vocab):
-                self.maps[spec.name] = keras.layers.StringLookup(vocabulary=vocab, num_oov_indices=1)
+                # The OOV buckets the ingest reserved (schema.json), so every id lands where it did there.
+                num_oov = 1 if spec.num_oov_buckets is None else spec.num_oov_buckets
+                self.maps[spec.name] = keras.layers.StringLookup(vocabulary=vocab, num_oov_indices=num_oov)
             else:
                 raise ValueError(
                     f"feature {spec.name!r}: neither hash_buckets in schema.json nor a vocabulary file; "

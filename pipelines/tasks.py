@@ -100,11 +100,12 @@ class Task:
             result["eval_hit_rate_at_10"] = hits / max(count, 1)
         return result
 
-    def export(self, model, schema: Schema, export_dir: str) -> str:
+    def export(self, model, schema: Schema, export_dir: str, *, vocab_dir: str | None = None) -> str:
+        """Writes the raw-id SavedModel; `vocab_dir`: the ingest's `vocab/`, for vocabulary features."""
         from pipelines import serving
 
         if self.name == "ctr":
-            return serving.export_serving_model(model, schema, export_dir)
+            return serving.export_serving_model(model, schema, export_dir, vocab_dir=vocab_dir)
         return serving.export_history_model(model, schema, export_dir)
 
 
