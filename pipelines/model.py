@@ -7,7 +7,9 @@
 Inputs are the COO batches `transforms.make_dataset(output="coo")` yields
 (one `(row_ids, col_ids, gains)` per sparse feature, padded rows point at
 row `batch_size` and are ignored) and float32 `[B]` dense features with NaN
-where missing.
+where missing. A COO triple does not say how many rows its batch has, so a
+model without dense features reads the row count from `features[BATCH_ROWS]`
+(an int scalar; `Task.model_inputs` and the serving signature add it).
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import tensorflow as tf
 
 import ops.layers
 
-__all__ = ["CtrModel", "normalise_dense"]
+__all__ = ["CtrModel", "normalise_dense", "BATCH_ROWS"]
+
+BATCH_ROWS = "__batch_rows__"
 
 
 def normalise_dense(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -132,7 +136,9 @@ class CtrModel(keras.Model):
             # A constant batch keeps the embedding output shape static for XLA
             # (Keras layers take tensors, not Python ints, in their inputs).
             return tf.constant(static, tf.int32) if static is not None else tf.shape(features[name])[0]
-        raise ValueError("CtrModel needs at least one dense feature to know the batch size")
+        if BATCH_ROWS in features:
+            return tf.cast(features[BATCH_ROWS], tf.int32)
+        raise ValueError(f"CtrModel has no dense feature: give the batch's row count as features[{BATCH_ROWS!r}]")
 
     def get_config(self) -> dict:
         config = super().get_config()

@@ -62,6 +62,9 @@ def raw_features_to_model_inputs(raw: dict, schema: Schema, id_maps: dict, combi
         inputs[spec.name] = ops.to_coo(ids, combiner=combiner)
     for spec in schema.dense:
         inputs[spec.name] = tf.cast(raw[spec.name], tf.float32)
+    from pipelines.model import BATCH_ROWS
+
+    inputs[BATCH_ROWS] = tf.shape(next(iter(raw.values())), out_type=tf.int32)[0]
     return inputs
 
 
