@@ -103,6 +103,10 @@ class FeatureSpec:
                 raise SchemaError(f"feature {self.name!r}: {key} must be an integer >= 0, got {value!r}")
         if isinstance(self.salt, list):  # JSON has no tuples
             object.__setattr__(self, "salt", tuple(self.salt))
+        salt_ok = self.salt is None or (isinstance(self.salt, int) and not isinstance(self.salt, bool)) or (
+            isinstance(self.salt, tuple) and len(self.salt) == 2 and all(type(v) is int for v in self.salt))
+        if not salt_ok:
+            raise SchemaError(f"feature {self.name!r}: salt must be an integer or two integers, got {self.salt!r}")
         if self.id_space is not None and not isinstance(self.id_space, str):
             raise SchemaError(f"feature {self.name!r}: id_space must be a string, got {self.id_space!r}")
         if not isinstance(self.weighted, bool):

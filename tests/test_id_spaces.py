@@ -21,10 +21,14 @@ from sparse_io.schema import FeatureSpec, Schema
 REPO = pathlib.Path(__file__).resolve().parents[1]
 VOCAB = {"C1": 1, "C2": 3}  # feature -> OOV buckets
 BUCKETS = 1000
+SALT = 7
+# The held-out ingest's own config asks for other id settings; --vocab_from must override every one.
+OTHER = {"C*": {"hash_buckets": 5000}, "C1": {"hash_buckets": 10}, "C2": {"vocabulary": {"num_oov_buckets": 1}}}
 CONFIG = {
     "input": {"format": "criteo"},
     "features": {"C*": {"hash_buckets": BUCKETS}, "C1": {"vocabulary": {"num_oov_buckets": 1}},
-                 "C2": {"vocabulary": {"num_oov_buckets": 3, "min_frequency": 2}}},
+                 "C2": {"vocabulary": {"num_oov_buckets": 3, "min_frequency": 2}},
+                 "C3": {"hash_buckets": BUCKETS, "salt": SALT}},
     "output": {"format": "parquet", "num_shards": 2, "shuffle": True, "seed": 3},
     "stats": {"batch_sizes": [32]},
 }
@@ -48,10 +52,11 @@ def ingests(tmp_path_factory):
     (root / "train.tsv").write_text("\n".join(lines[:300]) + "\n")
     (root / "heldout.tsv").write_text("\n".join(lines[300:]) + "\n")
     (root / "config.yaml").write_text(yaml.safe_dump(CONFIG))
+    (root / "other.yaml").write_text(yaml.safe_dump({**CONFIG, "features": OTHER}))
     common = ["--config", str(root / "config.yaml"), "--no_report"]
     run_ingest(["--input", str(root / "train.tsv"), "--output", str(root / "train"), *common])
-    run_ingest(["--input", str(root / "heldout.tsv"), "--output", str(root / "heldout"), *common,
-                "--vocab_from", str(root / "train")])
+    run_ingest(["--input", str(root / "heldout.tsv"), "--output", str(root / "heldout"), "--no_report",
+                "--config", str(root / "other.yaml"), "--vocab_from", str(root / "train")])
     run_ingest(["--input", str(root / "heldout.tsv"), "--output", str(root / "alone"), *common])
     return root, _rows(lines[:300]), _rows(lines[300:])
 
@@ -75,6 +80,8 @@ def _expected_id(feature, raw, vocabulary):
             return oov + vocabulary.index(raw)
         # Keras's StringLookup puts OOV strings in Fingerprint64 buckets.
         return 0 if oov == 1 else int(tf.strings.to_hash_bucket_fast([raw], oov)[0])
+    if feature == "C3":  # Keras's Hashing(salt=7) keys the strong hash with [7, 7]
+        return int(tf.strings.to_hash_bucket_strong([raw], BUCKETS, key=[SALT, SALT])[0])
     return int(tf.strings.to_hash_bucket_fast([raw], BUCKETS)[0])
 
 
@@ -106,7 +113,8 @@ def test_held_out_rows_get_the_training_ids_value_by_value(ingests):
         assert spec.vocabulary_size == buckets + len(vocabularies[feature]) == train_schema[feature].vocabulary_size
         assert spec.num_oov_buckets == buckets
         assert spec.oov_ids == stats["features"][feature]["oov_ids"] == oov[feature]
-    assert heldout_schema["C3"].id_space == hash_fingerprint(BUCKETS, None)
+    assert heldout_schema["C4"].id_space == hash_fingerprint(BUCKETS, None)
+    assert heldout_schema["C3"].salt == SALT and heldout_schema["C3"].id_space == hash_fingerprint(BUCKETS, SALT)
     check_same_id_spaces(train_schema, heldout_schema)
 
 
