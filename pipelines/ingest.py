@@ -16,6 +16,11 @@ Local run (the in-process runner is the default)::
 
     python -m pipelines.ingest --input 'logs/*.tsv' --format criteo --output out/
 
+Held-out data in the training data's id space (same vocabularies and hash
+settings; see `pipelines.id_spaces`)::
+
+    python -m pipelines.ingest --input 'day_2/*.tsv' --format criteo --output out/heldout --vocab_from out/train
+
 Dataflow: add `--runner DataflowRunner --project P --region R
 --temp_location gs://B/tmp --setup_file ./pyproject.toml` (or
 `--sdk_container_image`), and gs:// paths for --input and --output;
@@ -58,8 +63,9 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     """Adds the ingest to `pipeline`; returns the WriteShards result PCollection.
 
     The graph: ReadLogs -> [LogProgress] -> [GroupHistories] -> HashIds ->
-    [ComputeVocabulary + ApplyVocabulary] -> WriteShards (which also writes
-    schema.json and stats.json). Every element between read and write is a
+    [ComputeVocabulary + ApplyVocabulary, or ApplyVocabulary of the
+    `vocab_from` ingest's files] -> [CountOovIds] -> WriteShards (which also
+    writes schema.json, with each feature's id space, and stats.json). Every element between read and write is a
     `pa.RecordBatch`.
     """
     import apache_beam as beam

@@ -5,6 +5,7 @@ import glob
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -140,3 +141,19 @@ def test_fingerprints_tell_hash_settings_apart():
     with pytest.raises(IdSpaceMismatch, match="feature 'f': missing"):
         check_same_id_spaces(a, Schema([FeatureSpec("g", hash_buckets=10)]))
     assert Schema.from_json(salted.to_json()) == salted
+
+
+def test_vocab_from_must_name_an_ingest_output_that_holds_every_feature(ingests, tmp_path):
+    from pipelines.config import parse_config
+    from pipelines.errors import UsageError
+
+    root, _, _ = ingests
+    assert parse_config({"vocab_from": "out/train", "features": OTHER}).vocab_from == "out/train"
+    common = ["--input", str(root / "heldout.tsv"), "--config", str(root / "config.yaml"), "--no_report"]
+    with pytest.raises(UsageError, match="--vocab_from .*no schema.json"):
+        run_ingest([*common, "--output", str(tmp_path / "a"), "--vocab_from", str(tmp_path / "nothing")])
+    schema = Schema.load(str(root / "train"))
+    shutil.copytree(root / "train" / "vocab", tmp_path / "partial" / "vocab")
+    (tmp_path / "partial" / "schema.json").write_text(schema.select([n for n in schema.names if n != "C7"]).to_json())
+    with pytest.raises(UsageError, match="feature 'C7' is not in its schema.json"):
+        run_ingest([*common, "--output", str(tmp_path / "b"), "--vocab_from", str(tmp_path / "partial")])
