@@ -104,6 +104,10 @@ def embedding_bag(
         sample_count = _sample_count(sample_count, where)
         if implementation == "auto":
             implementation = _auto_implementation(rows_dtype=shards[0].dtype)
+        if col_ids.shape[0] == 0:
+            # No ids at all (a feature empty in every row pads to capacity 0): TensorFlow's CSR
+            # kernels divide by the column count and kill the process on an empty matrix.
+            implementation = "segment"
         checks = Checks()
         if not in_xla_context():
             _check_data(checks, shards, row_ids, col_ids, gains, sample_count, where)

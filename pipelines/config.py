@@ -31,6 +31,7 @@ Example (Criteo, with comments, as accepted by `load_config`)::
     stats:
       batch_sizes: [1024, 4096]
     error_budget: 0.0         # fraction of bad records tolerated
+    vocab_from: out/train     # optional: reuse that ingest's vocabularies and hash settings
 
 Bounds (`pipelines.config_limits`): feature names use only A-Z, a-z, 0-9,
 "_", "." and "-" and do not start with "." (they become file names such as
@@ -145,6 +146,7 @@ class IngestConfig:
             null_values=self.null_values,
             feature_null_values=dict(self.feature_null_values) or None,
         )
+    vocab_from: str | None = None  # an ingest output whose id spaces this ingest reuses
 
     def plan(self, name: str) -> FeaturePlan | None:
         return next((p for p in self.features if p.name == name), None)
@@ -358,6 +360,7 @@ def parse_config(
             "output": dict,
             "stats": dict,
             "error_budget": (int, float),
+            "vocab_from": str,
         },
     )
     inp = _take(
@@ -447,6 +450,7 @@ def parse_config(
         quote_char=layout.quote_char if fmt in DELIMITED_FORMATS else None,
         null_values=layout.null_values if fmt in DELIMITED_FORMATS else None,
         feature_null_values=layout.feature_null_values,
+        vocab_from=top.get("vocab_from") or None,
     )
 
 

@@ -25,6 +25,11 @@ Local run (the in-process runner is the default)::
 
     python -m pipelines.ingest --input 'logs/*.tsv' --format criteo --output out/
 
+Held-out data in the training data's id space (same vocabularies and hash
+settings; see `pipelines.id_spaces`)::
+
+    python -m pipelines.ingest --input 'day_2/*.tsv' --format criteo --output out/heldout --vocab_from out/train
+
 Dataflow: add `--runner DataflowRunner --project P --region R
 --temp_location gs://B/tmp --setup_file ./pyproject.toml` (or
 `--sdk_container_image`), and gs:// paths for --input and --output;
@@ -85,10 +90,13 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     """Adds the ingest to `pipeline`; returns the WriteShards result PCollection.
 
     The graph: ReadLogs -> [LogProgress] -> [GroupHistories] -> HashIds ->
-    [ComputeVocabulary + ApplyVocabulary] -> WriteShards (which also writes
-    schema.json and stats.json). Every element between read and write is a
+    [ComputeVocabulary + ApplyVocabulary, or ApplyVocabulary of the
+    `vocab_from` ingest's files] -> [CountOovIds] -> WriteShards (which also
+    writes schema.json, with each feature's id space, and stats.json). Every element between read and write is a
     `pa.RecordBatch`.
     """
+    import apache_beam as beam
+
     from transforms.beam import (
         ApplyVocabulary,
         ComputeVocabulary,
@@ -123,27 +131,48 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
             batch_size=config.read_batch_size,
         )
         schema = None  # the grouped columns differ from the events'; WriteShards infers them
+    from pipelines.id_spaces import CopyVocabularies, CountOovIds, adopt_id_spaces, hash_updates, vocabulary_updates
+
+    vocab_dir = FileSystems.join(output_dir, VOCAB_DIR)
+    reused = {}
+    if config.vocab_from:
+        config, reused = adopt_id_spaces(config, config.vocab_from, VOCAB_DIR)
     hashed = _hash_plans(config)
-    salts = sorted({salt for _, _, salt in hashed}, key=lambda s: (s is not None, s))
+    salts = sorted({salt for _, _, salt in hashed}, key=lambda s: (s is not None, str(s)))
     for salt in salts:
         plans = [(name, buckets) for name, buckets, s in hashed if s == salt]
         hash_ids = HashIds([name for name, _ in plans], dict(plans), salt)
         batches = batches | f"HashIds{'' if salt is None else salt}" >> hash_ids
         if schema is not None:
             schema = hash_ids.output_schema(schema)
+            for name, buckets in plans:
+                schema = schema.replace(name, **hash_updates(buckets, salt))
+    # Vocabulary sizes and fingerprints are known once the vocabularies are written.
+    late = []
+    if reused:
+        late.append(pipeline | "ReuseVocabularies" >> CopyVocabularies(reused, vocab_dir))
+        batches = batches | "ApplyReusedVocabulary" >> ApplyVocabulary(
+            {v.feature: v.path for v in reused.values()},
+            num_oov_buckets={v.feature: v.num_oov_buckets for v in reused.values()},
+        )
     groups: dict[tuple, list[str]] = {}
     for p in config.vocabularies:
         groups.setdefault((p.min_frequency, p.top_k, p.num_oov_buckets), []).append(p.name)
     for i, ((min_frequency, top_k, num_oov), names) in enumerate(sorted(groups.items(), key=str)):
         vocab = batches | f"ComputeVocabulary{i}" >> ComputeVocabulary(
-            names, FileSystems.join(output_dir, VOCAB_DIR), min_frequency, top_k, num_oov
+            names, vocab_dir, min_frequency, top_k, num_oov
         )
         batches = batches | f"ApplyVocabulary{i}" >> ApplyVocabulary(vocab)
+        late.append(vocab | f"VocabularySizes{i}" >> beam.Map(vocabulary_updates))
+    looked_up = {p.name: p.num_oov_buckets for p in config.vocabularies}
+    looked_up.update({v.feature: v.num_oov_buckets for v in reused.values()})
+    if looked_up:
+        late.append(batches | "CountOovIds" >> CountOovIds(looked_up))
         if schema is not None:
-            for name in names:
+            for name in looked_up:
                 schema = schema.replace(name, dtype="int64")
     out = config.output
-    updates = {name: {"hash_buckets": b} for name, b, _ in hashed}
+    updates = {name: hash_updates(b, salt) for name, b, salt in hashed}
     order_by = None
     if config.histories is not None:
         h = config.histories
@@ -167,6 +196,7 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
         write_threads=out.write_threads,
         compression=out.compression,
         order_by=order_by,
+        late_updates=(late | "IdSpaces" >> beam.Flatten()) if late else None,
     )
 
 
@@ -216,6 +246,8 @@ def run_ingest(argv: list[str]) -> dict:
         config = default_criteo_config()
     else:
         raise UsageError(f"--format {ours.format} needs --config naming the features to read")
+    if ours.vocab_from:
+        config = dataclasses.replace(config, vocab_from=ours.vocab_from)
     if ours.validate_only:
         return validate_graph(options, config, ours.input, ours.output)
     files = _check_input(ours.input)

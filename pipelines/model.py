@@ -10,7 +10,10 @@ row `batch_size` and are ignored) and `[B]` dense features: float32/float64
 with NaN where missing, or int64 (counts, integer columns) with
 `transforms.MISSING_INT` where missing, cast to float32 here, after the
 missing test. Timestamp columns (a `time_unit` in schema.json) are not model
-inputs: an absolute time says nothing about held-out or future rows.
+inputs: an absolute time says nothing about held-out or future rows. A COO
+triple does not say how many rows its batch has, so a model without dense
+features reads the row count from `features[BATCH_ROWS]` (an int scalar;
+`Task.model_inputs` and the serving signature add it).
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ import tensorflow as tf
 
 import ops.layers
 
-__all__ = ["CtrModel", "normalise_dense"]
+__all__ = ["CtrModel", "normalise_dense", "BATCH_ROWS"]
+
+BATCH_ROWS = "__batch_rows__"
 
 
 # The int64 minimum: how `transforms.make_dataset` marks a missing integer (transforms.MISSING_INT).
@@ -144,7 +149,9 @@ class CtrModel(keras.Model):
             # A constant batch keeps the embedding output shape static for XLA
             # (Keras layers take tensors, not Python ints, in their inputs).
             return tf.constant(static, tf.int32) if static is not None else tf.shape(features[name])[0]
-        raise ValueError("CtrModel needs at least one dense feature to know the batch size")
+        if BATCH_ROWS in features:
+            return tf.cast(features[BATCH_ROWS], tf.int32)
+        raise ValueError(f"CtrModel has no dense feature: give the batch's row count as features[{BATCH_ROWS!r}]")
 
     def get_config(self) -> dict:
         config = super().get_config()

@@ -47,6 +47,12 @@ class IngestOptions(PipelineOptions):
             default=5.0,
             help="seconds between progress log lines on the local runner (0 turns them off)",
         )
+        parser.add_argument(
+            "--vocab_from",
+            default=None,
+            help="an earlier ingest's output directory whose vocabularies and hash settings this ingest reuses, "
+            "so equal raw values get equal ids (overrides the config's vocab_from)",
+        )
         parser.add_argument("--no_report", action="store_true", default=False, help="skip report.html")
         parser.add_argument(
             "--validate_only",

@@ -41,14 +41,21 @@ class _RawIdMaps(tf.Module):
         for spec in schema.sparse:
             vocab = os.path.join(vocab_dir, f"{spec.name}.txt") if vocab_dir else None
             if spec.hash_buckets:
-                self.maps[spec.name] = keras.layers.Hashing(num_bins=spec.hash_buckets)
+                self.maps[spec.name] = keras.layers.Hashing(num_bins=spec.hash_buckets, salt=_salt(spec))
             elif vocab and os.path.exists(vocab):
-                self.maps[spec.name] = keras.layers.StringLookup(vocabulary=vocab, num_oov_indices=1)
+                # The OOV buckets the ingest reserved (schema.json), so every id lands where it did there.
+                num_oov = 1 if spec.num_oov_buckets is None else spec.num_oov_buckets
+                self.maps[spec.name] = keras.layers.StringLookup(vocabulary=vocab, num_oov_indices=num_oov)
             else:
                 raise ValueError(
                     f"feature {spec.name!r}: neither hash_buckets in schema.json nor a vocabulary file; "
                     "cannot map raw ids at serving time"
                 )
+
+
+def _salt(spec):
+    """The ingest's hash salt (schema.json) as keras.layers.Hashing takes it."""
+    return list(spec.salt) if isinstance(spec.salt, tuple) else spec.salt
 
 
 def raw_features_to_model_inputs(raw: dict, schema: Schema, id_maps: dict, combiner: str = "mean") -> dict:
@@ -59,6 +66,9 @@ def raw_features_to_model_inputs(raw: dict, schema: Schema, id_maps: dict, combi
         inputs[spec.name] = ops.to_coo(ids, combiner=combiner)
     for spec in schema.dense:
         inputs[spec.name] = tf.cast(raw[spec.name], tf.float32)
+    from pipelines.model import BATCH_ROWS
+
+    inputs[BATCH_ROWS] = tf.shape(next(iter(raw.values())), out_type=tf.int32)[0]
     return inputs
 
 
@@ -89,7 +99,7 @@ def export_history_model(model, schema: Schema, export_dir: str) -> str:
     spec = schema[item]
     if not spec.hash_buckets:
         raise ValueError(f"feature {item!r}: serving raw ids needs hash_buckets in schema.json")
-    hashing = keras.layers.Hashing(num_bins=spec.hash_buckets)
+    hashing = keras.layers.Hashing(num_bins=spec.hash_buckets, salt=_salt(spec))
     signature = {item: tf.TensorSpec([None], tf.string, name=item),
                  target: tf.TensorSpec([None], tf.string, name=target)}
     weights = weights_column(item)

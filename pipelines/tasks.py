@@ -56,7 +56,10 @@ class Task:
         """The model's input dict from a dataset element (next_item reads its target from the label)."""
         if self.name == "next_item":
             return {**features, self.target: label}
-        return features
+        from pipelines.model import BATCH_ROWS
+
+        # A click model without dense features learns its row count from here.
+        return {**features, BATCH_ROWS: _rows(label)}
 
     def per_row_loss(self, label, output):
         """float32 `[B]` losses of one batch (the trainer sums them and divides by the global batch)."""
@@ -101,12 +104,21 @@ class Task:
             result["eval_hit_rate_at_10"] = hits / max(count, 1)
         return result
 
-    def export(self, model, schema: Schema, export_dir: str) -> str:
+    def export(self, model, schema: Schema, export_dir: str, *, vocab_dir: str | None = None) -> str:
+        """Writes the raw-id SavedModel; `vocab_dir`: the ingest's `vocab/`, for vocabulary features."""
         from pipelines import serving
 
         if self.name == "ctr":
-            return serving.export_serving_model(model, schema, export_dir)
+            return serving.export_serving_model(model, schema, export_dir, vocab_dir=vocab_dir)
         return serving.export_history_model(model, schema, export_dir)
+
+
+def _rows(label):
+    """int32 scalar: the label's row count, a constant when the shape is static (XLA compiles it in)."""
+    import tensorflow as tf
+
+    static = label.shape[0]
+    return tf.constant(static, tf.int32) if static is not None else tf.shape(label, out_type=tf.int32)[0]
 
 
 def _id_range(spec) -> int:

@@ -155,6 +155,7 @@ def train(argv: list[str]) -> TrainResult:
 
     Raises:
       SystemExit: bad flags or flag values (argparse prints one line naming the flag, exit status 2).
+      UsageError: --eval_data maps a feature's raw values to other ids than --data (`sparse_io.id_space`).
       ValueError / FileNotFoundError: data directories that are not ingest outputs.
     """
     args, hidden = _args(argv)
@@ -172,6 +173,8 @@ def train(argv: list[str]) -> TrainResult:
         if directory:
             verify_directory(directory, args.verify)
     schema = Schema.load(args.data)
+    if args.eval_data:
+        _check_eval_id_spaces(schema, args.eval_data)
     task = resolve_task(schema, args.task)
     _LOGGER.info("task %s: features %s, label %s", task.name, task.features or "all", task.label)
     keras.utils.set_random_seed(args.seed)
@@ -267,10 +270,23 @@ def train(argv: list[str]) -> TrainResult:
     if args.eval_data:
         result.update(evaluate(model, task, args.eval_data, args.batch_size, verify=_recheck(args.verify)))
     if args.export == "savedmodel":
-        result["export"] = task.export(model, schema, os.path.join(args.model_dir, EXPORT_DIR))
+        result["export"] = task.export(model, schema, os.path.join(args.model_dir, EXPORT_DIR),
+                                       vocab_dir=os.path.join(args.data, "vocab"))
     with open(os.path.join(args.model_dir, "train_result.json"), "w", encoding="utf-8") as f:
         json.dump(result, f, indent=2)
     return result
+
+
+def _check_eval_id_spaces(schema, eval_dir: str) -> None:
+    """Held-out data must map raw values to the ids the model is trained on; UsageError naming the feature."""
+    from pipelines.errors import UsageError
+    from sparse_io.id_space import IdSpaceMismatch, check_same_id_spaces
+    from sparse_io.schema import Schema
+
+    try:
+        check_same_id_spaces(schema, Schema.load(eval_dir), other_name=f"--eval_data {eval_dir}")
+    except IdSpaceMismatch as e:
+        raise UsageError(str(e)) from None
 
 
 def _is_chief(strategy) -> bool:

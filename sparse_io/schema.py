@@ -69,6 +69,14 @@ class FeatureSpec:
       hash_buckets: ids are (or will be) hashed into this many buckets.
       weighted: a sparse feature carries per-id float32 weights.
       max_length: keep at most this many ids per row (sparse only).
+      num_oov_buckets: a vocabulary feature's out-of-vocabulary ids
+        `0..num_oov_buckets-1` (its tokens follow them).
+      salt: the hash salt of a hashed feature (an int or two), as Keras's
+        `Hashing(salt=...)` takes it.
+      id_space: a fingerprint of how raw values became ids (hash settings,
+        or the vocabulary file's bytes and OOV count; `sparse_io.id_space`):
+        two ingests with equal fingerprints give equal values equal ids.
+      oov_ids: how many ids of the ingested rows fell in the OOV buckets.
 
     Example:
       >>> FeatureSpec("C1", "sparse", "string", hash_buckets=1000).is_sparse
@@ -84,6 +92,10 @@ class FeatureSpec:
     max_length: int | None = None
     time_unit: str | None = None
     label_type: str | None = None
+    num_oov_buckets: int | None = None
+    salt: int | tuple[int, int] | None = None
+    id_space: str | None = None
+    oov_ids: int | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
@@ -98,6 +110,18 @@ class FeatureSpec:
             value = getattr(self, key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
                 raise SchemaError(f"feature {self.name!r}: {key} must be a positive integer, got {value!r}")
+        for key in ("num_oov_buckets", "oov_ids"):
+            value = getattr(self, key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise SchemaError(f"feature {self.name!r}: {key} must be an integer >= 0, got {value!r}")
+        if isinstance(self.salt, list):  # JSON has no tuples
+            object.__setattr__(self, "salt", tuple(self.salt))
+        salt_ok = self.salt is None or (isinstance(self.salt, int) and not isinstance(self.salt, bool)) or (
+            isinstance(self.salt, tuple) and len(self.salt) == 2 and all(type(v) is int for v in self.salt))
+        if not salt_ok:
+            raise SchemaError(f"feature {self.name!r}: salt must be an integer or two integers, got {self.salt!r}")
+        if self.id_space is not None and not isinstance(self.id_space, str):
+            raise SchemaError(f"feature {self.name!r}: id_space must be a string, got {self.id_space!r}")
         if not isinstance(self.weighted, bool):
             raise SchemaError(f"feature {self.name!r}: weighted must be true or false, got {self.weighted!r}")
         if self.kind != "sparse" and (self.weighted or self.max_length):
@@ -139,7 +163,9 @@ class FeatureSpec:
         return pa.list_(scalar) if self.is_sparse else scalar
 
     def to_dict(self) -> dict:
-        return {k: v for k, v in dataclasses.asdict(self).items() if v not in (None, False)}
+        # `is`, not `in`: a count of 0 is information, only None and an unset flag are not.
+        return {k: list(v) if isinstance(v, tuple) else v
+                for k, v in dataclasses.asdict(self).items() if v is not None and v is not False}
 
     @classmethod
     def from_dict(cls, data: dict) -> FeatureSpec:

@@ -259,3 +259,20 @@ def test_out_of_range_ids_and_rows_raise_invalid_argument(implementation):
         ops.embedding_bag(table, [0], [9], [1.0], 1, implementation=implementation)
     with pytest.raises(tf.errors.InvalidArgumentError):
         ops.embedding_bag(table, [3], [1], [1.0], 1, implementation=implementation)
+
+
+def test_no_ids_at_all_gives_zero_rows_and_an_empty_gradient_in_a_graph():
+    # Capacity 0 (a feature empty in every row): TensorFlow's CSR kernels used to kill the process here.
+    table = tf.Variable(tf.random.normal([7, 3]))
+    empty = (tf.zeros([0], tf.int32), tf.zeros([0], tf.int64), tf.zeros([0]))
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            out = ops.embedding_bag(table, *empty, sample_count=4)
+            loss = tf.reduce_sum(out)
+        return out, tape.gradient(loss, table)
+
+    out, grad = step()
+    np.testing.assert_array_equal(out.numpy(), np.zeros((4, 3), np.float32))
+    assert tf.convert_to_tensor(grad).numpy().sum() == 0

@@ -145,3 +145,20 @@ def test_the_benchmark_rows_in_the_readme_are_those_of_results_md():
     assert len(rows) > 10
     missing = [row for row in rows if row not in results]
     assert not missing, missing
+
+
+@pytest.mark.slow
+def test_the_held_out_commands_ingest_into_one_id_space_and_train(tmp_path):
+    commands = [c for c in _commands("bash") if "out/heldout" in c or "out/train" in c]
+    assert len(commands) == 3 and "--vocab_from out/train" in commands[1] and "--eval_data" in commands[2]
+    write_synthetic_criteo(str(tmp_path / "logs" / "day_1.tsv.gz"), 1200, 1000)
+    write_synthetic_criteo(str(tmp_path / "logs" / "day_2.tsv.gz"), 400, 1001)
+    (tmp_path / "pipelines").symlink_to(REPO / "pipelines")  # the commands name the config from the repo root
+    # `python` is this environment's interpreter, as in an activated virtual environment.
+    env = dict(_env(), PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    for command in commands:
+        done = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True, env=env,
+                              timeout=600)
+        assert done.returncode == 0, command + "\n" + done.stderr[-3000:]
+    result = (tmp_path / "out" / "model" / "train_result.json").read_text()
+    assert '"eval_rows": 400' in result and '"steps": 50' in result

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparse_io.atomic import atomic_write_text
+from sparse_io.id_space import vocabulary_fingerprint
 from sparse_io.paths import join_under
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
 from transforms.beam._columns import feature_names, require_columns
@@ -45,6 +46,8 @@ class VocabularyFile:
       size: tokens in the file.
       num_oov_buckets: the OOV indices a lookup reserves before the tokens.
       dtype: "string" or "int64" (the type of the counted values).
+      id_space: the fingerprint of the file's bytes and OOV count
+        (`sparse_io.id_space.vocabulary_fingerprint`).
     """
 
     feature: str
@@ -52,6 +55,7 @@ class VocabularyFile:
     size: int
     num_oov_buckets: int
     dtype: str
+    id_space: str = ""
 
 
 def _writable(values: pa.Array) -> np.ndarray:
@@ -130,8 +134,10 @@ class _WriteVocabularyFn(beam.DoFn):
         if self._top_k is not None:
             values = values.slice(0, self._top_k)
         path = join_under(self._output_dir, f"{feature}.txt")
-        atomic_write_text(path, _lines(values), output_root=self._output_dir)
-        yield VocabularyFile(feature, path, len(values), self._num_oov, dtype)
+        text = _lines(values)
+        atomic_write_text(path, text, output_root=self._output_dir)
+        fingerprint = vocabulary_fingerprint(text, self._num_oov)
+        yield VocabularyFile(feature, path, len(values), self._num_oov, dtype, fingerprint)
 
 
 class ComputeVocabulary(beam.PTransform):

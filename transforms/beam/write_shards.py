@@ -28,6 +28,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import functools
+import json
 import logging
 import math
 import os
@@ -40,7 +41,7 @@ import pyarrow.compute as pc
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 
-from sparse_io.atomic import remove_stale_temporaries
+from sparse_io.atomic import atomic_write_text, remove_stale_temporaries
 from sparse_io.hashing import hash_strings
 from sparse_io.schema import SCHEMA_FILE, WEIGHTS_SUFFIX, FeatureSpec, Schema
 from sparse_io.shards import (
@@ -322,9 +323,12 @@ def _finalize(
     stats,
     computed_shards=None,
     inferred_schema=None,
+    late_updates=None,
 ) -> dict:
     shards = num_shards or computed_shards
     schema = schema or inferred_schema
+    if late_updates:
+        schema, stats = _apply_late_updates(schema, stats, late_updates, output_dir)
     suffix = _SUFFIX[format]
     done = {index: (path, rows) for index, path, rows in written}
     done, shards = _fit_to_rows(done, shards, output_dir, suffix)
@@ -363,6 +367,23 @@ def _fit_to_rows(done: dict, shards: int, output_dir: str, suffix: str) -> tuple
         renumbered[new] = (target, count)
     _LOGGER.warning("num_shards %d is more than the %d rows can fill: wrote %d shards", shards, rows, kept)
     return renumbered, kept
+def _apply_late_updates(schema: Schema, stats: dict, updates, output_dir: str) -> tuple[Schema, dict]:
+    """Schema fields known only once the data was seen (vocabulary sizes, OOV counts), merged in.
+
+    An `oov_ids` count is also recorded in stats.json, beside the feature's other counts.
+    """
+    merged: dict[str, dict] = {}
+    for name, changes in updates:
+        merged.setdefault(name, {}).update(changes)
+    schema = _updated(schema, merged)
+    counted = {n: c["oov_ids"] for n, c in merged.items() if "oov_ids" in c and n in stats.get("features", {})}
+    if counted:
+        stats = {**stats, "features": {n: ({**f, "oov_ids": counted[n]} if n in counted else f)
+                                       for n, f in stats["features"].items()}}
+        atomic_write_text(
+            FileSystems.join(output_dir, STATS_FILE), json.dumps(stats, indent=2) + "\n", output_root=output_dir
+        )
+    return schema, stats
 
 
 def _updated(schema: Schema, updates: dict[str, dict]) -> Schema:
@@ -412,6 +433,10 @@ class WriteShards(beam.PTransform):
         the worker's CPU count, at most `MAX_DEFAULT_WRITE_THREADS`
         (`default_write_threads()`). 1
         writes them one after another in the bundle's thread.
+      late_updates: a PCollection of `(feature, {FeatureSpec field: value})`
+        known only once the data was seen (a vocabulary's size and
+        fingerprint, its OOV count), merged into schema.json when the shards
+        are done; an `oov_ids` count also goes into the feature's stats.json entry.
       compression: the Parquet shards' codec, one of
         `sparse_io.PARQUET_CODECS`; None: zstd (the smallest files; lz4
         decodes faster at a larger size). TFRecord shards take no codec.
@@ -443,8 +468,10 @@ class WriteShards(beam.PTransform):
         write_threads: int | None = None,
         compression: str | None = None,
         order_by: Sequence[str] | None = None,
+        late_updates=None,
     ):
         super().__init__()
+        self._late_updates = late_updates
         if format not in _SUFFIX:
             raise ValueError(f"WriteShards: format must be one of {sorted(_SUFFIX)}, got {format!r}")
         if not output_dir:
@@ -548,5 +575,6 @@ class WriteShards(beam.PTransform):
                 self._compression,
                 beam.pvalue.AsSingleton(stats),
                 **side,
+                **({} if self._late_updates is None else {"late_updates": beam.pvalue.AsList(self._late_updates)}),
             )
         )
