@@ -23,7 +23,9 @@ Dataflow: add `--runner DataflowRunner --project P --region R
 
 Exit status: 0 on success; 2 with one line naming the problem for bad flags,
 an invalid config, an input pattern that matches nothing, an unwritable or
-non-empty output (without --overwrite), or an exceeded error budget.
+non-empty output (without --overwrite), or an exceeded error budget; 1 for an
+internal error. `--help` lists the flags (they are defined in
+`pipelines.options.IngestOptions`); every other flag is Beam's.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipelines import cli
 from pipelines.config import IngestConfig, default_criteo_config, load_config
 from pipelines.errors import UsageError, cli_errors, quiet_beam_tracebacks
 from pipelines.options import IngestOptions
@@ -45,7 +48,7 @@ from pipelines.output_dir import prepare_output
 from pipelines.progress import LogProgress
 from transforms.beam.histories import TARGET_PREFIX
 
-__all__ = ["build_ingest", "run_ingest", "main"]
+__all__ = ["build_ingest", "ingest_parser", "run_ingest", "main"]
 
 _LOGGER = logging.getLogger("sparseflow.ingest")
 ERRORS_DIR = "errors"
@@ -159,9 +162,11 @@ def run_ingest(argv: list[str]) -> dict:
     """
     from transforms.beam.runner import in_process_options
 
-    options = in_process_options(argv)
-    _reject_unknown_flags(options, argv)
-    ours = options.view_as(IngestOptions)
+    parser = ingest_parser()
+    ours, beam_argv = parser.parse_known_args(argv)
+    # Beam sees only its own flags, exactly as given; a bad one is refused with our usage line.
+    _reject_unknown_flags(beam_argv, parser)
+    options = in_process_options(beam_argv)
     if not ours.input:
         raise UsageError("--input is required (a file pattern, local or gs://)")
     if not ours.output:
@@ -187,6 +192,8 @@ def run_ingest(argv: list[str]) -> dict:
     import apache_beam as beam
 
     started = time.monotonic()
+    _LOGGER.info("ingesting %s (%d file%s) into %s ...", ours.input, len(files), "" if len(files) == 1 else "s",
+                 ours.output)
     pipeline = beam.Pipeline(options=options)
     build_ingest(pipeline, config, ours.input, ours.output, progress_seconds=ours.progress_seconds)
     try:
@@ -212,6 +219,7 @@ def run_ingest(argv: list[str]) -> dict:
     if not ours.no_report and FileSystems.get_scheme(ours.output) is None:
         from pipelines.report import write_report
 
+        _LOGGER.info("writing %s ...", FileSystems.join(ours.output, "report.html"))
         summary["report"] = write_report(ours.output, summary)
     return summary
 
@@ -299,24 +307,37 @@ def _check_interactive_beam() -> None:
         ) from e
 
 
-def _reject_unknown_flags(options: PipelineOptions, argv: list[str]) -> None:
-    parsers = []
-    options.get_all_options(add_extra_args_fn=parsers.append)
-    _, unknown = parsers[0].parse_known_args(argv)
-    flags = [a for a in unknown if a.startswith("-")]
-    if flags or unknown:
-        raise UsageError(f"unrecognised argument(s): {' '.join(unknown)}")
+def ingest_parser():
+    """The ingest's own flags (`IngestOptions`) with the shared help, `-v` and `--help_beam`.
+
+    A flag added to `IngestOptions._add_argparse_args` appears here, with its
+    default, by itself. `parse_known_args` leaves Beam's flags for Beam.
+    """
+    p = cli.parser("pipelines.ingest", __doc__, "--input PATTERN --output DIR [--format F] [--config FILE] [options]",
+                   beam=True)
+    IngestOptions._add_argparse_args(p)
+    return p
+
+
+def _reject_unknown_flags(beam_argv: list[str], parser) -> None:
+    """Exits 2 via `parser` for what Beam does not know either, or a bad value of one of Beam's flags."""
+    try:
+        _, unknown = cli.beam_parser().parse_known_args(beam_argv)
+    except cli.BeamFlagError as e:
+        parser.error(str(e))
+    if unknown:
+        parser.error(f"unrecognised argument(s): {' '.join(unknown)}")
 
 
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # Beam's own INFO lines drown the progress lines on the local runner.
-    logging.getLogger("apache_beam").setLevel(logging.WARNING)
-    quiet_beam_tracebacks()
-    from pipelines.report import summary_text
-
+    argv = sys.argv[1:] if argv is None else argv
     with cli_errors("pipelines.ingest"):
-        summary = run_ingest(sys.argv[1:] if argv is None else argv)
+        args, _ = ingest_parser().parse_known_args(argv)
+        cli.configure_logging(args.verbose)
+        quiet_beam_tracebacks()
+        from pipelines.report import summary_text
+
+        summary = run_ingest(argv)
         if summary.get("validated"):
             print(f"pipeline valid for {summary['runner']}: {summary['transforms']} steps, every one serialises; "
                   "nothing was read or written")

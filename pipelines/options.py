@@ -18,15 +18,15 @@ class IngestOptions(PipelineOptions):
 
     @classmethod
     def _add_argparse_args(cls, parser) -> None:
-        parser.add_argument("--input", default=None, help="file pattern of the logs (local path or gs://)")
+        parser.add_argument("--input", default=None, metavar="PATTERN", help="file pattern of the logs (local path or gs://)")
         parser.add_argument(
             "--format",
             default=None,
             choices=("criteo", "jsonl", "csv", "parquet"),
             help="log format (overrides the config's input.format)",
         )
-        parser.add_argument("--config", default=None, help="YAML or JSON ingest config")
-        parser.add_argument("--output", default=None, help="output directory (local path or gs://)")
+        parser.add_argument("--config", default=None, metavar="FILE", help="YAML or JSON ingest config")
+        parser.add_argument("--output", default=None, metavar="DIR", help="output directory (local path or gs://)")
         parser.add_argument(
             "--overwrite",
             action="store_true",
@@ -37,6 +37,7 @@ class IngestOptions(PipelineOptions):
             "--progress_seconds",
             type=float,
             default=5.0,
+            metavar="SECONDS",
             help="seconds between progress log lines on the local runner (0 turns them off)",
         )
         parser.add_argument("--no_report", action="store_true", default=False, help="skip report.html")
