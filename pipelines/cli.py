@@ -184,7 +184,8 @@ class _Formatter(logging.Formatter):
 
 # Python loggers of the libraries, and the level each gets at default verbosity.
 _LIBRARY_LOGGERS = {"apache_beam": logging.WARNING, "tensorflow": logging.ERROR, "absl": logging.ERROR,
-                    "keras": logging.ERROR, "h5py": logging.ERROR, "matplotlib": logging.WARNING}
+                    "keras": logging.ERROR, "h5py": logging.ERROR, "matplotlib": logging.WARNING,
+                    "google.auth": logging.ERROR}
 
 
 def configure_logging(verbosity: int = 0) -> None:

@@ -42,6 +42,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import cli
 from pipelines.config import IngestConfig, default_criteo_config, load_config
+from pipelines.credentials import check_cloud_credentials
 from pipelines.errors import UsageError, cli_errors, quiet_beam_tracebacks
 from pipelines.options import IngestOptions
 from pipelines.output_dir import prepare_output
@@ -181,6 +182,7 @@ def run_ingest(argv: list[str]) -> dict:
         raise UsageError(f"--format {ours.format} needs --config naming the features to read")
     if ours.validate_only:
         return validate_graph(options, config, ours.input, ours.output)
+    check_cloud_credentials({"--input": ours.input, "--output": ours.output})
     files = _check_input(ours.input)
     if config.output.num_shards is None:
         config = dataclasses.replace(

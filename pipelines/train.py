@@ -152,9 +152,13 @@ def train(argv: list[str]) -> TrainResult:
 
     Raises:
       SystemExit: bad flags or flag values (the usage line and one line naming the flag, exit status 2).
+      UsageError: a gs:// path and no Google Cloud credentials (`pipelines.credentials`).
       ValueError / FileNotFoundError: data directories that are not ingest outputs.
     """
     args, hidden = _args(argv)
+    from pipelines.credentials import check_cloud_credentials
+
+    check_cloud_credentials({"--data": args.data, "--eval_data": args.eval_data, "--model_dir": args.model_dir})
 
     import keras
     import tensorflow as tf
