@@ -46,19 +46,22 @@ def quiet_beam_tracebacks() -> None:
 def cli_errors(program: str) -> Iterator[None]:
     """Prints `program: error: ...` and exits non-zero instead of a bare traceback.
 
-    UsageError (DataError too), ConfigError, SchemaError and the OSErrors of
-    a missing or unwritable path exit 2; anything else exits 1 with its
+    UsageError (DataError too), ConfigError, SchemaError, a damaged input
+    file (CorruptFileError), a column of the wrong type (ColumnTypeError) and
+    the OSErrors of a missing or unwritable path exit 2; anything else exits 1 with its
     one-line message; set SPARSEFLOW_DEBUG=1 to get the full traceback
     instead. (A bad flag never gets here: the parser prints the usage line
     and its error and exits 2 itself.)
     """
     from pipelines.config import ConfigError
+    from sparse_io.errors import CorruptFileError
+    from sparse_io.readers._convert import ColumnTypeError
     from sparse_io.schema import SchemaError
 
     try:
         yield
-    except (UsageError, ConfigError, SchemaError, FileNotFoundError, PermissionError,
-            NotADirectoryError, FileExistsError) as e:
+    except (UsageError, ConfigError, SchemaError, CorruptFileError, ColumnTypeError, FileNotFoundError,
+            PermissionError, NotADirectoryError, FileExistsError) as e:
         print(f"{program}: error: {e}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:

@@ -11,6 +11,8 @@ import pytest
 
 import benchmarks.__main__ as bench_main
 from pipelines import cli, demo, ingest, train
+from sparse_io.errors import CorruptFileError
+from transforms.tfdata.paths import NoInputFilesError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -140,6 +142,8 @@ def test_beam_flags_reach_beam_exactly_as_given(tmp_path):
     (cli.UsageError("--input is required"), 2),
     (cli.DataError("--data holds 0 rows"), 2),
     (FileNotFoundError("no such file: x"), 2),
+    (CorruptFileError("out/part-00000-of-00001.parquet", "truncated"), 2),
+    (NoInputFilesError("no input files match 'out'"), 2),
     (RuntimeError("a bug"), 1),
     (ValueError("an unexpected value deep inside"), 1),
 ])
@@ -149,6 +153,18 @@ def test_exit_status_is_two_for_what_the_user_can_fix_and_one_for_internal_error
     assert exit_info.value.code == status
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("prog: error: ")
+
+
+def test_a_data_directory_without_shards_is_exit_status_two_like_a_missing_one(tmp_path, capsys):
+    from tfdata_data import SCHEMA
+
+    SCHEMA.replace("user", hash_buckets=1000).replace("items", hash_buckets=50).save(str(tmp_path / "no_shards"))
+    for data in ("missing", "no_shards"):
+        with pytest.raises(SystemExit) as exit_info:
+            train.main(["--data", str(tmp_path / data), "--model_dir", str(tmp_path / "model"), "--steps", "1"])
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2, err
+        assert err.strip().splitlines()[-1].startswith("pipelines.train: error: ")
 
 
 def test_the_readme_documents_the_exit_status_the_programs_use():
