@@ -42,6 +42,8 @@ __all__ = [
     "BeamFlagError",
     "DataError",
     "UsageError",
+    "beam_help",
+    "beam_parser",
     "cli_errors",
     "configure_logging",
     "parser",
@@ -169,6 +171,21 @@ def beam_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever `sys.stderr` is at the time of each record (a test's capture, a redirect)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
 class _Formatter(logging.Formatter):
     """Progress lines (INFO) with a time only; warnings and errors, and every verbose line, say where from."""
 
@@ -202,9 +219,13 @@ def configure_logging(verbosity: int = 0) -> None:
     else:
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
     level = logging.DEBUG if verbosity >= 2 else logging.INFO
-    logging.basicConfig(level=logging.WARNING if verbosity <= 0 else level, force=True)
-    for handler in logging.getLogger().handlers:
-        handler.setFormatter(_Formatter(verbose=verbosity > 0))
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if isinstance(h, _StderrHandler)]:
+        root.removeHandler(handler)  # a second call (a program run twice in one process) replaces the first
+    handler = _StderrHandler()
+    handler.setFormatter(_Formatter(verbose=verbosity > 0))
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING if verbosity <= 0 else level)
     logging.getLogger("sparseflow").setLevel(level)
     _library_levels(verbosity)
 

@@ -2,7 +2,9 @@
 
 Our flags live in `IngestOptions`; every standard Beam option (runner,
 Dataflow project/region/temp_location, setup_file, num_workers, ...) passes
-through untouched. When no `--runner` is given the local in-process runner is
+through untouched. A flag added to `_add_argparse_args` appears in
+`python -m pipelines.ingest --help` with its default (`pipelines.cli`): give
+it a one-line `help=`. When no `--runner` is given the local in-process runner is
 used (`transforms.beam.runner.in_process_options`).
 """
 
