@@ -159,6 +159,7 @@ def run_ingest(argv: list[str]) -> dict:
     """Parses `argv`, runs the ingest and returns the run summary.
 
     Raises:
+      SystemExit: a bad or missing flag (the usage line and one error line, exit status 2).
       UsageError, ConfigError: for what the user asked (see the module doc).
     """
     from transforms.beam.runner import in_process_options
@@ -169,11 +170,11 @@ def run_ingest(argv: list[str]) -> dict:
     _reject_unknown_flags(beam_argv, parser)
     options = in_process_options(beam_argv)
     if not ours.input:
-        raise UsageError("--input is required (a file pattern, local or gs://)")
+        parser.error("--input is required (a file pattern, local or gs://)")
     if not ours.output:
-        raise UsageError("--output is required (a directory)")
+        parser.error("--output is required (a directory)")
     if not ours.progress_seconds >= 0:  # also rejects NaN
-        raise UsageError(f"--progress_seconds must be >= 0 (0 turns progress lines off), got {ours.progress_seconds}")
+        parser.error(f"--progress_seconds must be >= 0 (0 turns progress lines off), got {ours.progress_seconds}")
     if ours.config:
         config = load_config(ours.config, format_override=ours.format)
     elif ours.format in (None, "criteo"):

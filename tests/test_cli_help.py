@@ -127,6 +127,18 @@ def test_a_bad_beam_flag_gives_our_usage_not_beams(flags, error, capsys, tmp_pat
     assert lines[1] == f"pipelines.ingest: error: {error}"
 
 
+@pytest.mark.parametrize("main, argv, error", [
+    (ingest.main, ["--output", "out"], "pipelines.ingest: error: --input is required (a file pattern, local or gs://)"),
+    (train.main, ["--data", "d"], "pipelines.train: error: the following arguments are required: --model_dir"),
+])
+def test_a_missing_required_flag_gives_the_usage_and_one_error_line(main, argv, error, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("usage: python -m pipelines.") and lines[1] == error
+
+
 def test_beam_flags_reach_beam_exactly_as_given(tmp_path):
     log = tmp_path / "day.tsv"
     log.write_text("0\t1\n")
