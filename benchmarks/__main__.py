@@ -27,6 +27,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from benchmarks.suite import BENCHMARKS, data_sizes, normalise, run_benchmark
+from pipelines import cli
 
 DEFAULT_OUTPUT = os.path.dirname(os.path.abspath(__file__))
 
@@ -40,15 +41,19 @@ def _names(value: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
+    parser = cli.parser("benchmarks", __doc__, "[--quick] [--only NAME[,NAME]] [--output DIR]",
+                        epilog="A benchmark that fails is reported and the others still run; the exit status is "
+                        "then 1.")
     parser.add_argument("--quick", action="store_true", help="small data, few repetitions (a smoke run)")
-    parser.add_argument("--only", type=_names, help=f"comma-separated subset of: {', '.join(BENCHMARKS)}")
+    parser.add_argument("--only", type=_names, metavar="NAME[,NAME]",
+                        help=f"comma-separated subset of: {', '.join(BENCHMARKS)} (default: all)")
     parser.add_argument(
-        "--output",
+        "--output", metavar="DIR",
         help="directory for RESULTS.md, results.json and plots/ (default: benchmarks/ for a full run, "
         "a new temporary directory for --quick)",
     )
     args = parser.parse_args(argv)
+    cli.configure_logging(args.verbose)
     output = args.output or (tempfile.mkdtemp(prefix="sparseflow-bench-quick-") if args.quick else DEFAULT_OUTPUT)
     os.makedirs(output, exist_ok=True)
 

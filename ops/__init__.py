@@ -1,5 +1,5 @@
 """ops: TensorFlow compute for sparse batches: COO conversion and padding to a static capacity,
-embedding bags over COO, block-sparse matmuls.
+embedding bags over COO, block-sparse matmuls. `ops.Coo` is the COO batch type they share.
 
 `ops.layers` (Keras 3 layers) is imported on first use.
 """
@@ -7,12 +7,14 @@ embedding bags over COO, block-sparse matmuls.
 from ops.block_layouts import banded_layout, magnitude_layout, random_layout
 from ops.block_sparse import BlockSparseMatMul, block_sparse_matmul
 from ops.convert_to_coo import convert_to_coo
+from ops.coo import Coo
 from ops.embedding_bag import embedding_bag
 from ops.pad_coo import pad_coo
 from ops.to_coo import to_coo
 
 __all__ = [
     "BlockSparseMatMul",
+    "Coo",
     "banded_layout",
     "block_sparse_matmul",
     "convert_to_coo",

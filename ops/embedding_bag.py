@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from ops._coo_checks import Checks, first_true
 from ops._xla import in_xla_context
+from ops.coo import Coo, split_coo
 
 __all__ = ["embedding_bag", "IMPLEMENTATIONS", "PARTITION_STRATEGIES"]
 
@@ -34,10 +35,10 @@ Table = tf.Tensor | tf.Variable | Sequence[tf.Tensor | tf.Variable]
 
 def embedding_bag(
     table: Table,
-    row_ids: tf.Tensor,
-    col_ids: tf.Tensor,
-    gains: tf.Tensor,
-    sample_count: int | tf.Tensor,
+    row_ids,
+    col_ids: tf.Tensor | None = None,
+    gains: tf.Tensor | None = None,
+    sample_count: int | tf.Tensor | None = None,
     *,
     partition_strategy: str = "mod",
     implementation: str = "auto",
@@ -50,11 +51,15 @@ def embedding_bag(
         (see `partition_strategy`) that together hold `vocab` rows.
       row_ids: int32/int64 `[N]`, each in `[0, sample_count]`. Entries whose row
         is `sample_count` are padding (as written by `ops.pad_coo`, with gain
-        0) and contribute nothing. Any order is accepted.
+        0) and contribute nothing. Any order is accepted. Or a whole
+        `ops.Coo` (as `make_dataset(output="coo")` yields per feature), with
+        col_ids and gains omitted: its sample_count is used unless one is given.
       col_ids: int32/int64 `[N]`, ids in `[0, vocab)`.
       gains: float `[N]` (cast to the table dtype); the combiner is already
         folded in by `ops.convert_to_coo`. The gradient flows to it.
       sample_count: S, a Python int (static output shape) or int scalar tensor.
+        Required (directly or in the `ops.Coo`): it is never guessed from
+        row_ids, whose largest value is S itself in a padded COO.
       partition_strategy: how ids map to shards when `table` is a list.
         "mod": id i lives in shard `i % num_shards` at row `i // num_shards`
         (shard sizes must then be `ceil((vocab - s) / num_shards)`).
@@ -73,7 +78,7 @@ def embedding_bag(
 
     Raises:
       ValueError: static problems (ranks, lengths, dtypes, shard sizes,
-        unknown option).
+        unknown option, no sample_count).
       tf.errors.InvalidArgumentError: col_ids outside `[0, vocab)`, row_ids
         outside `[0, sample_count]`, or lengths that differ at run time; the
         message names the check and the first offending position. Checked on
@@ -90,8 +95,12 @@ def embedding_bag(
       ...               tf.constant([1.0, 0.5, 0.0]), sample_count=2).numpy()
       array([[5. , 6.5],
              [0. , 0. ]], dtype=float32)
+      >>> coo = ops.Coo(tf.constant([0, 0, 2]), tf.constant([1, 3, 1]), tf.constant([1.0, 0.5, 0.0]), 2)
+      >>> embedding_bag(table, coo).shape  # or embedding_bag(table, *coo)
+      TensorShape([2, 2])
     """
     where = f"embedding_bag[{name}]" if name else "embedding_bag"
+    row_ids, col_ids, gains, sample_count = _coo_arguments(row_ids, col_ids, gains, sample_count, where)
     shards = _shards(table, where)
     if partition_strategy not in PARTITION_STRATEGIES:
         raise ValueError(
@@ -305,6 +314,24 @@ def _coo(row_ids, col_ids, gains, dtype, where):
             f"{row_ids.shape[0]}, {col_ids.shape[0]}, {gains.shape[0]}"
         )
     return row_ids, col_ids, tf.cast(gains, dtype)
+
+
+def _coo_arguments(row_ids, col_ids, gains, sample_count, where: str):
+    """(row_ids, col_ids, gains, sample_count) from separate tensors or one `ops.Coo` in `row_ids`."""
+    if isinstance(row_ids, Coo) or (isinstance(row_ids, tuple) and col_ids is None and gains is None):
+        if col_ids is not None or gains is not None:
+            raise ValueError(f"{where}: give either an ops.Coo or row_ids, col_ids and gains, not both")
+        row_ids, col_ids, gains, carried = split_coo(row_ids)
+        if sample_count is None:
+            sample_count = carried
+    elif col_ids is None or gains is None:
+        raise ValueError(f"{where}: col_ids and gains are required (or pass one ops.Coo)")
+    if sample_count is None:
+        raise ValueError(
+            f"{where}: sample_count is required: pass the batch's sample count (an ops.Coo from "
+            "make_dataset(output='coo') carries it; max(row_ids) + 1 would count a padded COO's padding row)"
+        )
+    return row_ids, col_ids, gains, sample_count
 
 
 def _sample_count(sample_count, where):

@@ -18,6 +18,7 @@ import os
 import sys
 import time
 
+from pipelines import cli
 from sparse_io.readers import LOG_FORMATS
 
 __all__ = ["main", "run_demo"]
@@ -26,18 +27,19 @@ DEMO_CONFIG = os.path.join(os.path.dirname(__file__), "configs", "demo.yaml")
 
 
 def _args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="pipelines.demo", description=__doc__.splitlines()[0])
-    p.add_argument("--output", default="demo_output", help="where everything goes (default: %(default)s)")
-    p.add_argument("--input", default=None, help="your logs instead of the synthetic ones")
-    p.add_argument("--eval_input", default=None, help="held-out logs (with --input)")
-    p.add_argument("--format", default="criteo", choices=LOG_FORMATS)
-    p.add_argument("--config", default=None, help="ingest config (default: pipelines/configs/demo.yaml)")
+    p = cli.parser("pipelines.demo", __doc__, "[--input PATTERN --format F [--eval_input PATTERN]] [options]")
+    p.add_argument("--output", default="demo_output", metavar="DIR", help="where everything goes")
+    p.add_argument("--input", default=None, metavar="PATTERN", help="your logs instead of the synthetic ones")
+    p.add_argument("--eval_input", default=None, metavar="PATTERN", help="held-out logs (with --input)")
+    p.add_argument("--format", default="criteo", choices=LOG_FORMATS, help="format of --input and --eval_input")
+    p.add_argument("--config", default=None, metavar="FILE",
+                   help="ingest config (default: pipelines/configs/demo.yaml)")
     p.add_argument("--rows", type=int, default=60_000, help="synthetic training rows")
     p.add_argument("--eval_rows", type=int, default=15_000, help="synthetic held-out rows")
-    p.add_argument("--steps", type=int, default=300)
-    p.add_argument("--batch_size", type=int, default=512)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--jit_compile", action="store_true")
+    p.add_argument("--steps", type=int, default=300, help="training steps")
+    p.add_argument("--batch_size", type=int, default=512, help="rows per training step")
+    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic logs, the weights and the shuffle")
+    p.add_argument("--jit_compile", action="store_true", help="compile the train step with XLA")
     args = p.parse_args(argv)
     if args.eval_input and not args.input:
         p.error("--eval_input needs --input")
@@ -91,14 +93,15 @@ def run_demo(argv: list[str]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import logging
+    from pipelines.errors import quiet_beam_tracebacks
 
-    from pipelines.errors import cli_errors
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("apache_beam").setLevel(logging.WARNING)
-    with cli_errors("pipelines.demo"):
-        r = run_demo(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    with cli.cli_errors("pipelines.demo"):
+        verbose = _args(argv).verbose
+        cli.configure_logging(verbose)
+        quiet_beam_tracebacks()
+        cli.quiet_tensorflow_import(verbose)
+        r = run_demo(argv)
         print()
         print("sparseflow demo done")
         print(f"  shards + schema.json + stats.json   {os.path.dirname(r['model_dir'])}/train")

@@ -8,13 +8,17 @@ import os
 import sys
 from collections.abc import Iterator
 
-__all__ = ["UsageError", "cli_errors", "quiet_beam_tracebacks"]
+__all__ = ["DataError", "UsageError", "cli_errors", "quiet_beam_tracebacks"]
 
 _LOGGER = logging.getLogger("sparseflow")
 
 
 class UsageError(Exception):
     """A problem with what the user asked for: printed as one line, exit status 2."""
+
+
+class DataError(UsageError):
+    """Input data the program cannot use (empty, too small, another id space): one line, exit status 2."""
 
 
 class _NoBeamTracebacks(logging.Filter):
@@ -42,19 +46,24 @@ def quiet_beam_tracebacks() -> None:
 def cli_errors(program: str) -> Iterator[None]:
     """Prints `program: error: ...` and exits non-zero instead of a bare traceback.
 
-    UsageError, ValueError subclasses from our validation (ManifestError: an output that
-    is incomplete or differs from its manifest) and OSError exit 2;
-    anything else exits 1 with its one-line message; set SPARSEFLOW_DEBUG=1 to
-    get the full traceback instead.
+    UsageError (DataError too), ConfigError, SchemaError, a damaged input
+    file (CorruptFileError), a column of the wrong type (ColumnTypeError), an
+    output that is incomplete or differs from its manifest (ManifestError) and
+    the OSErrors of a missing or unwritable path exit 2; anything else exits 1 with its
+    one-line message; set SPARSEFLOW_DEBUG=1 to get the full traceback
+    instead. (A bad flag never gets here: the parser prints the usage line
+    and its error and exits 2 itself.)
     """
     from pipelines.config import ConfigError
+    from sparse_io.errors import CorruptFileError
     from sparse_io.manifest import ManifestError
+    from sparse_io.readers._convert import ColumnTypeError
     from sparse_io.schema import SchemaError
 
     try:
         yield
-    except (UsageError, ConfigError, SchemaError, ManifestError, FileNotFoundError, PermissionError,
-            NotADirectoryError, FileExistsError) as e:
+    except (UsageError, ConfigError, SchemaError, CorruptFileError, ColumnTypeError, ManifestError, FileNotFoundError,
+            PermissionError, NotADirectoryError, FileExistsError) as e:
         print(f"{program}: error: {e}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:

@@ -89,7 +89,7 @@ class HistoryModel(keras.Model):
         target = tf.cast(features[self.target_feature], tf.int64)
         static = target.shape[0]
         batch = tf.constant(static, tf.int32) if static is not None else tf.shape(target, out_type=tf.int32)[0]
-        x = self.history_bag((*features[self.item_feature], batch))
+        x = self.history_bag((*features[self.item_feature][:3], batch))
         if self.history_width > self.embedding_dim:
             x = tf.pad(x, [[0, 0], [0, self.history_width - self.embedding_dim]])
         for i in range(len(self.hidden_units)):

@@ -38,7 +38,9 @@ Dataflow: add `--runner DataflowRunner --project P --region R
 Exit status: 0 on success; 2 with one line naming the problem for bad flags,
 an invalid config, an input pattern that matches nothing, an unwritable or
 non-empty output (without --overwrite), an output another ingest is writing,
-or an exceeded error budget.
+or an exceeded error budget; 1 for an internal error. `--help` lists the
+flags (they are defined in `pipelines.options.IngestOptions`); every other
+flag is Beam's.
 """
 
 from __future__ import annotations
@@ -55,7 +57,9 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipelines import cli
 from pipelines.config import IngestConfig, default_criteo_config, load_config
+from pipelines.credentials import check_cloud_credentials
 from pipelines.errors import UsageError, cli_errors, quiet_beam_tracebacks
 from pipelines.options import IngestOptions
 from pipelines.output_dir import (
@@ -75,7 +79,7 @@ from sparse_io.schema import SCHEMA_FILE, Schema
 from sparse_io.shards import shard_name
 from transforms.beam.histories import TARGET_PREFIX
 
-__all__ = ["build_ingest", "run_ingest", "main"]
+__all__ = ["build_ingest", "ingest_parser", "run_ingest", "main"]
 
 _LOGGER = logging.getLogger("sparseflow.ingest")
 ERRORS_DIR = "errors"
@@ -225,19 +229,22 @@ def run_ingest(argv: list[str]) -> dict:
     """Parses `argv`, runs the ingest and returns the run summary.
 
     Raises:
+      SystemExit: a bad or missing flag (the usage line and one error line, exit status 2).
       UsageError, ConfigError: for what the user asked (see the module doc).
     """
     from transforms.beam.runner import in_process_options
 
-    options = in_process_options(argv)
-    _reject_unknown_flags(options, argv)
-    ours = options.view_as(IngestOptions)
+    parser = ingest_parser()
+    ours, beam_argv = parser.parse_known_args(argv)
+    # Beam sees only its own flags, exactly as given; a bad one is refused with our usage line.
+    _reject_unknown_flags(beam_argv, parser)
+    options = in_process_options(beam_argv)
     if not ours.input:
-        raise UsageError("--input is required (a file pattern, local or gs://)")
+        parser.error("--input is required (a file pattern, local or gs://)")
     if not ours.output:
-        raise UsageError("--output is required (a directory)")
+        parser.error("--output is required (a directory)")
     if not ours.progress_seconds >= 0:  # also rejects NaN
-        raise UsageError(f"--progress_seconds must be >= 0 (0 turns progress lines off), got {ours.progress_seconds}")
+        parser.error(f"--progress_seconds must be >= 0 (0 turns progress lines off), got {ours.progress_seconds}")
     if ours.config:
         config = load_config(ours.config, format_override=ours.format, delimiter_override=ours.delimiter)
     elif ours.delimiter is not None:
@@ -250,6 +257,7 @@ def run_ingest(argv: list[str]) -> dict:
         config = dataclasses.replace(config, vocab_from=ours.vocab_from)
     if ours.validate_only:
         return validate_graph(options, config, ours.input, ours.output)
+    check_cloud_credentials({"--input": ours.input, "--output": ours.output})
     files = _check_input(ours.input)
     if config.output.num_shards is None:
         config = dataclasses.replace(
@@ -291,6 +299,8 @@ def _run_and_commit(options, config: IngestConfig, ours, files: list, planned: l
     import apache_beam as beam
 
     started = time.monotonic()
+    _LOGGER.info("ingesting %s (%d file%s) into %s ...", ours.input, len(files), "" if len(files) == 1 else "s",
+                 ours.output)
     pipeline = beam.Pipeline(options=options)
     build_ingest(pipeline, config, ours.input, ours.output, progress_seconds=ours.progress_seconds)
     try:
@@ -316,6 +326,7 @@ def _run_and_commit(options, config: IngestConfig, ours, files: list, planned: l
     if report:
         from pipelines.report import write_report
 
+        _LOGGER.info("writing %s ...", FileSystems.join(ours.output, "report.html"))
         summary["report"] = write_report(ours.output, summary)
     present = set(list_output(ours.output)) - {LOCK_FILE}
     unexpected = sorted(f for f in present if f not in set(planned) and not is_temporary(f))
@@ -434,24 +445,37 @@ def _check_interactive_beam() -> None:
         ) from e
 
 
-def _reject_unknown_flags(options: PipelineOptions, argv: list[str]) -> None:
-    parsers = []
-    options.get_all_options(add_extra_args_fn=parsers.append)
-    _, unknown = parsers[0].parse_known_args(argv)
-    flags = [a for a in unknown if a.startswith("-")]
-    if flags or unknown:
-        raise UsageError(f"unrecognised argument(s): {' '.join(unknown)}")
+def ingest_parser():
+    """The ingest's own flags (`IngestOptions`) with the shared help, `-v` and `--help_beam`.
+
+    A flag added to `IngestOptions._add_argparse_args` appears here, with its
+    default, by itself. `parse_known_args` leaves Beam's flags for Beam.
+    """
+    p = cli.parser("pipelines.ingest", __doc__, "--input PATTERN --output DIR [--format F] [--config FILE] [options]",
+                   beam=True)
+    IngestOptions._add_argparse_args(p)
+    return p
+
+
+def _reject_unknown_flags(beam_argv: list[str], parser) -> None:
+    """Exits 2 via `parser` for what Beam does not know either, or a bad value of one of Beam's flags."""
+    try:
+        _, unknown = cli.beam_parser().parse_known_args(beam_argv)
+    except cli.BeamFlagError as e:
+        parser.error(str(e))
+    if unknown:
+        parser.error(f"unrecognised argument(s): {' '.join(unknown)}")
 
 
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # Beam's own INFO lines drown the progress lines on the local runner.
-    logging.getLogger("apache_beam").setLevel(logging.WARNING)
-    quiet_beam_tracebacks()
-    from pipelines.report import summary_text
-
+    argv = sys.argv[1:] if argv is None else argv
     with cli_errors("pipelines.ingest"):
-        summary = run_ingest(sys.argv[1:] if argv is None else argv)
+        args, _ = ingest_parser().parse_known_args(argv)
+        cli.configure_logging(args.verbose)
+        quiet_beam_tracebacks()
+        from pipelines.report import summary_text
+
+        summary = run_ingest(argv)
         if summary.get("validated"):
             print(f"pipeline valid for {summary['runner']}: {summary['transforms']} steps, every one serialises; "
                   "nothing was read or written")

@@ -129,7 +129,7 @@ class CtrModel(keras.Model):
     def call(self, features: dict, training: bool = False) -> tf.Tensor:
         batch = self._batch_size(features)
         parts = [
-            self.embeddings[name]((*features[name], batch)) for name in self.vocab_sizes
+            self.embeddings[name]((*features[name][:3], batch)) for name in self.vocab_sizes
         ]
         for name in self.dense_features:
             value, missing = normalise_dense(features[name])

@@ -2,7 +2,9 @@
 
 Our flags live in `IngestOptions`; every standard Beam option (runner,
 Dataflow project/region/temp_location, setup_file, num_workers, ...) passes
-through untouched. When no `--runner` is given the local in-process runner is
+through untouched. A flag added to `_add_argparse_args` appears in
+`python -m pipelines.ingest --help` with its default (`pipelines.cli`): give
+it a one-line `help=`. When no `--runner` is given the local in-process runner is
 used (`transforms.beam.runner.in_process_options`).
 """
 
@@ -20,7 +22,7 @@ class IngestOptions(PipelineOptions):
 
     @classmethod
     def _add_argparse_args(cls, parser) -> None:
-        parser.add_argument("--input", default=None, help="file pattern of the logs (local path or gs://)")
+        parser.add_argument("--input", default=None, metavar="PATTERN", help="file pattern of the logs (local path or gs://)")
         parser.add_argument(
             "--format",
             default=None,
@@ -30,10 +32,11 @@ class IngestOptions(PipelineOptions):
         parser.add_argument(
             "--delimiter",
             default=None,
+            metavar="CHAR",
             help="csv field delimiter, one character ('\\t' for a tab; overrides the config's input.delimiter)",
         )
-        parser.add_argument("--config", default=None, help="YAML or JSON ingest config")
-        parser.add_argument("--output", default=None, help="output directory (local path or gs://)")
+        parser.add_argument("--config", default=None, metavar="FILE", help="YAML or JSON ingest config")
+        parser.add_argument("--output", default=None, metavar="DIR", help="output directory (local path or gs://)")
         parser.add_argument(
             "--overwrite",
             action="store_true",
@@ -45,11 +48,13 @@ class IngestOptions(PipelineOptions):
             "--progress_seconds",
             type=float,
             default=5.0,
+            metavar="SECONDS",
             help="seconds between progress log lines on the local runner (0 turns them off)",
         )
         parser.add_argument(
             "--vocab_from",
             default=None,
+            metavar="DIR",
             help="an earlier ingest's output directory whose vocabularies and hash settings this ingest reuses, "
             "so equal raw values get equal ids (overrides the config's vocab_from)",
         )

@@ -18,7 +18,7 @@ import dataclasses
 
 import numpy as np
 
-from sparse_io.schema import Schema
+from sparse_io.schema import Schema, SchemaError
 
 __all__ = ["Task", "resolve_task", "TASK_CHOICES"]
 
@@ -124,7 +124,7 @@ def _rows(label):
 def _id_range(spec) -> int:
     size = spec.vocabulary_size or spec.hash_buckets
     if size is None:
-        raise ValueError(
+        raise SchemaError(
             f"feature {spec.name!r}: schema.json gives neither hash_buckets nor vocabulary_size; "
             "the trainer needs the id range to size its table"
         )

@@ -42,25 +42,31 @@ EXPORT_DIR = "export"
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="pipelines.train", description=__doc__.splitlines()[0])
-    p.add_argument("--data", required=True, help="ingest output directory with the training shards")
-    p.add_argument("--eval_data", default=None, help="ingest output directory of held-out rows")
-    p.add_argument("--model_dir", required=True, help="checkpoints and the exported model go here")
-    p.add_argument("--batch_size", type=int, default=1024)
+    from pipelines import cli
+
+    p = cli.parser("pipelines.train", __doc__, "--data DIR --model_dir DIR [--eval_data DIR] [options]")
+    p.add_argument("--data", required=True, metavar="DIR", help="ingest output directory with the training shards")
+    p.add_argument("--eval_data", default=None, metavar="DIR",
+                   help="ingest output directory of held-out rows (default: no held-out metrics)")
+    p.add_argument("--model_dir", required=True, metavar="DIR", help="checkpoints and the exported model go here")
+    p.add_argument("--batch_size", type=int, default=1024, help="rows per training step")
     p.add_argument("--steps", type=int, default=None, help="train this many steps in all (default: --epochs)")
-    p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--learning_rate", type=float, default=2e-3)
-    p.add_argument("--embedding_dim", type=int, default=16)
+    p.add_argument("--epochs", type=int, default=1, help="passes over --data when --steps is not given")
+    p.add_argument("--learning_rate", type=float, default=2e-3, help="Adam's learning rate")
+    p.add_argument("--embedding_dim", type=int, default=16, help="width of every embedding")
     p.add_argument("--hidden_units", default="256,128", help="comma-separated block-sparse layer widths")
     p.add_argument("--density", type=float, default=0.25, help="fraction of blocks kept per hidden layer")
-    p.add_argument("--block_size", type=int, default=32, choices=(8, 16, 32, 64))
+    p.add_argument("--block_size", type=int, default=32, choices=(8, 16, 32, 64),
+                   help="block edge of the block-sparse layers")
     p.add_argument("--jit_compile", action="store_true", help="compile the train step with XLA")
-    p.add_argument("--checkpoint_every", type=int, default=100)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--strategy", choices=("default", "multi_worker"), default="default")
+    p.add_argument("--checkpoint_every", type=int, default=100, help="steps between checkpoints")
+    p.add_argument("--seed", type=int, default=0, help="seed of the initial weights and the shuffle")
+    p.add_argument("--strategy", choices=("default", "multi_worker"), default="default",
+                   help="multi_worker: MultiWorkerMirroredStrategy with the cluster in TF_CONFIG")
     p.add_argument("--task", choices=TASK_CHOICES, default="auto",
                    help="ctr (a label column), rating or next_item (history ingests); auto picks from schema.json")
-    p.add_argument("--export", choices=("savedmodel", "none"), default="savedmodel")
+    p.add_argument("--export", choices=("savedmodel", "none"), default="savedmodel",
+                   help="export a SavedModel taking raw ids to --model_dir/export")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--verify", choices=("sizes", "checksums", "none"), default="sizes",
                    help="how much of each data directory's _MANIFEST.json to check before training: file sizes "
@@ -154,11 +160,15 @@ def train(argv: list[str]) -> TrainResult:
     """Runs training as the command line `argv` asks; returns a `TrainResult`.
 
     Raises:
-      SystemExit: bad flags or flag values (argparse prints one line naming the flag, exit status 2).
-      UsageError: --eval_data maps a feature's raw values to other ids than --data (`sparse_io.id_space`).
+      SystemExit: bad flags or flag values (the usage line and one line naming the flag, exit status 2).
+      UsageError: --eval_data maps a feature's raw values to other ids than --data (`sparse_io.id_space`),
+        or a gs:// path and no Google Cloud credentials (`pipelines.credentials`).
       ValueError / FileNotFoundError: data directories that are not ingest outputs.
     """
     args, hidden = _args(argv)
+    from pipelines.credentials import check_cloud_credentials
+
+    check_cloud_credentials({"--data": args.data, "--eval_data": args.eval_data, "--model_dir": args.model_dir})
 
     import keras
     import tensorflow as tf
@@ -234,6 +244,7 @@ def train(argv: list[str]) -> TrainResult:
         return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
 
     total = args.steps
+    _LOGGER.info("training on %s (the first step builds the graph) ...", args.data)
     progress = _Progress(total, global_batch, args.quiet)
     loss_value = float("nan")
     done_here = 0
@@ -268,8 +279,10 @@ def train(argv: list[str]) -> TrainResult:
     if not chief:
         return result
     if args.eval_data:
+        _LOGGER.info("evaluating on %s ...", args.eval_data)
         result.update(evaluate(model, task, args.eval_data, args.batch_size, verify=_recheck(args.verify)))
     if args.export == "savedmodel":
+        _LOGGER.info("exporting the SavedModel to %s ...", os.path.join(args.model_dir, EXPORT_DIR))
         result["export"] = task.export(model, schema, os.path.join(args.model_dir, EXPORT_DIR),
                                        vocab_dir=os.path.join(args.data, "vocab"))
     with open(os.path.join(args.model_dir, "train_result.json"), "w", encoding="utf-8") as f:
@@ -314,11 +327,14 @@ def evaluate(model, task, directory: str, batch_size: int, *, verify: str = "siz
 
 
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from pipelines.errors import cli_errors
+    from pipelines import cli
 
-    with cli_errors("pipelines.train"):
-        result = train(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    with cli.cli_errors("pipelines.train"):
+        verbose = _parser().parse_args(argv).verbose
+        cli.configure_logging(verbose)
+        cli.quiet_tensorflow_import(verbose)
+        result = train(argv)
         shown = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in result.items()}
         print(json.dumps(shown, indent=2))
 

@@ -24,13 +24,10 @@ __all__ = ["main", "verify_output"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m pipelines.verify",
-        description="Check an ingest output directory against its _MANIFEST.json. "
-                    "Exit status: 0 ok, 2 a difference (or no manifest, or bad flags), 1 internal error.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    p.add_argument("directory", help="the output directory (local or gs://)")
+    from pipelines import cli
+
+    p = cli.parser("pipelines.verify", __doc__, "DIR [--level checksums|sizes] [--quiet]")
+    p.add_argument("directory", metavar="DIR", help="the output directory (local or gs://)")
     p.add_argument("--level", choices=("checksums", "sizes"), default="checksums",
                    help="checksums: every byte and every shard's row count; sizes: file sizes and names only")
     p.add_argument("--quiet", action="store_true", default=False, help="print nothing when the directory is ok")
@@ -45,10 +42,11 @@ def verify_output(directory: str, level: str = "checksums") -> tuple[dict, list[
 
 
 def main(argv: list[str] | None = None) -> None:
-    from pipelines.errors import cli_errors
+    from pipelines import cli
 
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
-    with cli_errors("pipelines.verify"):
+    cli.configure_logging(args.verbose)
+    with cli.cli_errors("pipelines.verify"):
         manifest, problems = verify_output(args.directory, args.level)
         for problem in problems:
             print(f"{args.directory}: {problem}", file=sys.stderr)

@@ -5,7 +5,10 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from ops._coo_checks import after, require
+from ops._xla import in_xla_context
 from ops.convert_to_coo import COMBINERS
+from ops.coo import split_coo
 from ops.embedding_bag import PARTITION_STRATEGIES, embedding_bag
 from ops.to_coo import to_coo
 
@@ -25,22 +28,34 @@ class EmbeddingBag(keras.layers.Layer):
       partition_strategy: "mod" (id i in shard i % num_shards) or "div"
         (consecutive id ranges, the first `vocab_size % num_shards` shards one
         row longer).
-      sample_count: number of samples of COO tuple inputs (needed for padded
-        COO and for XLA: the output shape is then static); by default it is
-        `max(row_ids) + 1`.
+      sample_count: number of samples of COO inputs that do not carry their
+        own (a static output shape, as XLA needs). Without either, a COO
+        input's count is `max(row_ids) + 1`, and a COO that ends in padding
+        entries is an error (see Raises).
       embeddings_initializer: Keras initializer of the table.
 
     Inputs (one of):
       - `tf.RaggedTensor` `[batch, None]` of int ids;
       - 2-D `tf.SparseTensor` `[batch, max_ids]` of int ids, indices sorted by row;
-      - `(row_ids, col_ids, gains)` or `(row_ids, col_ids, gains, sample_count)`
-        (sample_count an int scalar tensor):
-        COO as `ops.convert_to_coo` / `ops.pad_coo` write it (padding rows
-        equal to sample_count are ignored);
+      - an `ops.Coo` (what `make_dataset(output="coo")` yields per feature),
+        or `(row_ids, col_ids, gains)` / `(row_ids, col_ids, gains,
+        sample_count)` tuples (sample_count an int scalar tensor): COO as
+        `ops.convert_to_coo` / `ops.pad_coo` write it (padding rows equal to
+        sample_count are ignored). The input's own sample_count wins over
+        the layer's;
       - `{"ids": ragged or sparse ids, "weights": same-shaped float weights}`.
 
     Output: `[batch, dim]` in the layer's compute dtype. The table gradient is
     a `tf.IndexedSlices` over the batch's distinct ids.
+
+    Raises:
+      tf.errors.InvalidArgumentError: a COO input with no sample count (none
+        carried, none given to the layer) whose last row looks like padding
+        (every entry of it has col_id 0 and gain 0, as `ops.pad_coo` writes
+        padding): counting it would return `[batch + 1, dim]`. Pass the
+        `ops.Coo` from make_dataset whole, a 4-tuple, or `sample_count=`.
+        (Not checked inside XLA-compiled functions, which need a static
+        sample count anyway.)
 
     Example:
       >>> layer = EmbeddingBag(vocab_size=100, dim=8, combiner="mean")
@@ -151,18 +166,38 @@ class EmbeddingBag(keras.layers.Layer):
         if isinstance(inputs, (tf.RaggedTensor, tf.SparseTensor)):
             return self._combined(inputs, None)
         if isinstance(inputs, (list, tuple)) and len(inputs) in (3, 4):
-            row_ids, col_ids, gains = inputs[:3]
-            if len(inputs) == 4:
-                sample_count = inputs[3]
-            elif self.sample_count is not None:
+            row_ids, col_ids, gains, sample_count = split_coo(inputs)
+            if sample_count is None:
                 sample_count = self.sample_count
-            else:
-                sample_count = tf.reduce_max(tf.concat([tf.cast(row_ids, tf.int32), [-1]], 0)) + 1
+            if sample_count is None:
+                row_ids, sample_count = self._counted_samples(row_ids, col_ids, gains)
             return row_ids, col_ids, gains, sample_count
         raise ValueError(
             f"EmbeddingBag {self.name}: expected a RaggedTensor, a SparseTensor, a (row_ids, col_ids, gains"
             f"[, sample_count]) tuple or a dict with 'ids' and 'weights', got {type(inputs).__name__}"
         )
+
+    def _counted_samples(self, row_ids, col_ids, gains):
+        """(row_ids, max(row_ids) + 1), refusing a COO whose last row is padding."""
+        row_ids = tf.convert_to_tensor(row_ids)
+        rows = tf.cast(row_ids, tf.int64)
+        last = tf.reduce_max(tf.concat([rows, tf.constant([-1], tf.int64)], 0))
+        if not in_xla_context():
+            is_padding = tf.logical_and(tf.equal(tf.cast(col_ids, tf.int64), 0), tf.equal(gains, 0))
+            padded = tf.logical_and(
+                tf.size(rows) > 0, tf.reduce_all(tf.logical_or(tf.not_equal(rows, last), is_padding))
+            )
+            check = require(
+                tf.logical_not(padded),
+                f"EmbeddingBag {self.name}: this COO input carries no sample_count and its last row looks like "
+                "padding (every entry col_id 0, gain 0, as ops.pad_coo writes it), so max(row_ids) + 1 would "
+                "return one row too many; pass the ops.Coo from make_dataset whole (it carries sample_count), a "
+                "(row_ids, col_ids, gains, sample_count) tuple, or EmbeddingBag(sample_count=...)",
+            )
+            (rows,) = after([check], rows)
+            last = tf.reduce_max(tf.concat([rows, tf.constant([-1], tf.int64)], 0))
+            row_ids = tf.cast(rows, row_ids.dtype)
+        return row_ids, tf.cast(last, tf.int32) + 1
 
     def _combined(self, ids, weights):
         row_ids, col_ids, gains = to_coo(ids, weights, combiner=self.combiner, name=self.name)

@@ -14,11 +14,11 @@ import json
 import math
 import os
 from collections.abc import Mapping
-from typing import NamedTuple
 
 import tensorflow as tf
 
 import ops
+from ops.coo import Coo  # the one COO type; `transforms.Coo` is the same class
 from sparse_io.schema import WEIGHTS_SUFFIX
 from transforms.tfdata.grouped import convert_group, group_ragged, pad_coo_features
 
@@ -28,12 +28,11 @@ STATS_FILE = "stats.json"
 _SPARSE_TYPES = (tf.RaggedTensor, tf.SparseTensor)
 
 
-class Coo(NamedTuple):
-    """One feature's batch in COO form: `(row_ids int32, col_ids, gains float32)`, all `[M]`."""
-
-    row_ids: tf.Tensor
-    col_ids: tf.Tensor
-    gains: tf.Tensor
+def _sample_count(ids) -> tf.Tensor:
+    """The row count of a `[B, None]` ragged or sparse batch, an int32 scalar."""
+    if isinstance(ids, tf.RaggedTensor):
+        return ids.nrows(out_type=tf.int32)
+    return tf.cast(ids.dense_shape[0], tf.int32)
 
 
 def _check_ids(x, name: str) -> None:
@@ -68,7 +67,8 @@ def to_coo(
         by `make_dataset`, which are valid by construction.
 
     Returns:
-      A `Coo` for a single input; for a dict, a dict where every sparse
+      A `Coo` (`ops.Coo`: row_ids, col_ids, gains and the batch's row count as
+      sample_count) for a single input; for a dict, a dict where every sparse
       feature is a `Coo` (with the combiner folded into the gains) and every
       other entry is as given.
 
@@ -88,7 +88,7 @@ def to_coo(
         if isinstance(combiner, Mapping):
             raise ValueError("to_coo: a single feature takes a combiner string, not a dict")
         _check_ids(features, "<input>")
-        return Coo(*ops.to_coo(features, weights, combiner=combiner, validate=validate))
+        return Coo(*ops.to_coo(features, weights, combiner=combiner, validate=validate), _sample_count(features))
     if not isinstance(features, Mapping):
         raise ValueError(
             f"to_coo: expected a RaggedTensor, a SparseTensor or a dict of them, got {type(features).__name__}"
@@ -116,7 +116,7 @@ def to_coo(
         w = overrides.get(name, features.get(name + WEIGHTS_SUFFIX))
         if isinstance(value, tf.SparseTensor) or isinstance(w, tf.SparseTensor):
             how = combiner.get(name, "sum") if isinstance(combiner, Mapping) else combiner
-            sparse[name] = Coo(*ops.to_coo(value, w, combiner=how, validate=validate, name=name))
+            sparse[name] = Coo(*ops.to_coo(value, w, combiner=how, validate=validate, name=name), _sample_count(value))
             continue
         if validate and isinstance(w, tf.RaggedTensor):
             # Grouping reads weights by position: they must line up with the ids.
@@ -259,7 +259,8 @@ def pad_to_capacity(
         (overflow="drop").
 
     Returns:
-      The same structure with each `Coo` of static length `[capacity]`.
+      The same structure with each `Coo` of static length `[capacity]`, its
+      sample_count the one padded for.
 
     Raises:
       ValueError: no sample count, a missing capacity, or a bad option.

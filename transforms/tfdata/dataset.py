@@ -91,7 +91,7 @@ def make_dataset(
         `distribute_datasets_from_function`); or give `num_shards` and `index`.
         Each worker reads a disjoint part: whole files when every worker can
         get one, else row ranges (Parquet) or every n-th record (TFRecord).
-      output: "coo" (each sparse feature a `Coo(row_ids, col_ids, gains)`
+      output: "coo" (each sparse feature a `Coo(row_ids, col_ids, gains, sample_count)`
         with the combiner and weights folded in), "ragged" (`[B, None]`
         RaggedTensors, weights under `f__weights`) or "sparse" (SparseTensors).
         Dense features are `[B]`: float32 (float64 for float64 columns) with
@@ -379,7 +379,8 @@ def _flat_parts(source: ParquetSource, combiners: Mapping[str, str], static_rows
                 row_ids, cols, gains, counts = (tf.ensure_shape(t, [None]) for t in flat[at : at + 4])
                 count = len(members)
                 split = [tf.split(t, counts, num=count) for t in (row_ids, cols, gains)]
-                groups.append({c.name: Coo(*(s[f] for s in split)) for f, c in enumerate(members)})
+                samples = tf.cast(rows, tf.int32)
+                groups.append({c.name: Coo(*(s[f] for s in split), samples) for f, c in enumerate(members)})
                 at += 4
             return groups, dense, label, position, rows
         for members in source.groups:

@@ -101,7 +101,7 @@ def group_ragged(
 
 
 def convert_group(group: SparseGroup, *, validate: bool = False) -> dict:
-    """`{name: (row_ids int32, col_ids, gains)}` for every feature of the group, in one conversion."""
+    """`{name: Coo(row_ids int32, col_ids, gains, sample_count)}` for every feature of the group, in one conversion."""
     from transforms.tfdata.coo import Coo
 
     if validate and group.ragged is not None:
@@ -145,13 +145,14 @@ def convert_group(group: SparseGroup, *, validate: bool = False) -> dict:
     # One-hot features (Criteo's) take the cheap path; a batch with any longer row the general one.
     longest = tf.reduce_max(tf.concat([lengths, tf.zeros([1], tf.int64)], 0))
     rows, cols, gains = tf.cond(longest <= 1, at_most_one_id_per_row, general)
+    samples = tf.cast(group.rows, tf.int32)
     if count == 1:
-        return {group.names[0]: Coo(rows, cols, gains)}
+        return {group.names[0]: Coo(rows, cols, gains, samples)}
     bounds = tf.searchsorted(tf.cast(rows, tf.int64), tf.range(count + 1, dtype=tf.int64) * n, side="left")
     sizes = bounds[1:] - bounds[:-1]
     local = tf.math.floormod(rows, tf.cast(tf.maximum(n, 1), tf.int32))  # row f*n + r is row r of feature f
     parts = zip(tf.split(local, sizes, num=count), tf.split(cols, sizes, num=count), tf.split(gains, sizes, num=count))
-    return {name: Coo(r, c, g) for name, (r, c, g) in zip(group.names, parts)}
+    return {name: Coo(r, c, g, samples) for name, (r, c, g) in zip(group.names, parts)}
 
 
 def pad_coo_features(
@@ -187,7 +188,8 @@ def pad_coo_features(
     if dropped is not None and losses:
         update = dropped.assign_add(tf.add_n(losses))
         with tf.control_dependencies([update]):
-            out = {n: Coo(*(tf.identity(t) for t in v)) if isinstance(v, Coo) else v for n, v in out.items()}
+            out = {n: Coo(*(tf.identity(t) for t in v[:3]), v.sample_count) if isinstance(v, Coo) else v
+                   for n, v in out.items()}
     return out
 
 
@@ -234,9 +236,10 @@ def _pad_same_dtype(items: Sequence, names: Sequence[str], caps: Sequence[int], 
         out_rows = tf.tensor_scatter_nd_update(pad_row, where, tf.boolean_mask(rows, keep))
         out_cols = tf.tensor_scatter_nd_update(tf.zeros([total], cols.dtype), where, tf.boolean_mask(cols, keep))
         out_gains = tf.tensor_scatter_nd_update(tf.zeros([total], tf.float32), where, tf.boolean_mask(gains, keep))
+    samples = tf.cast(sample_count, tf.int32)
     padded = []
     for r, c, g, cap in zip(tf.split(out_rows, caps), tf.split(out_cols, caps), tf.split(out_gains, caps), caps):
         for t in (r, c, g):
             t.set_shape([cap])
-        padded.append(Coo(r, c, g))
+        padded.append(Coo(r, c, g, samples))
     return padded, lost

@@ -9,9 +9,17 @@ import tensorflow as tf
 
 from sparse_io.schema import SCHEMA_FILE, Schema
 
-__all__ = ["list_files", "shard_format", "read_schema"]
+__all__ = ["NoInputFilesError", "list_files", "shard_format", "read_schema"]
 
 _FORMATS = {".parquet": "parquet", ".tfrecord": "tfrecord", ".tfrecords": "tfrecord"}
+
+
+class NoInputFilesError(FileNotFoundError, ValueError):
+    """Nothing to read where the caller pointed: a missing input, not a bad argument value.
+
+    A ValueError as it always was, and a FileNotFoundError, so that programs
+    report it as the missing input it is (exit status 2).
+    """
 
 
 def list_files(path: str | Sequence[str], suffixes: Sequence[str] | None = None) -> list[str]:
@@ -21,13 +29,13 @@ def list_files(path: str | Sequence[str], suffixes: Sequence[str] | None = None)
     `.tmp-` files left by an unfinished write are skipped).
 
     Raises:
-      ValueError: nothing matches.
+      NoInputFilesError (a ValueError): nothing matches.
     """
     if isinstance(path, (list, tuple)):
         files = [str(p) for p in path]
         missing = [p for p in files if not tf.io.gfile.exists(p)]
         if missing:
-            raise ValueError(f"no such file(s): {missing[:3]}")
+            raise NoInputFilesError(f"no such file(s): {missing[:3]}")
     elif tf.io.gfile.isdir(path):
         files = [
             os.path.join(path, name)
@@ -38,7 +46,9 @@ def list_files(path: str | Sequence[str], suffixes: Sequence[str] | None = None)
         files = [f for f in tf.io.gfile.glob(path) if not os.path.basename(f).startswith(".")]
     files = sorted(set(files))
     if not files:
-        raise ValueError(f"no input files match {path!r}" + (f" (looking for {list(suffixes)})" if suffixes else ""))
+        raise NoInputFilesError(
+            f"no input files match {path!r}" + (f" (looking for {list(suffixes)})" if suffixes else "")
+        )
     return files
 
 
