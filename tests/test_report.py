@@ -100,7 +100,10 @@ def test_the_ingest_report_shows_every_feature_dense_label_and_dead_letters(inge
 
 _CHECK = """<script>window.addEventListener('load', () => {
   const sections = {};
-  for (const id of %s) { const e = document.getElementById(id); sections[id] = e ? e.getBoundingClientRect().height : -1; }
+  for (const id of %s) {
+    const e = document.getElementById(id);
+    sections[id] = e ? e.getBoundingClientRect().height : -1;
+  }
   const images = [...document.images];
   const charts = [...document.querySelectorAll('svg')];
   const out = document.createElement('pre'); out.id = 'render-check';
