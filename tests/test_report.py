@@ -4,6 +4,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -96,6 +97,15 @@ def test_the_ingest_report_shows_every_feature_dense_label_and_dead_letters(inge
     letters = page[page.index("<section id='dead-letters'>"):]
     assert "expected N fields, got N" in letters and ":4</code>" in letters and ":10</code>" in letters
     assert "data:image/png" not in page and "<img" not in page  # nothing that could fail to load
+
+
+def test_the_report_draws_its_charts_without_a_plotting_library(ingested, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` now fails
+    out, summary, _ = ingested
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    page = open(write_report(str(copy), summary)).read()
+    assert page.count("<svg class='chart'") == 1 + 26 + 13  # label, top ids per sparse feature, dense histograms
 
 
 _CHECK = """<script>window.addEventListener('load', () => {
