@@ -164,8 +164,9 @@ def _sparse_card(name: str, s: dict, spec: dict) -> str:
             facts.append(("collisions", "<span class='warn'>every bucket taken: raise hash_buckets</span>"))
         else:
             raw, lost = estimate
-            facts.append(("collisions", f"&asymp; {format_number(lost)} of &asymp; "
-                                        f"{format_number(raw)} raw ids share a bucket ({_share(lost, raw)})"))
+            shared = "&lt; 1" if lost < 1 else f"&asymp; {format_number(round(lost))}"
+            facts.append(("collisions", f"{shared} of &asymp; {format_number(round(raw))} raw ids share a bucket "
+                                        f"({_share(lost, raw)})"))
     elif vocabulary:
         facts.append(("distinct ids", f"{exact}{distinct:,} of a {vocabulary:,}-id vocabulary"))
     else:
