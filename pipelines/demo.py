@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
         r = run_demo(sys.argv[1:] if argv is None else argv)
         print()
         print("sparseflow demo done")
-        print(f"  shards + schema.json + stats.json   {os.path.dirname(r['model_dir'])}/train")
+        print(f"  shards + schema.json + stats.json    {os.path.dirname(r['model_dir'])}/train")
         print(f"  ingest report                        {r['report']}")
         print(f"  model checkpoints and SavedModel     {r['model_dir']}")
         stopped = f" (early stopping: the held-out loss rose at step {r['stopped_at']})" if r["stopped_at"] else ""
@@ -200,9 +200,13 @@ def main(argv: list[str] | None = None) -> None:
         if "eval_auc" in r:
             print(f"  loss / AUC on {r['evaluated_on']:<22} {r['eval_loss']:.4f} / {r['eval_auc']:.3f}")
             if "baseline_loss" in r:
-                verdict = "beats" if r["eval_loss"] < r["baseline_loss"] else "does NOT beat"
+                if r["evaluated_on"] == "held-out rows":
+                    beats = r["eval_loss"] < r["baseline_loss"]
+                    verdict = "the model beats it" if beats else "the model does NOT beat it"
+                else:  # a memorising model wins on rows it trained on; that says nothing
+                    verdict = "on rows the model trained on: give --eval_input for a fair comparison"
                 print(f"  base rate {r['base_rate']:.3f}, always predicted    {r['baseline_loss']:.4f} / 0.500"
-                      f"  (the model {verdict} it)")
+                      f"  ({verdict})")
         else:  # a history ingest: its task's metrics (pipelines.tasks)
             for key in sorted(k for k in r if k.startswith("eval_") and k != "eval_rows"):
                 print(f"  {key[5:]} on {r['evaluated_on']:<22} {r[key]:.4f}")
