@@ -1,121 +1,83 @@
-"""report.html: what an ingest produced, with plots embedded as PNG images.
+"""report.html: what an ingest produced, laid out to be looked at rather than read.
 
-The launcher writes it after the pipeline finishes. Capacities and counts come
-from stats.json (computed over every row by the pipeline); the ids-per-row
-histograms and id-frequency curves are drawn from a bounded sample of the
-written shards (at most `sample_rows` rows), so making the report costs the
-same however large the output is.
+The launcher writes it after the pipeline finishes, from what the pipeline
+already computed over every row: stats.json (sparse features, dense features,
+the label), schema.json (hash buckets, vocabulary sizes) and the dead letters
+under errors/. Nothing is re-read from the shards, so the report costs the
+same however large the output is. Charts are inline SVG: the page needs no
+plotting library, loads nothing and shows no broken images.
+
+Sections, each an element with its id: `run` (the run's figures), `label`
+(class balance), `sparse` (a card per sparse feature, naturally sorted: C2
+before C10), `dense` (a card per dense feature), `dead-letters` (by reason,
+with examples).
 """
 
 from __future__ import annotations
 
-import base64
+import collections
 import html
-import io
 import json
+import math
 import os
+import re
 
-import numpy as np
+from pipelines.report_svg import bars_svg, format_number, histogram_svg, share_bar_svg
 
-__all__ = ["write_report", "summary_text"]
+__all__ = ["write_report", "summary_text", "estimate_hash_collisions", "natural_key", "REPORT_SECTIONS"]
 
+REPORT_SECTIONS = ("run", "label", "sparse", "dense", "dead-letters")
+_TOP_IDS_SHOWN = 5
+_DEAD_LETTERS_READ = 100_000
+_EXAMPLES_PER_REASON = 3
+_RAW_SHOWN = 160
 
-def _png(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def _sample_lengths_and_ids(output_dir: str, features: list[str], sample_rows: int) -> dict[str, tuple]:
-    """Row lengths and flat ids per feature from the first shards, up to `sample_rows` rows."""
-    import glob
-
-    import pyarrow.parquet as pq
-
-    shards = sorted(glob.glob(os.path.join(output_dir, "part-*.parquet")))
-    lengths: dict[str, list[np.ndarray]] = {f: [] for f in features}
-    ids: dict[str, list[np.ndarray]] = {f: [] for f in features}
-    seen = 0
-    for shard in shards:
-        pf = pq.ParquetFile(shard)
-        available = [f for f in features if f in pf.schema_arrow.names]
-        for batch in pf.iter_batches(batch_size=min(sample_rows, 65536), columns=available):
-            for f in available:
-                col = batch.column(f)
-                lengths[f].append(np.diff(col.offsets.to_numpy()))
-                ids[f].append(col.flatten().to_numpy(zero_copy_only=False))
-            seen += batch.num_rows
-            if seen >= sample_rows:
-                break
-        if seen >= sample_rows:
-            break
-    return {
-        f: (np.concatenate(lengths[f]) if lengths[f] else np.zeros(0, np.int64),
-            np.concatenate(ids[f]) if ids[f] else np.zeros(0, np.int64))
-        for f in features
-    }
+_STYLE = """
+body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:78em;padding:0 1em;color:#222;background:#fafafa}
+h1{font-size:1.5em;margin-bottom:.2em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}
+.note{color:#666;font-size:.85em}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(17em,1fr));gap:.8em}
+.card{background:#fff;border:1px solid #ddd;border-radius:6px;padding:.6em .8em}
+.card h3{margin:0 0 .3em;font-size:1em;font-family:monospace}
+.card dl{display:grid;grid-template-columns:auto 1fr;gap:.1em .6em;margin:.3em 0;font-size:.85em}
+.card dt{color:#666}.card dd{margin:0}
+.figures{display:grid;grid-template-columns:repeat(auto-fill,minmax(11em,1fr));gap:.6em}
+.figure{background:#fff;border:1px solid #ddd;border-radius:6px;padding:.5em .8em}
+.figure b{display:block;font-size:1.3em}.figure span{color:#666;font-size:.8em}
+table{border-collapse:collapse;background:#fff}
+td,th{border:1px solid #ddd;padding:3px 8px;font-size:.85em;text-align:left}
+code{font-size:.85em;word-break:break-all}.warn{color:#a33}
+"""
 
 
-NO_PLOTS = "no plots in report.html: matplotlib is not installed (pip install 'sparseflow[report]')"
+def natural_key(name: str) -> list:
+    """Sort key that orders embedded numbers by value: C2 before C10, I9 before I10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
-def _plots(stats: dict, samples: dict[str, tuple]) -> list[tuple[str, str]] | None:
-    """(title, base64 PNG) per plot; None where matplotlib is not installed (the report then has none)."""
-    try:
-        import matplotlib
-    except ImportError:
+def estimate_hash_collisions(distinct_buckets: int, buckets: int) -> tuple[float, float] | None:
+    """`(estimated distinct raw ids, estimated raw ids that share a bucket with another)`.
+
+    stats.json counts ids after hashing, so what it sees is the number of
+    occupied buckets k out of `buckets` (m). With n raw ids hashed uniformly,
+    E[k] = m (1 - (1 - 1/m)^n); inverting it gives n = ln(1 - k/m) / ln(1 - 1/m),
+    and n - k raw ids landed in a bucket another id already took. None when
+    every bucket is taken (n cannot be told apart from any larger value).
+
+    Example:
+      >>> n, lost = estimate_hash_collisions(9_516, 100_000)  # 10,000 ids into 100k buckets
+      >>> round(n), round(lost)
+      (10000, 484)
+    """
+    k, m = int(distinct_buckets), int(buckets)
+    if m <= 0 or k < 0 or k > m:
+        raise ValueError(f"estimate_hash_collisions: need 0 <= distinct_buckets <= buckets, got {k} and {m}")
+    if k == m:
         return None
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figures = []
-    names = sorted(samples)
-    if names:
-        fig, ax = plt.subplots(figsize=(7, 3.5))
-        top = max((int(samples[n][0].max()) if samples[n][0].size else 0) for n in names)
-        bins = np.arange(top + 2) - 0.5
-        for n in names[:12]:
-            ax.hist(samples[n][0], bins=bins, histtype="step", label=n)
-        ax.set_xlabel("ids per row")
-        ax.set_ylabel("rows (sample)")
-        ax.set_yscale("log")
-        ax.legend(fontsize=6, ncol=3)
-        ax.set_title("Ids per row")
-        figures.append(("Ids per row (histogram, sampled rows)", _png(fig)))
-        plt.close(fig)
-
-        fig, ax = plt.subplots(figsize=(7, 3.5))
-        for n in names[:12]:
-            flat = samples[n][1]
-            if flat.size:
-                _, counts = np.unique(flat, return_counts=True)
-                counts = np.sort(counts)[::-1]
-                ax.loglog(np.arange(1, counts.size + 1), counts, label=n)
-        ax.set_xlabel("id rank")
-        ax.set_ylabel("frequency")
-        ax.legend(fontsize=6, ncol=3)
-        ax.set_title("Id frequency by rank (log-log)")
-        figures.append(("Id frequency (log-log)", _png(fig)))
-        plt.close(fig)
-
-    feats = stats.get("features", {})
-    if feats:
-        fig, ax = plt.subplots(figsize=(7, 3.5))
-        for n in sorted(feats)[:12]:
-            cap = feats[n].get("capacity", {})
-            sizes = sorted(int(b) for b in cap)
-            if sizes:
-                ax.plot(sizes, [cap[str(b)]["max"] for b in sizes], marker="o", label=n)
-        ax.set_xlabel("batch size (rows)")
-        ax.set_ylabel("COO capacity (ids)")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.legend(fontsize=6, ncol=3)
-        ax.set_title("Capacity per batch size")
-        figures.append(("Capacity per batch size (from stats.json)", _png(fig)))
-        plt.close(fig)
-    return figures
+    if m == 1:
+        return float(k), 0.0
+    n = math.log1p(-k / m) / math.log1p(-1 / m)
+    return n, max(n - k, 0.0)
 
 
 def summary_text(summary: dict) -> str:
@@ -138,60 +100,201 @@ def summary_text(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def write_report(output_dir: str, summary: dict, *, sample_rows: int = 200_000) -> str:
+def _load_json(path: str) -> dict:
+    if not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _e(value) -> str:
+    return html.escape(str(value))
+
+
+def _share(part: float, whole: float) -> str:
+    return f"{part / whole:.1%}" if whole else "-"
+
+
+def _run_section(summary: dict, stats: dict) -> str:
+    rows_in = summary.get("rows_in", 0)
+    seconds = summary.get("seconds", 0.0)
+    bad = summary.get("bad_records", 0)
+    figures = [
+        (f"{rows_in:,}", "rows read"),
+        (f"{summary.get('rows_out', stats.get('num_rows', 0)):,}", "rows written"),
+        (f"{bad:,}", f"bad records ({_share(bad, rows_in)})"),
+        (str(summary.get("num_shards", "-")), f"{summary.get('shard_format', '')} shards"),
+        (f"{seconds:.1f} s", f"{rows_in / max(seconds, 1e-9):,.0f} rows/s"),
+        (str(len(stats.get("features", {}))), "sparse features"),
+        (str(len(stats.get("dense", {}))), "dense features"),
+    ]
+    cells = "".join(f"<div class='figure'><b>{_e(v)}</b><span>{_e(k)}</span></div>" for v, k in figures)
+    where = (f"<p class='note'>input <code>{_e(summary.get('input', ''))}</code> ({_e(summary.get('format', ''))})"
+             f" &rarr; output <code>{_e(summary.get('output', ''))}</code></p>")
+    return f"<section id='run'><h2>Run</h2>{where}<div class='figures'>{cells}</div></section>"
+
+
+def _label_section(stats: dict) -> str:
+    label = stats.get("label")
+    if not label:
+        return "<section id='label'><h2>Label</h2><p class='note'>This output has no label column.</p></section>"
+    present = label["rows"] - label.get("missing", 0)
+    head = f"<h2>Label <code>{_e(label['name'])}</code></h2>"
+    note = f"<p class='note'>{present:,} labelled rows, {label.get('missing', 0):,} missing.</p>"
+    if "value_counts" in label and present:
+        items = [(str(v), c / present) for v, c in label["value_counts"]]
+        chart = bars_svg(items, f"label balance of {label['name']}", width=360)
+        return f"<section id='label'>{head}{note}{chart}</section>"
+    return f"<section id='label'>{head}{note}{_value_card(label['name'], label)}</section>"
+
+
+def _sparse_card(name: str, s: dict, spec: dict) -> str:
+    rows = s.get("rows", 0)
+    empty = s.get("empty_rows", 0)
+    ipr = s.get("ids_per_row", {})
+    distinct = s.get("distinct_ids", 0)
+    exact = "" if s.get("distinct_ids_exact", True) else "&asymp; "
+    facts = [("missing", f"{share_bar_svg(empty / rows if rows else 0, f'{name} missing share')} "
+                         f"{_share(empty, rows)}")]
+    buckets, vocabulary = spec.get("hash_buckets"), spec.get("vocabulary_size")
+    if buckets:
+        facts.append(("distinct ids", f"{exact}{distinct:,} of {buckets:,} buckets"))
+        estimate = estimate_hash_collisions(min(distinct, buckets), buckets)
+        if estimate is None:
+            facts.append(("collisions", "<span class='warn'>every bucket taken: raise hash_buckets</span>"))
+        else:
+            raw, lost = estimate
+            shared = "&lt; 1" if lost < 1 else f"&asymp; {format_number(round(lost))}"
+            facts.append(("collisions", f"{shared} of &asymp; {format_number(round(raw))} raw ids share a bucket "
+                                        f"({_share(lost, raw)})"))
+    elif vocabulary:
+        facts.append(("distinct ids", f"{exact}{distinct:,} of a {vocabulary:,}-id vocabulary"))
+    else:
+        facts.append(("distinct ids", f"{exact}{distinct:,}"))
+    if ipr.get("max", 0) > 1:  # ids per row says something only where a row can hold several
+        facts.append(("ids per row", f"mean {ipr.get('mean', 0):.2f}, p99 {format_number(ipr.get('p99', 0))}, "
+                                     f"max {ipr.get('max', 0)}"))
+    capacity = s.get("capacity", {})
+    if capacity:
+        largest = max(capacity, key=int)
+        facts.append((f"capacity @{largest}", f"{capacity[largest]['max']:,} ids"))
+    dl = "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in facts)
+    ids_total = ipr.get("mean", 0) * rows
+    top = s.get("top_ids", [])[:_TOP_IDS_SHOWN]
+    chart = bars_svg([(str(i), c / ids_total) for i, c in top], f"top ids of {name}") if top and ids_total else ""
+    top_note = "<div class='note'>top ids (share of the feature's ids)</div>" if chart else ""
+    return f"<div class='card'><h3>{_e(name)}</h3><dl>{dl}</dl>{top_note}{chart}</div>"
+
+
+def _value_card(name: str, s: dict) -> str:
+    rows, missing = s.get("rows", 0), s.get("missing", 0)
+    facts = [("missing", f"{share_bar_svg(missing / rows if rows else 0, f'{name} missing share')} "
+                         f"{_share(missing, rows)}")]
+    chart = ""
+    if "quantiles" in s:
+        q = s["quantiles"]
+        facts += [
+            ("range", f"{format_number(s['min'])} &hellip; {format_number(s['max'])}, mean {format_number(s['mean'])}"),
+            ("p1 / p50 / p99", " / ".join(format_number(q[k]) for k in ("p1", "p50", "p99"))),
+            ("p25 / p75", " / ".join(format_number(q[k]) for k in ("p25", "p75"))),
+        ]
+        h = s["histogram"]
+        scale = " (log-spaced bins)" if h["scale"] == "symlog" else ""
+        sampled = "" if s.get("sample_exact", True) else f", from a sample of {s['sample_size']:,}"
+        chart = (f"<div class='note'>histogram{scale}{sampled}</div>"
+                 + histogram_svg(h["edges"], h["counts"], f"histogram of {name}"))
+    dl = "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in facts)
+    return f"<div class='card'><h3>{_e(name)}</h3><dl>{dl}</dl>{chart}</div>"
+
+
+def _sparse_section(stats: dict, specs: dict) -> str:
+    features = stats.get("features", {})
+    if not features:
+        return "<section id='sparse'><h2>Sparse features</h2><p class='note'>None.</p></section>"
+    cards = "".join(_sparse_card(n, features[n], specs.get(n, {})) for n in sorted(features, key=natural_key))
+    return (f"<section id='sparse'><h2>Sparse features ({len(features)})</h2>"
+            "<p class='note'>Ids are counted after hashing; collisions are estimated from the occupied "
+            f"buckets.</p><div class='grid'>{cards}</div></section>")
+
+
+def _dense_section(stats: dict) -> str:
+    dense = stats.get("dense")
+    if dense is None:
+        return ("<section id='dense'><h2>Dense features</h2><p class='note'>stats.json describes no dense "
+                "features (an output written without a schema, or before dense statistics existed).</p></section>")
+    if not dense:
+        return "<section id='dense'><h2>Dense features</h2><p class='note'>None.</p></section>"
+    cards = "".join(_value_card(n, dense[n]) for n in sorted(dense, key=natural_key))
+    return f"<section id='dense'><h2>Dense features ({len(dense)})</h2><div class='grid'>{cards}</div></section>"
+
+
+def _dead_letters(output_dir: str) -> tuple[dict[str, list[dict]], int, bool]:
+    """Dead letters grouped by reason (numbers folded to N), how many were read, and whether more exist."""
+    path = os.path.join(output_dir, "errors", "dead_letters.jsonl")
+    groups: dict[str, list[dict]] = collections.defaultdict(list)
+    read, more = 0, False
+    if not os.path.exists(path):
+        return groups, 0, False
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if read == _DEAD_LETTERS_READ:
+                more = True
+                break
+            try:
+                letter = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            read += 1
+            groups[re.sub(r"\d+", "N", str(letter.get("reason", "")))].append(letter)
+    return groups, read, more
+
+
+def _dead_letter_section(output_dir: str, summary: dict) -> str:
+    groups, read, more = _dead_letters(output_dir)
+    head = "<section id='dead-letters'><h2>Dead letters</h2>"
+    if not read:
+        bad = summary.get("bad_records", 0)
+        text = "No bad records." if not bad else f"{bad:,} bad records; their dead letters are not beside the shards."
+        return f"{head}<p class='note'>{text}</p></section>"
+    note = f"<p class='note'>{read:,} dead letters in errors/dead_letters.jsonl"
+    note += f" (the first {read:,} read; there are more)</p>" if more else ".</p>"
+    rows = []
+    for reason, letters in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        examples = "<br>".join(
+            f"<code>{_e(x.get('source', ''))}:{_e(x.get('line', ''))}</code> {_e(x.get('reason', ''))}: "
+            f"<code>{_e(str(x.get('raw', ''))[:_RAW_SHOWN])}</code>"
+            for x in letters[:_EXAMPLES_PER_REASON]
+        )
+        rows.append(f"<tr><td>{_e(reason)}</td><td>{len(letters):,}</td><td>{examples}</td></tr>")
+    table = "<table><tr><th>reason</th><th>records</th><th>examples</th></tr>" + "".join(rows) + "</table>"
+    return f"{head}{note}{table}</section>"
+
+
+def write_report(output_dir: str, summary: dict) -> str:
     """Writes `output_dir/report.html`; returns its path.
 
     Args:
-      output_dir: an ingest output directory (stats.json and shards inside).
-      summary: the run summary (rows in/out, bad records, seconds, ...).
-      sample_rows: rows of the shards read for histograms (bounded cost).
+      output_dir: a local ingest output directory (stats.json, schema.json and errors/ inside).
+      summary: the run summary (rows in/out, bad records, seconds, ...), as `run_ingest` returns it.
     """
     from sparse_io.atomic import atomic_write_text
 
-    stats_path = os.path.join(output_dir, "stats.json")
-    stats = {}
-    if os.path.exists(stats_path):
-        with open(stats_path, encoding="utf-8") as f:
-            stats = json.load(f)
-    features = sorted(stats.get("features", {}))
-    samples = _sample_lengths_and_ids(output_dir, features, sample_rows) if features else {}
-    figures = _plots(stats, samples)
-    if figures is None:
-        import logging
-
-        # The workers and a lean launcher need no plotting library; the report says what it left out.
-        logging.getLogger("sparseflow.report").warning(NO_PLOTS)
-
-    rows = []
-    for n in features:
-        s = stats["features"][n]
-        ipr = s.get("ids_per_row", {})
-        by_size = sorted(s.get("capacity", {}).items(), key=lambda x: int(x[0]))
-        caps = ", ".join(f"{b}: {c['max']}" for b, c in by_size)
-        rows.append(
-            "<tr>" + "".join(
-                f"<td>{html.escape(str(v))}</td>"
-                for v in (n, s.get("rows"), f"{ipr.get('mean', 0):.2f}", ipr.get("p99"), ipr.get("max"),
-                          s.get("distinct_ids"), caps)
-            ) + "</tr>"
-        )
+    stats = _load_json(os.path.join(output_dir, "stats.json"))
+    schema = _load_json(os.path.join(output_dir, "schema.json"))
+    specs = {f["name"]: f for f in schema.get("features", []) if isinstance(f, dict) and "name" in f}
     body = [
-        "<!doctype html><html><head><meta charset='utf-8'><title>sparseflow ingest report</title>",
-        "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}"
-        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;font-size:90%}</style>",
-        "</head><body><h1>sparseflow ingest report</h1>",
-        f"<pre>{html.escape(summary_text(summary))}</pre>",
-        "<h2>Features</h2><table><tr><th>feature</th><th>rows</th><th>ids/row mean</th><th>p99</th>"
-        "<th>max</th><th>distinct ids</th><th>capacity (batch: ids)</th></tr>",
-        *rows,
-        "</table>",
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+        f"<title>sparseflow ingest report: {_e(summary.get('output', output_dir))}</title>",
+        f"<style>{_STYLE}</style></head><body>",
+        "<h1>sparseflow ingest report</h1>",
+        _run_section(summary, stats),
+        _label_section(stats),
+        _sparse_section(stats, specs),
+        _dense_section(stats),
+        _dead_letter_section(output_dir, summary),
+        "</body></html>",
     ]
-    if figures is None:
-        body.append(f"<p>{html.escape(NO_PLOTS)}.</p>")
-    for title, data in figures or ():
-        label = html.escape(title)
-        body.append(f"<h2>{label}</h2><img alt='{label}' src='data:image/png;base64,{data}'>")
-    body.append("</body></html>")
     path = os.path.join(output_dir, "report.html")
     atomic_write_text(path, "\n".join(body))
     return path

@@ -233,6 +233,28 @@ class Schema:
     def dense(self) -> list[FeatureSpec]:
         return [f for f in self.features if f.kind == "dense"]
 
+    def table_rows(self, name: str) -> int:
+        """How many ids sparse feature `name` can hold: the rows its embedding table needs.
+
+        Its `vocabulary_size` when it was looked up in a vocabulary, else its
+        `hash_buckets`; ids lie in `[0, table_rows)`.
+
+        Raises:
+          KeyError: no feature `name`.
+          SchemaError: `name` is not sparse, or the schema gives neither size.
+
+        Example:
+          >>> Schema([FeatureSpec("C1", hash_buckets=1000)]).table_rows("C1")
+          1000
+        """
+        spec = self[name]
+        if not spec.is_sparse:
+            raise SchemaError(f"feature {name!r} is {spec.kind}, not sparse: it has no embedding table")
+        size = spec.vocabulary_size or spec.hash_buckets
+        if size is None:
+            raise SchemaError(f"feature {name!r}: schema.json gives neither vocabulary_size nor hash_buckets")
+        return size
+
     def replace(self, name: str, **changes) -> Schema:
         """A copy with feature `name` changed (e.g. dtype after hashing)."""
         return Schema(dataclasses.replace(f, **changes) if f.name == name else f for f in self.features)

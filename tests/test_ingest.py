@@ -48,7 +48,9 @@ def test_ingest_writes_the_documented_layout(ingested):
     letters = [json.loads(line) for line in open(os.path.join(out, "errors", "dead_letters.jsonl"))]
     assert len(letters) == 1 and letters[0]["line"] == 8
     html = open(os.path.join(out, "report.html")).read()
-    assert html.count("data:image/png;base64,") == 3
+    # Inline charts: the label balance, top ids of each of the 26 sparse features, a histogram per dense one.
+    assert html.count("<svg class='chart'") == 1 + 26 + 13
+    assert all(f"<section id='{s}'>" in html for s in ("run", "label", "sparse", "dense", "dead-letters"))
     with open(os.path.join(out, "_MANIFEST.json")) as f:  # the report is part of the committed output
         assert "report.html" in [e["path"] for e in json.load(f)["files"]]
 

@@ -139,3 +139,20 @@ def test_criteo_schema_layout():
     assert all(f.dtype == "string" and not f.weighted for f in s.sparse) and len(s.sparse) == 26
     assert s.arrow_schema().field("C1").type == pa.list_(pa.string())
     assert criteo_schema(label=False).names[0] == "I1" and len(criteo_schema(label=False)) == 39
+
+
+def test_table_rows_is_the_vocabulary_size_or_the_hash_buckets():
+    schema = Schema([
+        FeatureSpec("label", "label", "int64"),
+        FeatureSpec("C1", hash_buckets=1_000_000),
+        FeatureSpec("C9", vocabulary_size=3),
+        FeatureSpec("raw", dtype="string"),
+        FeatureSpec("I1", "dense", "float32"),
+    ])
+    assert schema.table_rows("C1") == 1_000_000 and schema.table_rows("C9") == 3
+    with pytest.raises(SchemaError, match="'raw': schema.json gives neither vocabulary_size nor hash_buckets"):
+        schema.table_rows("raw")
+    with pytest.raises(SchemaError, match="'I1' is dense, not sparse"):
+        schema.table_rows("I1")
+    with pytest.raises(KeyError, match="no feature 'C2'"):
+        schema.table_rows("C2")

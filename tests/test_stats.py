@@ -23,6 +23,7 @@ def _reference(rows, batch_sizes, top_k):
     desc = np.sort(lengths)[::-1]
     return {
         "rows": len(rows),
+        "empty_rows": int((lengths == 0).sum()),
         "ids_per_row": {
             "mean": float(lengths.mean()) if len(rows) else 0.0,
             "p50": float(np.percentile(lengths, 50)) if len(rows) else 0.0,
@@ -121,3 +122,56 @@ def test_bad_arguments_and_columns():
         FeatureStats("x").add(pa.array([1, 2]))
     with pytest.raises(ValueError, match="feature 'x': null id in row 1"):
         FeatureStats("x").add(pa.array([[1], [None]], pa.list_(pa.int64())))
+
+
+def test_value_stats_of_dense_columns_and_the_label_equal_numpy(tmp_path):
+    rng = np.random.default_rng(21)
+    counts = np.floor(rng.lognormal(1.0, 1.5, 700))
+    counts[rng.random(700) < 0.05] = -1
+    present = rng.random(700) > 0.2
+    labels = (rng.random(700) < 0.3).astype(np.int64)
+    batches = [
+        pa.record_batch({
+            "ids": pa.array([[1]] * (hi - lo), pa.list_(pa.int64())),
+            "I1": pa.array(np.where(present[lo:hi], counts[lo:hi], np.nan).astype(np.float32)),
+            "label": pa.array(labels[lo:hi]),
+        })
+        for lo, hi in ((0, 300), (300, 301), (301, 700))
+    ]
+    path = str(tmp_path / "stats.json")
+    with test_pipeline() as p:
+        _ = p | beam.Create(batches) | ComputeStats(["ids"], 8, output_path=path, dense=["I1"], label="label")
+    with open(path) as f:
+        written = json.load(f)
+    values = counts[present]
+    dense = written["dense"]["I1"]
+    assert dense["rows"] == 700 and dense["missing"] == int((~present).sum())
+    assert (dense["min"], dense["max"]) == (values.min(), values.max())
+    assert dense["mean"] == pytest.approx(values.mean())
+    assert dense["sample_exact"] and dense["sample_size"] == values.size
+    for q in (1, 25, 50, 75, 99):
+        assert dense["quantiles"][f"p{q}"] == pytest.approx(np.quantile(values, q / 100))
+    histogram = dense["histogram"]
+    assert sum(histogram["counts"]) == values.size and len(histogram["edges"]) == len(histogram["counts"]) + 1
+    # Log-normal counts reach far past their median: the bins follow a log scale.
+    assert histogram["scale"] == "symlog"
+    assert written["label"]["name"] == "label"
+    assert written["label"]["value_counts"] == [[0, int((labels == 0).sum())], [1, int((labels == 1).sum())]]
+    assert written["features"]["ids"]["empty_rows"] == 0
+
+
+def test_value_stats_sample_stays_bounded_and_drops_counts_of_many_values():
+    from transforms.beam._value_stats import ValueStats
+
+    merged = ValueStats("x", sample_size=500)
+    for part in range(4):
+        s = ValueStats("x", sample_size=500, seed=part)
+        s.add(pa.array(np.arange(part * 1000, (part + 1) * 1000, dtype=np.float64)))
+        merged.merge(s)
+    r = merged.result()
+    assert r["sample_size"] == 500 and not r["sample_exact"] and "value_counts" not in r
+    assert (r["min"], r["max"], r["mean"]) == (0.0, 3999.0, pytest.approx(1999.5))
+    # A uniform sample of 0..3999: its median is near 2000 (500 draws: standard error ~52).
+    assert abs(r["quantiles"]["p50"] - 2000) < 300
+    with pytest.raises(ValueError, match="column 'x' must be a numeric scalar column"):
+        ValueStats("x").add(pa.array(["a"]))

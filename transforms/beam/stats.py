@@ -4,10 +4,18 @@ stats.json (format_version 1) is what the tf.data stage reads to pad each
 batch's COO tensors to a static capacity:
 
   {"format_version": 1, "num_rows": N,
-   "features": {"<name>": {"rows": N, "ids_per_row": {"mean", "p50", "p99", "max"},
+   "features": {"<name>": {"rows": N, "empty_rows": int, "ids_per_row": {"mean", "p50", "p99", "max"},
                  "distinct_ids": int, "distinct_ids_exact": bool, "top_ids": [[id, count], ...],
                  "top_ids_exact": bool,
-                 "capacity": {"<batch_size>": {"max": int, "p99_9": int}, ...}}}}
+                 "capacity": {"<batch_size>": {"max": int, "p99_9": int}, ...}}},
+   "dense": {"<name>": <value stats>, ...},          # when ComputeStats is given dense columns
+   "label": {"name": "<label>", **<value stats>}}   # when it is given the label column
+
+A <value stats> entry (`transforms.beam._value_stats.ValueStats`) holds rows,
+missing (null or NaN), min, max, mean, quantiles p1..p99 and a 20-bin
+histogram (from a uniform sample of up to 10,000 values: `sample_size`,
+`sample_exact`), and `value_counts` ([[value, rows], ...]) when the column
+has at most 32 distinct values, as a click label does.
 
 How the capacities are bounded:
   * `max` is the sum of the `b` largest row lengths in the whole dataset. Any
@@ -42,6 +50,7 @@ from transforms.beam import coders  # noqa: F401  (registers the RecordBatch cod
 from transforms.beam._columns import feature_names, require_columns
 from transforms.beam._counts import list_values
 from transforms.beam._sketches import BoundedCounts, LengthHistogram
+from transforms.beam._value_stats import ValueStats
 
 __all__ = ["ComputeStats", "FeatureStats", "STATS_FILE", "STATS_FORMAT_VERSION", "assemble_stats"]
 
@@ -96,6 +105,7 @@ class FeatureStats:
             capacity[str(b)] = {"max": bound, "p99_9": min(typical, bound)}
         return {
             "rows": rows,
+            "empty_rows": int(h.counts[h.lengths == 0].sum()),
             "ids_per_row": {
                 "mean": h.total / rows if rows else 0.0,
                 "p50": h.quantile(0.5),
@@ -151,6 +161,7 @@ class _FeatureStatsFn(beam.CombineFn):
 def _empty_feature(batch_sizes: Sequence[int], rows: int) -> dict:
     return {
         "rows": rows,
+        "empty_rows": rows,
         "ids_per_row": {"mean": 0.0, "p50": 0.0, "p99": 0.0, "max": 0},
         "distinct_ids": 0,
         "distinct_ids_exact": True,
@@ -161,19 +172,32 @@ def _empty_feature(batch_sizes: Sequence[int], rows: int) -> dict:
 
 
 def assemble_stats(
-    num_rows: int, per_feature: dict, features: Sequence[str] | None, batch_sizes: Sequence[int]
+    num_rows: int,
+    per_feature: dict,
+    features: Sequence[str] | None,
+    batch_sizes: Sequence[int],
+    per_value: dict | None = None,
+    dense: Sequence[str] = (),
+    label: str | None = None,
 ) -> dict:
     """The stats.json document from per-feature results (features never seen get zero stats).
 
-    `features` None: every feature in `per_feature`, by name.
+    `features` None: every feature in `per_feature`, by name. `per_value`:
+    `ValueStats` results of the `dense` columns and the `label` column.
     """
     if features is None:
         features = sorted(per_feature)
-    return {
+    stats = {
         "format_version": STATS_FORMAT_VERSION,
         "num_rows": int(num_rows),
         "features": {f: per_feature.get(f) or _empty_feature(batch_sizes, int(num_rows)) for f in features},
     }
+    per_value = per_value or {}
+    if dense:
+        stats["dense"] = {d: per_value.get(d) or ValueStats(d).result() for d in dense}
+    if label is not None:
+        stats["label"] = {"name": label, **(per_value.get(label) or ValueStats(label).result())}
+    return stats
 
 
 _ROWS = ""  # key of the row count; never a feature name (names are non-empty)
@@ -199,6 +223,41 @@ def _list_columns(schema: pa.Schema) -> list[str]:
     ]
 
 
+class _ValueStatsFn(beam.CombineFn):
+    def __init__(self, seed: int):
+        self._seed = seed
+
+    def create_accumulator(self):
+        return None
+
+    def add_input(self, accumulator, element):
+        name, column = element
+        if accumulator is None:
+            accumulator = ValueStats(name, seed=self._seed)
+        accumulator.add(column)
+        return accumulator
+
+    def merge_accumulators(self, accumulators):
+        merged = None
+        for acc in accumulators:
+            if acc is None:
+                continue
+            if merged is None:
+                merged = acc
+            else:
+                merged.merge(acc)
+        return merged
+
+    def extract_output(self, accumulator):
+        return None if accumulator is None else accumulator.result()
+
+
+def _scalar_columns(batch: pa.RecordBatch, names: Sequence[str]):
+    require_columns(batch, names, "ComputeStats")
+    for name in names:
+        yield name, (name, batch.column(name))
+
+
 def _write_stats(stats: dict, path: str) -> dict:
     atomic_write_text(path, json.dumps(stats, indent=2, sort_keys=False) + "\n")
     return stats
@@ -215,7 +274,10 @@ class ComputeStats(beam.PTransform):
         e.g. `<shard dir>/stats.json`.
       top_k: how many of the most frequent ids to list.
       exact_limit: distinct ids per feature counted exactly (see the module doc).
-      seed: seeds the p99_9 simulation (deterministic output).
+      seed: seeds the p99_9 simulation and the value samples (deterministic output).
+      dense: scalar columns to describe under "dense" (missing share,
+        quantiles, histogram).
+      label: the label column, described under "label" (with its balance).
 
     Input: PCollection[pa.RecordBatch]. Output: a PCollection holding one
     dict, the stats.json document (see the module docstring for its format
@@ -235,8 +297,12 @@ class ComputeStats(beam.PTransform):
         top_k: int = 20,
         exact_limit: int = DEFAULT_EXACT_LIMIT,
         seed: int = 0,
+        dense: Sequence[str] = (),
+        label: str | None = None,
     ):
         super().__init__()
+        self._dense = list(dense)
+        self._label = label
         self._features = (
             None if features is None else feature_names(features, "ComputeStats", allow_empty=True)
         )
@@ -260,11 +326,24 @@ class ComputeStats(beam.PTransform):
             | "Summarise"
             >> beam.CombinePerKey(_FeatureStatsFn(sizes, self._top_k, self._exact_limit, self._seed))
         )
+        dense, label = self._dense, self._label
+        scalars = dense + ([label] if label is not None else [])
+        per_value = beam.pvalue.AsSingleton(
+            batches
+            | "ScalarColumns" >> beam.FlatMap(_scalar_columns, scalars)
+            | "SummariseScalars" >> beam.CombinePerKey(_ValueStatsFn(self._seed))
+            | "GatherScalars" >> beam.combiners.ToDict()
+        )
         stats = (
             per_feature
             | "Gather" >> beam.combiners.ToDict()
             | "Assemble"
-            >> beam.Map(lambda found: assemble_stats(found.pop(_ROWS, 0), found, features, sizes))
+            >> beam.Map(
+                lambda found, values: assemble_stats(
+                    found.pop(_ROWS, 0), found, features, sizes, values, dense, label
+                ),
+                per_value,
+            )
         )
         if self._output_path:
             stats = stats | "Write" >> beam.Map(_write_stats, self._output_path)

@@ -558,8 +558,11 @@ class WriteShards(beam.PTransform):
         )
         # Stats describe the rows written; a sound capacity does not depend on their order.
         features = None if self._schema is None else [f.name for f in self._schema.sparse]
+        dense = [] if self._schema is None else [f.name for f in self._schema.dense]
+        label = None if self._schema is None or self._schema.label is None else self._schema.label.name
         stats = batches | "Stats" >> ComputeStats(
-            features, self._stats_batch_sizes, output_path=FileSystems.join(self._output_dir, STATS_FILE)
+            features, self._stats_batch_sizes, output_path=FileSystems.join(self._output_dir, STATS_FILE),
+            dense=dense, label=label,
         )
         return (
             written
