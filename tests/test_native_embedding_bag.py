@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +16,8 @@ import tensorflow as tf
 
 import ops
 from ops import _native, _native_build
+
+REPO = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.skipif(
     not _native.available(), reason=f"native kernels unavailable here: {_native.unavailable_reason()}"
@@ -303,3 +306,13 @@ def test_the_cache_is_keyed_by_tensorflow_version_and_sources(tmp_path, monkeypa
     with open(edited / "embedding_bag_ops.cc", "a") as source:
         source.write("\n// edited\n")
     assert _native_build.library_path() != path
+
+
+@pytest.mark.parametrize("target", ["demo", "test"])
+def test_both_readme_commands_build_the_native_kernels_first(target):
+    plan = subprocess.run(["make", "-n", target], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert plan.returncode == 0, plan.stderr
+    steps = plan.stdout.splitlines()
+    build = next(i for i, line in enumerate(steps) if "-m ops._native_build" in line)
+    main = next(i for i, line in enumerate(steps) if "-m pytest" in line or "-m pipelines.demo" in line)
+    assert build < main, steps
