@@ -12,8 +12,7 @@ import functools
 import logging
 
 import tensorflow as tf
-
-from ops import _native_build
+from tensorflow.python.ops import resource_variable_ops
 
 __all__ = ["available", "embedding_bag", "library", "unavailable_reason"]
 
@@ -24,6 +23,9 @@ _failure: list[str] = []
 @functools.cache
 def library():
     """The loaded native op library, or None (see `unavailable_reason`)."""
+    # Imported here: `python -m ops._native_build` must not find itself imported by `import ops`.
+    from ops import _native_build
+
     try:
         path = _native_build.build()
         return tf.load_op_library(str(path))
@@ -52,8 +54,14 @@ def embedding_bag(table, row_ids, col_ids, gains, sample_count, *, col_message, 
     `row_message` followed by `; first offending position: K` (the column check
     first); differing lengths raise with `length_message`. The table gradient
     is a `tf.IndexedSlices` over the distinct ids of the non-padding entries.
+    A resource-variable table is read in place (see ops/native/embedding_bag_ops.cc).
     """
-    return library().sparseflow_embedding_bag(
+    bag = library().sparseflow_embedding_bag
+    if _is_resource_variable(table):
+        # As the variable's own reads do: a GradientTape then watches it when it is trainable.
+        resource_variable_ops.variable_accessed(table)
+        bag, table = library().sparseflow_embedding_bag_variable, table.handle
+    return bag(
         table=table,
         row_ids=row_ids,
         col_ids=col_ids,
@@ -65,9 +73,15 @@ def embedding_bag(table, row_ids, col_ids, gains, sample_count, *, col_message, 
     )
 
 
+def _is_resource_variable(table) -> bool:
+    return isinstance(table, resource_variable_ops.BaseResourceVariable)
+
+
 @tf.RegisterGradient("SparseflowEmbeddingBag")
+@tf.RegisterGradient("SparseflowEmbeddingBagVariable")
 def _embedding_bag_gradient(op, d_out):
     table, row_ids, col_ids, gains, _ = op.inputs
+    variable = table.dtype == tf.resource
     # Eagerly the tape says which inputs need no gradient: the gains usually don't, and theirs
     # costs a second read of every looked-up table row.
     skip = getattr(op, "skip_input_indices", None) or ()
@@ -76,9 +90,11 @@ def _embedding_bag_gradient(op, d_out):
         ids, values = library().sparseflow_embedding_bag_table_grad(
             d_out=d_out, row_ids=row_ids, col_ids=col_ids, gains=gains
         )
-        d_table = tf.IndexedSlices(values, ids, tf.shape(table, out_type=ids.dtype))
+        shape = resource_variable_ops.variable_shape(table, ids.dtype) if variable else tf.shape(table, ids.dtype)
+        d_table = tf.IndexedSlices(values, ids, shape)
     if 3 not in skip:
-        d_gains = library().sparseflow_embedding_bag_gains_grad(
-            d_out=d_out, table=table, row_ids=row_ids, col_ids=col_ids
-        )
+        gains_grad = library().sparseflow_embedding_bag_gains_grad
+        if variable:
+            gains_grad = library().sparseflow_embedding_bag_gains_grad_variable
+        d_gains = gains_grad(d_out=d_out, table=table, row_ids=row_ids, col_ids=col_ids)
     return d_table, None, None, d_gains, None

@@ -316,3 +316,16 @@ def test_both_readme_commands_build_the_native_kernels_first(target):
     build = next(i for i, line in enumerate(steps) if "-m ops._native_build" in line)
     main = next(i for i, line in enumerate(steps) if "-m pytest" in line or "-m pipelines.demo" in line)
     assert build < main, steps
+
+
+def test_a_variable_table_is_read_in_place_with_the_same_result():
+    table, rows, cols, gains = _batch(10)
+    variable = tf.Variable(table)
+    # A sparse update puts the variable in copy-on-read mode, where a dense read copies the table.
+    variable.scatter_add(tf.IndexedSlices(tf.ones([1, 5]), tf.constant([3])))
+    table[3] += 1.0
+    out = ops.embedding_bag(variable, rows, cols, gains, 9, implementation="native")
+    np.testing.assert_allclose(out.numpy(), _reference(table, rows, cols, gains, 9), rtol=1e-5, atol=1e-5)
+    graph = tf.function(lambda: ops.embedding_bag(variable, rows, cols, gains, 9)).get_concrete_function().graph
+    assert "SparseflowEmbeddingBagVariable" in {op.type for op in graph.get_operations()}
+    assert "ReadVariableOp" not in {op.type for op in graph.get_operations()}

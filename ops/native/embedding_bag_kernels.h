@@ -121,8 +121,12 @@ DistinctIds<Col> FindDistinctIds(const Row* rows, const Col* cols, int64_t n, in
   int64_t capacity = 16;
   while (capacity < 2 * n) capacity <<= 1;
   const int shift = 64 - __builtin_ctzll(static_cast<uint64_t>(capacity));
-  std::vector<int64_t> keys(capacity, -1);
-  std::vector<int64_t> key_slots(capacity);
+  // Key and slot side by side: a probe touches one cache line.
+  struct Bucket {
+    int64_t id;
+    int64_t slot;
+  };
+  std::vector<Bucket> buckets(capacity, Bucket{-1, -1});
   std::vector<int64_t> slot_of(n, -1);
   std::vector<int64_t> counts;
   for (int64_t k = 0; k < n; ++k) {
@@ -134,15 +138,14 @@ DistinctIds<Col> FindDistinctIds(const Row* rows, const Col* cols, int64_t n, in
     }
     if (row == samples) continue;
     uint64_t h = (static_cast<uint64_t>(id) * 0x9E3779B97F4A7C15ull) >> shift;
-    while (keys[h] != -1 && keys[h] != id) h = (h + 1) & (capacity - 1);
-    if (keys[h] == -1) {
-      keys[h] = id;
-      key_slots[h] = static_cast<int64_t>(distinct.ids.size());
+    while (buckets[h].id != -1 && buckets[h].id != id) h = (h + 1) & (capacity - 1);
+    if (buckets[h].id == -1) {
+      buckets[h] = Bucket{id, static_cast<int64_t>(distinct.ids.size())};
       distinct.ids.push_back(cols[k]);
       counts.push_back(0);
     }
-    slot_of[k] = key_slots[h];
-    ++counts[key_slots[h]];
+    slot_of[k] = buckets[h].slot;
+    ++counts[buckets[h].slot];
   }
   const int64_t unique = static_cast<int64_t>(distinct.ids.size());
   distinct.offsets.assign(unique + 1, 0);

@@ -1,12 +1,20 @@
 // TensorFlow bindings of the embedding-bag kernels (CPU): SparseflowEmbeddingBag and its two
 // gradient ops. The Python wrapper (ops/_native.py) registers the gradient and builds the error
 // messages, so they read exactly as the stock-op composition's.
+//
+// The forward and the gains gradient each come in two forms: the table as a tensor, or (the
+// ...Variable ops) as a resource variable read in place under its lock, as ResourceGather reads it.
+// A dense read of a variable that sparse updates have touched copies the whole table (its
+// copy-on-read mode), which for a large table costs far more than the bag itself.
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "embedding_bag_kernels.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/resource_mgr.h"
+#include "tensorflow/core/framework/resource_var.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/platform/threadpool.h"
 
@@ -25,11 +33,66 @@ using ::tensorflow::shape_inference::InferenceContext;
 using ::tensorflow::shape_inference::ShapeHandle;
 namespace errors = ::tensorflow::errors;
 
+// The table operand of a kernel: an input tensor, or a variable's tensor held under a shared lock
+// for as long as this object lives.
+class TableOperand {
+ public:
+  absl::Status Open(OpKernelContext* context, int index) {
+    if (context->input_dtype(index) != ::tensorflow::DT_RESOURCE) {
+      tensor_ = &context->input(index);
+      return absl::OkStatus();
+    }
+    TF_RETURN_IF_ERROR(
+        ::tensorflow::LookupResource(context, ::tensorflow::HandleFromInput(context, index), &variable_));
+    lock_.emplace(*variable_->mu());
+    if (!variable_->tensor()->IsInitialized()) {
+      return errors::FailedPrecondition("the table variable is not initialised");
+    }
+    tensor_ = variable_->tensor();
+    return absl::OkStatus();
+  }
+
+  const Tensor& tensor() const { return *tensor_; }
+
+ private:
+  ::tensorflow::core::RefCountPtr<::tensorflow::Var> variable_;
+  std::optional<::tensorflow::tf_shared_lock> lock_;
+  const Tensor* tensor_ = nullptr;
+};
+
+// The table's shape for shape inference: the input's, or the variable's when its handle says.
+absl::Status TableShape(InferenceContext* c, int index, ShapeHandle* shape) {
+  if (c->input_handle_shapes_and_types(index) != nullptr && !c->input_handle_shapes_and_types(index)->empty()) {
+    return c->WithRank((*c->input_handle_shapes_and_types(index))[0].shape, 2, shape);
+  }
+  if (c->input_handle_shapes_and_types(index) != nullptr || c->Rank(c->input(index)) == 0) {
+    *shape = c->Matrix(c->UnknownDim(), c->UnknownDim());
+    return absl::OkStatus();
+  }
+  return c->WithRank(c->input(index), 2, shape);
+}
+
 ParallelFor WorkersOf(OpKernelContext* context) {
   ::tensorflow::thread::ThreadPool* workers = context->device()->tensorflow_cpu_worker_threads()->workers;
   return [workers](int64_t count, int64_t cost_per_unit, const std::function<void(int64_t, int64_t)>& work) {
     workers->ParallelFor(count, cost_per_unit, work);
   };
+}
+
+absl::Status EmbeddingBagShape(InferenceContext* c) {
+  ShapeHandle table, unused;
+  TF_RETURN_IF_ERROR(TableShape(c, 0, &table));
+  for (int i = 1; i <= 3; ++i) TF_RETURN_IF_ERROR(c->WithRank(c->input(i), 1, &unused));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(4), 0, &unused));
+  DimensionHandle samples;
+  TF_RETURN_IF_ERROR(c->MakeDimForScalarInput(4, &samples));
+  c->set_output(0, c->Matrix(samples, c->Dim(table, 1)));
+  return absl::OkStatus();
+}
+
+absl::Status GainsGradShape(InferenceContext* c) {
+  c->set_output(0, c->Vector(c->Dim(c->input(3), 0)));
+  return absl::OkStatus();
 }
 
 REGISTER_OP("SparseflowEmbeddingBag")
@@ -45,18 +108,25 @@ REGISTER_OP("SparseflowEmbeddingBag")
     .Attr("col_message: string")
     .Attr("row_message: string")
     .Attr("length_message: string")
-    .SetShapeFn([](InferenceContext* c) {
-      ShapeHandle table, unused;
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &table));
-      for (int i = 1; i <= 3; ++i) TF_RETURN_IF_ERROR(c->WithRank(c->input(i), 1, &unused));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(4), 0, &unused));
-      DimensionHandle samples;
-      TF_RETURN_IF_ERROR(c->MakeDimForScalarInput(4, &samples));
-      c->set_output(0, c->Matrix(samples, c->Dim(table, 1)));
-      return absl::OkStatus();
-    })
+    .SetShapeFn(EmbeddingBagShape)
     .Doc("out[r] = sum of gains[k] * table[col_ids[k]] over entries k with row_ids[k] == r; "
          "row_ids[k] == sample_count marks padding.");
+
+REGISTER_OP("SparseflowEmbeddingBagVariable")
+    .Input("table: resource")
+    .Input("row_ids: Trow")
+    .Input("col_ids: Tcol")
+    .Input("gains: T")
+    .Input("sample_count: int32")
+    .Output("out: T")
+    .Attr("T: {float, double}")
+    .Attr("Trow: {int32, int64}")
+    .Attr("Tcol: {int32, int64}")
+    .Attr("col_message: string")
+    .Attr("row_message: string")
+    .Attr("length_message: string")
+    .SetShapeFn(EmbeddingBagShape)
+    .Doc("SparseflowEmbeddingBag with the table read in place from a resource variable.");
 
 REGISTER_OP("SparseflowEmbeddingBagTableGrad")
     .Input("d_out: T")
@@ -86,11 +156,20 @@ REGISTER_OP("SparseflowEmbeddingBagGainsGrad")
     .Attr("T: {float, double}")
     .Attr("Trow: {int32, int64}")
     .Attr("Tcol: {int32, int64}")
-    .SetShapeFn([](InferenceContext* c) {
-      c->set_output(0, c->Vector(c->Dim(c->input(3), 0)));
-      return absl::OkStatus();
-    })
+    .SetShapeFn(GainsGradShape)
     .Doc("The gains gradient of SparseflowEmbeddingBag: <d_out[row_ids[k]], table[col_ids[k]]>, 0 for padding.");
+
+REGISTER_OP("SparseflowEmbeddingBagGainsGradVariable")
+    .Input("d_out: T")
+    .Input("table: resource")
+    .Input("row_ids: Trow")
+    .Input("col_ids: Tcol")
+    .Output("d_gains: T")
+    .Attr("T: {float, double}")
+    .Attr("Trow: {int32, int64}")
+    .Attr("Tcol: {int32, int64}")
+    .SetShapeFn(GainsGradShape)
+    .Doc("SparseflowEmbeddingBagGainsGrad with the table read in place from a resource variable.");
 
 // Shapes shared by the three ops: a rank-2 float operand and three equally long vectors.
 absl::Status CheckCoo(const Tensor& matrix, const Tensor& row_ids, const Tensor& col_ids, const Tensor* gains,
@@ -119,7 +198,12 @@ class EmbeddingBagOp : public OpKernel {
   }
 
   void Compute(OpKernelContext* context) override {
-    const Tensor& table = context->input(0);
+    TableOperand table_operand;
+    OP_REQUIRES_OK(context, table_operand.Open(context, 0));
+    const Tensor& table = table_operand.tensor();
+    OP_REQUIRES(context, table.dtype() == ::tensorflow::DataTypeToEnum<T>::value,
+                errors::InvalidArgument("the table variable holds ", ::tensorflow::DataTypeString(table.dtype()),
+                                        ", not ", ::tensorflow::DataTypeString(::tensorflow::DataTypeToEnum<T>::value)));
     const Tensor& row_ids = context->input(1);
     const Tensor& col_ids = context->input(2);
     const Tensor& gains = context->input(3);
@@ -183,7 +267,12 @@ class EmbeddingBagGainsGradOp : public OpKernel {
 
   void Compute(OpKernelContext* context) override {
     const Tensor& d_out = context->input(0);
-    const Tensor& table = context->input(1);
+    TableOperand table_operand;
+    OP_REQUIRES_OK(context, table_operand.Open(context, 1));
+    const Tensor& table = table_operand.tensor();
+    OP_REQUIRES(context, table.dtype() == ::tensorflow::DataTypeToEnum<T>::value,
+                errors::InvalidArgument("the table variable holds ", ::tensorflow::DataTypeString(table.dtype()),
+                                        ", not ", ::tensorflow::DataTypeString(::tensorflow::DataTypeToEnum<T>::value)));
     const Tensor& row_ids = context->input(2);
     const Tensor& col_ids = context->input(3);
     OP_REQUIRES_OK(context, CheckCoo(d_out, row_ids, col_ids, nullptr, "row_ids and col_ids lengths differ"));
@@ -215,6 +304,12 @@ class EmbeddingBagGainsGradOp : public OpKernel {
                               .TypeConstraint<Row>("Trow")                                                        \
                               .TypeConstraint<Col>("Tcol"),                                                       \
                           EmbeddingBagOp<T, Row, Col>);                                                           \
+  REGISTER_KERNEL_BUILDER(Name("SparseflowEmbeddingBagVariable")                                                  \
+                              .Device(DEVICE_CPU)                                                                 \
+                              .TypeConstraint<T>("T")                                                             \
+                              .TypeConstraint<Row>("Trow")                                                        \
+                              .TypeConstraint<Col>("Tcol"),                                                       \
+                          EmbeddingBagOp<T, Row, Col>);                                                           \
   REGISTER_KERNEL_BUILDER(Name("SparseflowEmbeddingBagTableGrad")                                                 \
                               .Device(DEVICE_CPU)                                                                 \
                               .TypeConstraint<T>("T")                                                             \
@@ -222,6 +317,12 @@ class EmbeddingBagGainsGradOp : public OpKernel {
                               .TypeConstraint<Col>("Tcol"),                                                       \
                           EmbeddingBagTableGradOp<T, Row, Col>);                                                  \
   REGISTER_KERNEL_BUILDER(Name("SparseflowEmbeddingBagGainsGrad")                                                 \
+                              .Device(DEVICE_CPU)                                                                 \
+                              .TypeConstraint<T>("T")                                                             \
+                              .TypeConstraint<Row>("Trow")                                                        \
+                              .TypeConstraint<Col>("Tcol"),                                                       \
+                          EmbeddingBagGainsGradOp<T, Row, Col>);                                                  \
+  REGISTER_KERNEL_BUILDER(Name("SparseflowEmbeddingBagGainsGradVariable")                                         \
                               .Device(DEVICE_CPU)                                                                 \
                               .TypeConstraint<T>("T")                                                             \
                               .TypeConstraint<Row>("Trow")                                                        \
