@@ -3,7 +3,9 @@
     python -m benchmarks.ops_gpu_stage [--quick] [--json PATH]
 
 Embedding bag (64-dim, multi-valued ids: 1-19 per sample, about 10): ours
-(`ops.embedding_bag` over COO) against `tf.nn.embedding_lookup_sparse` on
+(`ops.embedding_bag` over COO; "ours" is its stock-op composition
+`implementation="csr"`, "native" its fused CPU kernel, what "auto" picks on a
+CPU) against `tf.nn.embedding_lookup_sparse` on
 the same batch, forward and forward+backward (gradient for the table), with
 and without per-id weights, for uniform ids over a large table and for
 Zipf-skewed ids; and against `torch.nn.functional.embedding_bag` when torch
@@ -98,7 +100,10 @@ def _embedding_bag(quick: bool) -> dict:
             sp_weights = tf.SparseTensor(indices, weights, shape) if weighted else None
 
             def ours(coo=coo):
-                return ops.embedding_bag(table, *coo, batch)
+                return ops.embedding_bag(table, *coo, batch, implementation="csr")
+
+            def native(coo=coo):
+                return ops.embedding_bag(table, *coo, batch, implementation="native")
 
             def peer(sp_ids=sp_ids, sp_weights=sp_weights):
                 return tf.nn.embedding_lookup_sparse(table, sp_ids, sp_weights, combiner="sum")
@@ -112,6 +117,8 @@ def _embedding_bag(quick: bool) -> dict:
                 "peer fwd": blocking(tf.function(peer)),
                 "ours fwd+bwd": blocking(_forward_backward(ours, table, upstream)),
                 "peer fwd+bwd": blocking(_forward_backward(peer, table, upstream)),
+                "native fwd": blocking(tf.function(native)),
+                "native fwd+bwd": blocking(_forward_backward(native, table, upstream)),
                 "copy fwd": copy_limit(costs["fwd"]["mbytes"] * 1e6),
                 "copy fwd+bwd": copy_limit(costs["fwd+bwd"]["mbytes"] * 1e6),
             }
@@ -139,8 +146,10 @@ def _embedding_bag(quick: bool) -> dict:
                     }
                 )
                 rows_out[-1]["ours_gbps"] = rows_out[-1]["mbytes"] / (a.median_s * 1e3)  # MB per ms
+                rows_out[-1].update(_native_columns(timings[f"native {step}"], a, b, c))
     columns = ["ids", "weights", "pass", "ours_ms", "peer_ms", "ratio", "ours_ns_per_id", "peer_ns_per_id"]
     columns += ["noisy", "mbytes", "mflops", "ours_gbps", "copy_limit_ms"]
+    columns += ["native_ms", "native_vs_peer", "native_vs_ours", "native_over_copy"]
     print(f"\n### Embedding bag vs tf.nn.embedding_lookup_sparse (batch {batch}, dim {DIM}, vocab {vocab})\n")
     print(markdown_table(rows_out, columns))
     print(
@@ -148,6 +157,18 @@ def _embedding_bag(quick: bool) -> dict:
         "random row fetches (latency), hashing the ids and per-op overhead, not to bandwidth."
     )
     return {"batch": batch, "dim": DIM, "vocab": vocab, "reps": reps, "rows": rows_out}
+
+
+def _native_columns(native, composition, peer, copy) -> dict:
+    """The native kernel's figures beside a row's composition, peer and copy bound (ratios: above 1 is slower)."""
+    return {
+        "native_ms": native.median_s * 1e3,
+        "native_spread_ms": [native.min_s * 1e3, native.max_s * 1e3],
+        "native_vs_peer": ratio(native, peer),
+        "native_vs_ours": ratio(native, composition),
+        "native_over_copy": native.median_s / copy.median_s,
+        "native_noisy": noisy(native, peer),
+    }
 
 
 def _forward_backward(fn, table, upstream):
@@ -377,7 +398,10 @@ def _torch_embedding_bag(quick: bool) -> dict:
     coo = [tf.constant(rows), tf.constant(cols), tf.constant(weights)]
 
     def ours():
-        return ops.embedding_bag(table, *coo, batch)
+        return ops.embedding_bag(table, *coo, batch, implementation="csr")
+
+    def native():
+        return ops.embedding_bag(table, *coo, batch, implementation="native")
 
     def unique_gather():
         # The first two steps of the design (each distinct id read once): with stock TensorFlow
@@ -406,6 +430,8 @@ def _torch_embedding_bag(quick: bool) -> dict:
             "torch fwd": torch_forward,
             "ours fwd+bwd": blocking(_forward_backward(ours, table, upstream)),
             "torch fwd+bwd": torch_forward_backward,
+            "native fwd": blocking(tf.function(native)),
+            "native fwd+bwd": blocking(_forward_backward(native, table, upstream)),
         },
         reps=reps,
         warmup=2,
@@ -427,6 +453,15 @@ def _torch_embedding_bag(quick: bool) -> dict:
                 "noisy": noisy(a, b),
             }
         )
+        n = timings[f"native {step}"]
+        rows_out[-1].update(
+            {
+                "native_ms": n.median_s * 1e3,
+                "native_spread_ms": [n.min_s * 1e3, n.max_s * 1e3],
+                "native_vs_torch": ratio(n, b),
+                "native_noisy": noisy(n, b),
+            }
+        )
     floor, torch_fwd = timings["unique+gather"], timings["torch fwd"]
     floor_row = {
         "unique_gather_ms": floor.median_s * 1e3,
@@ -437,7 +472,9 @@ def _torch_embedding_bag(quick: bool) -> dict:
     print(f"\n### Embedding bag vs torch.nn.functional.embedding_bag (weighted, batch {batch})\n")
     print(
         markdown_table(
-            rows_out, ["pass", "ours_ms", "torch_ms", "ratio", "ours_ns_per_id", "torch_ns_per_id"]
+            rows_out,
+            ["pass", "ours_ms", "native_ms", "torch_ms", "ratio", "native_vs_torch", "ours_ns_per_id"]
+            + ["torch_ns_per_id"],
         )
     )
     print(
