@@ -29,7 +29,7 @@ def library():
     try:
         path = _native_build.build()
         return tf.load_op_library(str(path))
-    except (_native_build.BuildError, tf.errors.NotFoundError, OSError) as error:
+    except (_native_build.BuildError, tf.errors.OpError, OSError) as error:
         _failure.append(str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__)
         _log.warning("sparseflow: native kernels unavailable, using the stock-op compositions: %s", _failure[0])
         return None
