@@ -25,8 +25,8 @@ namespace sparseflow {
 // Rows of the input a product task handles: its panel of x stays in L2 while every group's blocks
 // pass over it.
 constexpr int64_t kPanelRows = 64;
-// Rows of x and dy a weight-gradient step accumulates before moving to the next block of the row.
-constexpr int64_t kGradChunkRows = 128;
+// Rows of x and dy a weight-gradient step takes at a time (a chunk of dy, all columns, in L2).
+constexpr int64_t kGradChunkRows = 64;
 
 // The widest vector the build targets, at most one block row. GCC vector extensions: the
 // accumulators below are plain local variables, which the compiler keeps in registers.
@@ -181,10 +181,11 @@ inline void PackRows(const T* source, int64_t stride, int64_t count, T* packed) 
   for (int64_t m = 0; m < count; ++m) std::copy(source + m * stride, source + m * stride + BS, packed + m * BS);
 }
 
-// dw[b] = x[:, block_row[b]]^T @ dy[:, block_col[b]]. A task is a block row of W (row_offsets: the
-// blocks in row-major order), whose blocks share one column panel of x. Rows are taken in chunks,
-// and each chunk of the x panel and of dy's block column is packed contiguously first: the tiles
-// then stream from L1 instead of touching a new cache line (and page) per row.
+// dw[b] = x[:, block_row[b]]^T @ dy[:, block_col[b]]. A task is a range of block rows of W
+// (row_offsets: the blocks in row-major order). Rows are taken in chunks, and each chunk of an x
+// panel and of dy's block column is packed contiguously first: the tiles then stream from L1
+// instead of touching a new cache line (and page) per row. Each dw[b] adds its chunks in row order
+// whatever the task split.
 template <typename T, int BS>
 void BlockWeightGrad(const T* x, const T* dy, int64_t rows, int64_t x_cols, int64_t dy_cols, const int32_t* block_row,
                      const int32_t* block_col, const int32_t* row_offsets, int64_t block_rows, T* dw,
@@ -197,12 +198,14 @@ void BlockWeightGrad(const T* x, const T* dy, int64_t rows, int64_t x_cols, int6
   parallel_for(block_rows, cost, [&](int64_t begin, int64_t end) {
     std::vector<T> x_packed(kGradChunkRows * BS);
     std::vector<T> dy_packed(kGradChunkRows * BS);
-    for (int64_t r = begin; r < end; ++r) {
-      if (row_offsets[r] == row_offsets[r + 1]) continue;
-      std::fill(dw + static_cast<int64_t>(row_offsets[r]) * BS * BS,
-                dw + static_cast<int64_t>(row_offsets[r + 1]) * BS * BS, T(0));
-      for (int64_t m0 = 0; m0 < rows; m0 += kGradChunkRows) {
-        const int64_t count = std::min(kGradChunkRows, rows - m0);
+    std::fill(dw + static_cast<int64_t>(row_offsets[begin]) * BS * BS,
+              dw + static_cast<int64_t>(row_offsets[end]) * BS * BS, T(0));
+    // Chunks outermost: a chunk's rows of dy stay in L2 while every block of the task reads its
+    // columns (block by block they would come from memory, one strided row at a time).
+    for (int64_t m0 = 0; m0 < rows; m0 += kGradChunkRows) {
+      const int64_t count = std::min(kGradChunkRows, rows - m0);
+      for (int64_t r = begin; r < end; ++r) {
+        if (row_offsets[r] == row_offsets[r + 1]) continue;
         PackRows<T, BS>(x + m0 * x_cols + r * BS, x_cols, count, x_packed.data());
         for (int32_t b = row_offsets[r]; b < row_offsets[r + 1]; ++b) {
           T* block = dw + static_cast<int64_t>(b) * BS * BS;
