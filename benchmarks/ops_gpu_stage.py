@@ -9,8 +9,9 @@ CPU) against `tf.nn.embedding_lookup_sparse` on
 the same batch, forward and forward+backward (gradient for the table), with
 and without per-id weights, for uniform ids over a large table and for
 Zipf-skewed ids; and against `torch.nn.functional.embedding_bag` when torch
-is importable. Block-sparse matmul (block 32) at several densities against a
-dense `tf.linalg.matmul` of the same shape and, forward only, against
+is importable. Block-sparse matmul (block 32) at several densities, ours ("ours": the
+stock-op composition; "native": the fused CPU kernels, what "auto" picks on a
+CPU) against a dense `tf.linalg.matmul` of the same shape and, forward only, against
 `scipy.sparse.bsr_matrix` products of the same blocks at densities up to
 SCIPY_MAX_DENSITY (scipy has no block-masked product for the weight
 gradient, and its BSR product, a plain loop over blocks, takes tens of
@@ -206,9 +207,12 @@ def _block_sparse(quick: bool) -> dict:
     dense_w = tf.Variable(rng.standard_normal((k, n)).astype(np.float32) * 0.02)
     x_t = np.ascontiguousarray(x_np.T)  # scipy multiplies sparse @ dense natively, so compute (W^T x^T)^T
     plans, weights, scipy_w_t = {}, {}, {}
+    natives = {}
     for density in QUICK_DENSITIES if quick else DENSITIES:
-        plan = ops.BlockSparseMatMul(ops.random_layout(k // BLOCK, n // BLOCK, density, seed=2), BLOCK)
+        layout = ops.random_layout(k // BLOCK, n // BLOCK, density, seed=2)
+        plan = ops.BlockSparseMatMul(layout, BLOCK, implementation="composition")
         plans[density] = plan
+        natives[density] = ops.BlockSparseMatMul(layout, BLOCK, implementation="native")
         weights[density] = tf.Variable(rng.standard_normal(plan.weight_shape).astype(np.float32))
         if density <= SCIPY_MAX_DENSITY:
             scipy_w_t[density] = scipy_bsr(plan, weights[density].numpy()).T.tobsr()
@@ -225,6 +229,9 @@ def _block_sparse(quick: bool) -> dict:
         forward[f"gemm {density}"] = blocking(gemm_floor(plan, m, backward=False))
         backward[f"gemm {density}"] = blocking(gemm_floor(plan, m, backward=True))
         backward[density] = blocking(_matmul_grads(lambda plan=plan, w=w: plan(x, w), x, w, dy))
+        native = natives[density]
+        forward[f"native {density}"] = blocking(tf.function(lambda native=native, w=w: native(x, w)))
+        backward[f"native {density}"] = blocking(_matmul_grads(lambda native=native, w=w: native(x, w), x, w, dy))
         backward[f"copy {density}"] = copy_limit(_matmul_costs(plan, m, backward=True)["mbytes"] * 1e6)
     rows_out = []
     for step, contenders in (("fwd", forward), ("fwd+bwd", backward)):
@@ -249,6 +256,16 @@ def _block_sparse(quick: bool) -> dict:
                 "gemm_floor_spread_ms": [gemm.min_s * 1e3, gemm.max_s * 1e3],
                 **_matmul_costs(plan, m, backward=step == "fwd+bwd"),
             }
+            native = timings[f"native {density}"]
+            row.update(
+                {
+                    "native_ms": native.median_s * 1e3,
+                    "native_spread_ms": [native.min_s * 1e3, native.max_s * 1e3],
+                    "native_ratio": ratio(native, dense),
+                    "native_noisy": noisy(native, dense),
+                    "native_gflops_per_s": row["gflops"] / native.median_s,
+                }
+            )
             if f"scipy {density}" in timings:
                 s = timings[f"scipy {density}"]
                 row["scipy_bsr_ms"] = s.median_s * 1e3
@@ -261,7 +278,7 @@ def _block_sparse(quick: bool) -> dict:
         summary[step] = _break_even([r for r in rows_out if r["pass"] == step])
     columns = ["pass", "density", "ours_ms", "dense_ms", "ratio", "ratio_per_density", "noisy"]
     columns += ["scipy_bsr_ms", "ratio_vs_scipy", "gemm_floor_ms", "copy_limit_ms", "gflops", "dense_gflops"]
-    columns.append("mbytes")
+    columns += ["mbytes", "native_ms", "native_ratio", "native_gflops_per_s"]
     print(f"\n### Block-sparse matmul (block {BLOCK}) vs dense tf.linalg.matmul and scipy BSR, M={m} K={k} N={n}\n")
     print(markdown_table(rows_out, columns))
     for step, where in summary.items():

@@ -155,6 +155,18 @@ def _ops_gpu_stage(r: dict) -> list[dict]:
             limit += f"; its batched GEMMs alone {row['gemm_floor_ms']:.1f} ms"
         dense = (row["dense_ms"], *row["dense_spread_ms"])
         rows.append(comparison_row("ops_gpu_stage", what, "dense tf.linalg.matmul", "ms", False, ours, dense, limit))
+        if "native_ms" in row:
+            native_what = f"block-sparse matmul native {row['pass']}, density {row['density']:.2f}"
+            native = (row["native_ms"], *row["native_spread_ms"])
+            native_limit = (
+                f"{row['native_gflops_per_s']:.0f} GFLOP/s; "
+                f"{row['native_ms'] / row['ours_ms']:.2f}x the composition's time"
+            )
+            rows.append(
+                comparison_row(
+                    "ops_gpu_stage", native_what, "dense tf.linalg.matmul", "ms", False, native, dense, native_limit
+                )
+            )
         if "scipy_bsr_ms" in row:
             scipy = (row["scipy_bsr_ms"], *row["scipy_bsr_spread_ms"])
             rows.append(
