@@ -3,12 +3,15 @@
     python -m benchmarks.ops_gpu_stage [--quick] [--json PATH]
 
 Embedding bag (64-dim, multi-valued ids: 1-19 per sample, about 10): ours
-(`ops.embedding_bag` over COO) against `tf.nn.embedding_lookup_sparse` on
+(`ops.embedding_bag` over COO; "ours" is its stock-op composition
+`implementation="csr"`, "native" its fused CPU kernel, what "auto" picks on a
+CPU) against `tf.nn.embedding_lookup_sparse` on
 the same batch, forward and forward+backward (gradient for the table), with
 and without per-id weights, for uniform ids over a large table and for
 Zipf-skewed ids; and against `torch.nn.functional.embedding_bag` when torch
-is importable. Block-sparse matmul (block 32) at several densities against a
-dense `tf.linalg.matmul` of the same shape and, forward only, against
+is importable. Block-sparse matmul (block 32) at several densities, ours ("ours": the
+stock-op composition; "native": the fused CPU kernels, what "auto" picks on a
+CPU) against a dense `tf.linalg.matmul` of the same shape and, forward only, against
 `scipy.sparse.bsr_matrix` products of the same blocks at densities up to
 SCIPY_MAX_DENSITY (scipy has no block-masked product for the weight
 gradient, and its BSR product, a plain loop over blocks, takes tens of
@@ -98,7 +101,10 @@ def _embedding_bag(quick: bool) -> dict:
             sp_weights = tf.SparseTensor(indices, weights, shape) if weighted else None
 
             def ours(coo=coo):
-                return ops.embedding_bag(table, *coo, batch)
+                return ops.embedding_bag(table, *coo, batch, implementation="csr")
+
+            def native(coo=coo):
+                return ops.embedding_bag(table, *coo, batch, implementation="native")
 
             def peer(sp_ids=sp_ids, sp_weights=sp_weights):
                 return tf.nn.embedding_lookup_sparse(table, sp_ids, sp_weights, combiner="sum")
@@ -112,6 +118,8 @@ def _embedding_bag(quick: bool) -> dict:
                 "peer fwd": blocking(tf.function(peer)),
                 "ours fwd+bwd": blocking(_forward_backward(ours, table, upstream)),
                 "peer fwd+bwd": blocking(_forward_backward(peer, table, upstream)),
+                "native fwd": blocking(tf.function(native)),
+                "native fwd+bwd": blocking(_forward_backward(native, table, upstream)),
                 "copy fwd": copy_limit(costs["fwd"]["mbytes"] * 1e6),
                 "copy fwd+bwd": copy_limit(costs["fwd+bwd"]["mbytes"] * 1e6),
             }
@@ -139,8 +147,10 @@ def _embedding_bag(quick: bool) -> dict:
                     }
                 )
                 rows_out[-1]["ours_gbps"] = rows_out[-1]["mbytes"] / (a.median_s * 1e3)  # MB per ms
+                rows_out[-1].update(_native_columns(timings[f"native {step}"], a, b, c))
     columns = ["ids", "weights", "pass", "ours_ms", "peer_ms", "ratio", "ours_ns_per_id", "peer_ns_per_id"]
     columns += ["noisy", "mbytes", "mflops", "ours_gbps", "copy_limit_ms"]
+    columns += ["native_ms", "native_vs_peer", "native_vs_ours", "native_over_copy"]
     print(f"\n### Embedding bag vs tf.nn.embedding_lookup_sparse (batch {batch}, dim {DIM}, vocab {vocab})\n")
     print(markdown_table(rows_out, columns))
     print(
@@ -148,6 +158,18 @@ def _embedding_bag(quick: bool) -> dict:
         "random row fetches (latency), hashing the ids and per-op overhead, not to bandwidth."
     )
     return {"batch": batch, "dim": DIM, "vocab": vocab, "reps": reps, "rows": rows_out}
+
+
+def _native_columns(native, composition, peer, copy) -> dict:
+    """The native kernel's figures beside a row's composition, peer and copy bound (ratios: above 1 is slower)."""
+    return {
+        "native_ms": native.median_s * 1e3,
+        "native_spread_ms": [native.min_s * 1e3, native.max_s * 1e3],
+        "native_vs_peer": ratio(native, peer),
+        "native_vs_ours": ratio(native, composition),
+        "native_over_copy": native.median_s / copy.median_s,
+        "native_noisy": noisy(native, peer),
+    }
 
 
 def _forward_backward(fn, table, upstream):
@@ -185,9 +207,12 @@ def _block_sparse(quick: bool) -> dict:
     dense_w = tf.Variable(rng.standard_normal((k, n)).astype(np.float32) * 0.02)
     x_t = np.ascontiguousarray(x_np.T)  # scipy multiplies sparse @ dense natively, so compute (W^T x^T)^T
     plans, weights, scipy_w_t = {}, {}, {}
+    natives = {}
     for density in QUICK_DENSITIES if quick else DENSITIES:
-        plan = ops.BlockSparseMatMul(ops.random_layout(k // BLOCK, n // BLOCK, density, seed=2), BLOCK)
+        layout = ops.random_layout(k // BLOCK, n // BLOCK, density, seed=2)
+        plan = ops.BlockSparseMatMul(layout, BLOCK, implementation="composition")
         plans[density] = plan
+        natives[density] = ops.BlockSparseMatMul(layout, BLOCK, implementation="native")
         weights[density] = tf.Variable(rng.standard_normal(plan.weight_shape).astype(np.float32))
         if density <= SCIPY_MAX_DENSITY:
             scipy_w_t[density] = scipy_bsr(plan, weights[density].numpy()).T.tobsr()
@@ -204,6 +229,9 @@ def _block_sparse(quick: bool) -> dict:
         forward[f"gemm {density}"] = blocking(gemm_floor(plan, m, backward=False))
         backward[f"gemm {density}"] = blocking(gemm_floor(plan, m, backward=True))
         backward[density] = blocking(_matmul_grads(lambda plan=plan, w=w: plan(x, w), x, w, dy))
+        native = natives[density]
+        forward[f"native {density}"] = blocking(tf.function(lambda native=native, w=w: native(x, w)))
+        backward[f"native {density}"] = blocking(_matmul_grads(lambda native=native, w=w: native(x, w), x, w, dy))
         backward[f"copy {density}"] = copy_limit(_matmul_costs(plan, m, backward=True)["mbytes"] * 1e6)
     rows_out = []
     for step, contenders in (("fwd", forward), ("fwd+bwd", backward)):
@@ -228,6 +256,16 @@ def _block_sparse(quick: bool) -> dict:
                 "gemm_floor_spread_ms": [gemm.min_s * 1e3, gemm.max_s * 1e3],
                 **_matmul_costs(plan, m, backward=step == "fwd+bwd"),
             }
+            native = timings[f"native {density}"]
+            row.update(
+                {
+                    "native_ms": native.median_s * 1e3,
+                    "native_spread_ms": [native.min_s * 1e3, native.max_s * 1e3],
+                    "native_ratio": ratio(native, dense),
+                    "native_noisy": noisy(native, dense),
+                    "native_gflops_per_s": row["gflops"] / native.median_s,
+                }
+            )
             if f"scipy {density}" in timings:
                 s = timings[f"scipy {density}"]
                 row["scipy_bsr_ms"] = s.median_s * 1e3
@@ -240,7 +278,7 @@ def _block_sparse(quick: bool) -> dict:
         summary[step] = _break_even([r for r in rows_out if r["pass"] == step])
     columns = ["pass", "density", "ours_ms", "dense_ms", "ratio", "ratio_per_density", "noisy"]
     columns += ["scipy_bsr_ms", "ratio_vs_scipy", "gemm_floor_ms", "copy_limit_ms", "gflops", "dense_gflops"]
-    columns.append("mbytes")
+    columns += ["mbytes", "native_ms", "native_ratio", "native_gflops_per_s"]
     print(f"\n### Block-sparse matmul (block {BLOCK}) vs dense tf.linalg.matmul and scipy BSR, M={m} K={k} N={n}\n")
     print(markdown_table(rows_out, columns))
     for step, where in summary.items():
@@ -377,7 +415,10 @@ def _torch_embedding_bag(quick: bool) -> dict:
     coo = [tf.constant(rows), tf.constant(cols), tf.constant(weights)]
 
     def ours():
-        return ops.embedding_bag(table, *coo, batch)
+        return ops.embedding_bag(table, *coo, batch, implementation="csr")
+
+    def native():
+        return ops.embedding_bag(table, *coo, batch, implementation="native")
 
     def unique_gather():
         # The first two steps of the design (each distinct id read once): with stock TensorFlow
@@ -406,6 +447,8 @@ def _torch_embedding_bag(quick: bool) -> dict:
             "torch fwd": torch_forward,
             "ours fwd+bwd": blocking(_forward_backward(ours, table, upstream)),
             "torch fwd+bwd": torch_forward_backward,
+            "native fwd": blocking(tf.function(native)),
+            "native fwd+bwd": blocking(_forward_backward(native, table, upstream)),
         },
         reps=reps,
         warmup=2,
@@ -427,6 +470,15 @@ def _torch_embedding_bag(quick: bool) -> dict:
                 "noisy": noisy(a, b),
             }
         )
+        n = timings[f"native {step}"]
+        rows_out[-1].update(
+            {
+                "native_ms": n.median_s * 1e3,
+                "native_spread_ms": [n.min_s * 1e3, n.max_s * 1e3],
+                "native_vs_torch": ratio(n, b),
+                "native_noisy": noisy(n, b),
+            }
+        )
     floor, torch_fwd = timings["unique+gather"], timings["torch fwd"]
     floor_row = {
         "unique_gather_ms": floor.median_s * 1e3,
@@ -437,7 +489,9 @@ def _torch_embedding_bag(quick: bool) -> dict:
     print(f"\n### Embedding bag vs torch.nn.functional.embedding_bag (weighted, batch {batch})\n")
     print(
         markdown_table(
-            rows_out, ["pass", "ours_ms", "torch_ms", "ratio", "ours_ns_per_id", "torch_ns_per_id"]
+            rows_out,
+            ["pass", "ours_ms", "native_ms", "torch_ms", "ratio", "native_vs_torch", "ours_ns_per_id"]
+            + ["torch_ns_per_id"],
         )
     )
     print(

@@ -133,6 +133,20 @@ def _ops_gpu_stage(r: dict) -> list[dict]:
                 f"bandwidth limit {copy_rate:.0f} M ids/s (numpy copy of {row['mbytes']:.1f} MB)",
             )
         )
+        if "native_ms" in row:
+            rows.append(
+                comparison_row(
+                    "ops_gpu_stage",
+                    f"embedding_bag native {row['ids']} ids, {weights}, {row['pass']}",
+                    "tf.nn.embedding_lookup_sparse",
+                    "M ids/s",
+                    True,
+                    _rate(ids, row["native_ms"] / 1e3, *(t / 1e3 for t in row["native_spread_ms"]), 1e6),
+                    _rate(ids, row["peer_ms"] / 1e3, *(t / 1e3 for t in row["peer_spread_ms"]), 1e6),
+                    f"{row['native_over_copy']:.1f}x the bandwidth limit ({copy_rate:.0f} M ids/s); "
+                    f"{1 / row['native_vs_ours']:.2f}x the composition",
+                )
+            )
     for row in r["block_sparse"]["rows"]:
         what = f"block-sparse matmul {row['pass']}, density {row['density']:.2f}"
         ours = (row["ours_ms"], *row["ours_spread_ms"])
@@ -141,6 +155,18 @@ def _ops_gpu_stage(r: dict) -> list[dict]:
             limit += f"; its batched GEMMs alone {row['gemm_floor_ms']:.1f} ms"
         dense = (row["dense_ms"], *row["dense_spread_ms"])
         rows.append(comparison_row("ops_gpu_stage", what, "dense tf.linalg.matmul", "ms", False, ours, dense, limit))
+        if "native_ms" in row:
+            native_what = f"block-sparse matmul native {row['pass']}, density {row['density']:.2f}"
+            native = (row["native_ms"], *row["native_spread_ms"])
+            native_limit = (
+                f"{row['native_gflops_per_s']:.0f} GFLOP/s; "
+                f"{row['native_ms'] / row['ours_ms']:.2f}x the composition's time"
+            )
+            rows.append(
+                comparison_row(
+                    "ops_gpu_stage", native_what, "dense tf.linalg.matmul", "ms", False, native, dense, native_limit
+                )
+            )
         if "scipy_bsr_ms" in row:
             scipy = (row["scipy_bsr_ms"], *row["scipy_bsr_spread_ms"])
             rows.append(
@@ -169,6 +195,20 @@ def _ops_gpu_stage(r: dict) -> list[dict]:
                 noisy=row.get("noisy"),
             )
         )
+        if "native_ms" in row:
+            rows.append(
+                comparison_row(
+                    "ops_gpu_stage",
+                    f"embedding_bag native uniform ids, weighted, {row['pass']}",
+                    "torch embedding_bag",
+                    "ms",
+                    False,
+                    (row["native_ms"], *row["native_spread_ms"]),
+                    torch,
+                    f"{row['native_ms'] / row['ours_ms']:.2f}x the composition's time",
+                    noisy=row.get("native_noisy"),
+                )
+            )
     return rows
 
 

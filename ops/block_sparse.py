@@ -15,6 +15,12 @@ processed in chunks so that the gathered copy stays in cache. On CPU the
 products run in plain TensorFlow on x transposed, where gathering block rows
 is a plain copy; with a GPU they are XLA-compiled.
 
+On CPU, outside XLA, `implementation="auto"` runs fused native kernels instead
+(`ops/native/block_sparse_kernels.h`, built on first use): each output tile is
+summed over its blocks in registers, straight from x, with no gathered copy and
+no padding blocks; the compositions above stay as their references and run
+wherever the native kernels cannot.
+
 The index tables for all three products are numpy arrays computed in the
 constructor. The XLA-compiled kernels are shared by all plans (the tables
 are their arguments), so a new plan with known shapes compiles nothing.
@@ -29,10 +35,13 @@ import numpy as np
 import tensorflow as tf
 
 from ops import _block_kernels as kernels
+from ops import _native
 from ops._xla import in_xla_context
 from ops.block_layouts import check_layout
 
-__all__ = ["BlockSparseMatMul", "block_sparse_matmul", "BLOCK_SIZES"]
+__all__ = ["BlockSparseMatMul", "block_sparse_matmul", "BLOCK_SIZES", "IMPLEMENTATIONS"]
+
+IMPLEMENTATIONS = ("auto", "composition", "native")
 
 # The block edges the kernels are built and tested for; others are rejected rather than run untested.
 BLOCK_SIZES = (8, 16, 32, 64)
@@ -54,6 +63,11 @@ class BlockSparseMatMul:
         a GPU is visible; on CPU plain TensorFlow runs a faster form of the
         products (see `ops._block_kernels`). Inside a function that is
         already XLA-compiled they are inlined either way.
+      implementation: "composition" (the stock-op products), "native" (the
+        fused CPU kernels, float32/float64) or "auto" (default): "native"
+        when no GPU is visible and the products are not XLA-compiled, else
+        "composition". "native" runs the composition inside XLA-compiled
+        functions, for other dtypes, and where the kernels could not be built.
 
     Attributes:
       layout, block_size, blocks (`np.argwhere(layout)`, `[nnz_blocks, 2]`),
@@ -73,12 +87,18 @@ class BlockSparseMatMul:
         *,
         chunk_rows: int | None = None,
         jit_compile: bool | None = None,
+        implementation: str = "auto",
     ) -> None:
         layout = check_layout(layout, "BlockSparseMatMul")
         if isinstance(block_size, bool) or block_size not in BLOCK_SIZES:
             raise ValueError(f"BlockSparseMatMul: block_size must be one of {BLOCK_SIZES}, got {block_size!r}")
         if chunk_rows is not None and chunk_rows < 1:
             raise ValueError(f"BlockSparseMatMul: chunk_rows must be >= 1, got {chunk_rows}")
+        if implementation not in IMPLEMENTATIONS:
+            raise ValueError(
+                f"BlockSparseMatMul: implementation must be one of {IMPLEMENTATIONS}, got {implementation!r}"
+            )
+        self.implementation = implementation
         self.layout = layout.copy()
         self.layout.setflags(write=False)
         self.block_size = int(block_size)
@@ -142,6 +162,8 @@ class BlockSparseMatMul:
                     f"BlockSparseMatMul: gates must be [{self.nnz_blocks}], got shape {gates.shape}"
                 )
             w = w * gates[:, None, None]
+        if self._runs_native(x.dtype):
+            return self._native_matmul(x, w)
         by_column, by_row = self._by_column, self._by_row
         if self.jit_compile:
             product, weight_grad = kernels.PRODUCT_XLA, kernels.WEIGHT_GRAD_XLA
@@ -167,6 +189,55 @@ class BlockSparseMatMul:
                 )
                 dw = weight_grad(
                     x, dy, by_column.tables(), by_column.position, outputs=self.n_blocks, **sizes
+                )
+                return dx, dw
+
+            return y, grad
+
+        return matmul(x, w)
+
+    def _runs_native(self, dtype: tf.DType) -> bool:
+        if self.implementation == "composition" or in_xla_context() or dtype not in (tf.float32, tf.float64):
+            return False
+        if self.implementation == "auto" and (self.jit_compile or tf.config.list_logical_devices("GPU")):
+            return False
+        return _native.available()
+
+    @functools.cached_property
+    def _native_tables(self) -> dict[str, np.ndarray]:
+        """Index tables of the native kernels (int32): blocks grouped by output column and by input row."""
+        rows, cols = self.blocks[:, 0].astype(np.int32), self.blocks[:, 1].astype(np.int32)
+
+        def offsets(keys, count):
+            return np.concatenate([[0], np.cumsum(np.bincount(keys, minlength=count))]).astype(np.int32)
+
+        return {
+            "column_offsets": offsets(cols, self.n_blocks),
+            "by_column": np.argsort(cols, kind="stable").astype(np.int32),
+            "row_offsets": offsets(rows, self.k_blocks),
+            "by_row": np.arange(self.nnz_blocks, dtype=np.int32),  # argwhere order is row-major
+            "rows": rows,
+            "cols": cols,
+        }
+
+    def _native_matmul(self, x: tf.Tensor, w: tf.Tensor) -> tf.Tensor:
+        library, tables, bs = _native.library(), self._native_tables, self.block_size
+
+        @tf.custom_gradient
+        def matmul(x, w):
+            y = library.sparseflow_block_sparse_product(
+                input=x, blocks=w, offsets=tables["column_offsets"], group_blocks=tables["by_column"],
+                source=tables["rows"], block_size=bs, transpose_blocks=False,
+            )
+
+            def grad(dy):
+                dx = library.sparseflow_block_sparse_product(
+                    input=dy, blocks=w, offsets=tables["row_offsets"], group_blocks=tables["by_row"],
+                    source=tables["cols"], block_size=bs, transpose_blocks=True,
+                )
+                dw = library.sparseflow_block_sparse_weight_grad(
+                    x=x, dy=dy, block_row=tables["rows"], block_col=tables["cols"],
+                    row_offsets=tables["row_offsets"], block_size=bs,
                 )
                 return dx, dw
 
@@ -214,6 +285,7 @@ class BlockSparseMatMul:
             self.block_size,
             chunk_rows=self._requested_chunk_rows,
             jit_compile=self._requested_jit_compile,
+            implementation=self.implementation,
         )
         # argwhere order of the smaller layout is the original order restricted to the kept blocks.
         pruned = (w[keep] * gates[keep, None, None]).astype(w.dtype, copy=False)

@@ -13,6 +13,11 @@ Two interchangeable formulations of the combining step:
     re-reading an `[N, dim]` intermediate per pass, which is what makes the
     segment form slow there (each such pass costs about as much as the
     gather itself). It has no XLA kernel.
+
+And one fused kernel, "native" (`ops/native/`, CPU only, built from source on
+first use): one pass over the entries for the forward, no unique; its backward
+finds the distinct ids in one hash-map pass. The compositions above are its
+references in the tests, and run in its place inside XLA-compiled functions.
 """
 
 from __future__ import annotations
@@ -21,13 +26,14 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
+from ops import _native
 from ops._coo_checks import Checks, first_true
 from ops._xla import in_xla_context
 from ops.coo import Coo, split_coo
 
 __all__ = ["embedding_bag", "IMPLEMENTATIONS", "PARTITION_STRATEGIES"]
 
-IMPLEMENTATIONS = ("auto", "segment", "csr")
+IMPLEMENTATIONS = ("auto", "segment", "csr", "native")
 PARTITION_STRATEGIES = ("mod", "div")
 
 Table = tf.Tensor | tf.Variable | Sequence[tf.Tensor | tf.Variable]
@@ -64,9 +70,13 @@ def embedding_bag(
         "mod": id i lives in shard `i % num_shards` at row `i // num_shards`
         (shard sizes must then be `ceil((vocab - s) / num_shards)`).
         "div": shards hold consecutive id ranges, in order, of any sizes.
-      implementation: "segment", "csr" (float32/float64 tables only) or
-        "auto" (default): "segment" inside an XLA-compiled function, when a
-        GPU is visible or for other dtypes, else "csr".
+      implementation: "segment", "csr", "native" (both float32/float64 tables
+        only) or "auto" (default): "segment" inside an XLA-compiled function,
+        when a GPU is visible or for other dtypes, else "native" for one
+        table, "csr" for a sharded one. "native" runs the fused CPU kernel
+        (ops/native, built on first use); inside an XLA-compiled function it
+        runs "segment", for a sharded table or where the kernel could not be
+        built (one warning line in the log) "csr".
       name: feature name, for the name scope and error messages.
 
     Returns:
@@ -112,11 +122,20 @@ def embedding_bag(
         row_ids, col_ids, gains = _coo(row_ids, col_ids, gains, shards[0].dtype, where)
         sample_count = _sample_count(sample_count, where)
         if implementation == "auto":
-            implementation = _auto_implementation(rows_dtype=shards[0].dtype)
+            implementation = _auto_implementation(rows_dtype=shards[0].dtype, sharded=len(shards) > 1)
         if col_ids.shape[0] == 0:
             # No ids at all (a feature empty in every row pads to capacity 0): TensorFlow's CSR
             # kernels divide by the column count and kill the process on an empty matrix.
             implementation = "segment"
+        if implementation == "native":
+            implementation = _native_or_composition(shards)
+        if implementation == "native":
+            return _native.embedding_bag(
+                *(shards[0], row_ids, col_ids, gains, sample_count),
+                col_message=_col_message(where, _vocab_shown(shards)),
+                row_message=_row_message(where, sample_count),
+                length_message=_LENGTH_MESSAGE.format(where=where),
+            )
         checks = Checks()
         if not in_xla_context():
             _check_data(checks, shards, row_ids, col_ids, gains, sample_count, where)
@@ -141,44 +160,73 @@ def _check_data(checks: Checks, shards, row_ids, col_ids, gains, sample_count, w
         n = tf.size(col_ids)
         checks.add(
             lambda: tf.logical_and(tf.equal(tf.size(row_ids), n), tf.equal(tf.size(gains), n)),
-            f"{where}: check equal_lengths failed: row_ids, col_ids and gains must have equal lengths",
+            _LENGTH_MESSAGE.format(where=where),
         )
-    static_vocab = [s.shape[0] for s in shards]
-    if None in static_vocab:
-        vocab = tf.cast(tf.shape(shards[0])[0], tf.int64)
-        shown = "vocab"
-    else:
-        vocab = tf.constant(sum(static_vocab), tf.int64)
-        shown = f"vocab={sum(static_vocab)}"
+    vocab, shown = _vocab(shards)
     # A passing check costs two reductions per tensor; the per-entry masks are built only in the
     # failing branch, to name the first offending position. int64: int32 reductions and comparisons
     # run in host memory on a GPU.
     cols = tf.cast(col_ids, tf.int64)
     checks.add(
         lambda: tf.logical_and(tf.reduce_min(cols) >= 0, tf.reduce_max(cols) < vocab),
-        f"{where}: check col_ids_in_range failed: col_ids must be table rows in [0, {shown})",
+        _col_message(where, shown),
         lambda: first_true(tf.logical_or(cols < 0, cols >= vocab)),
     )
     rows = tf.cast(row_ids, tf.int64)
     limit = tf.cast(sample_count, tf.int64)
-    bound = f"={sample_count}" if isinstance(sample_count, int) else ""
     checks.add(
         lambda: tf.logical_and(tf.reduce_min(rows) >= 0, tf.reduce_max(rows) <= limit),
-        f"{where}: check row_ids_in_range failed: row_ids must be in [0, sample_count{bound}] "
-        "(sample_count itself marks padding)",
+        _row_message(where, sample_count),
         lambda: first_true(tf.logical_or(rows < 0, rows > limit)),
     )
 
 
-def _auto_implementation(rows_dtype: tf.DType) -> str:
-    # The CSR kernels exist for float32 and float64 only.
+_LENGTH_MESSAGE = "{where}: check equal_lengths failed: row_ids, col_ids and gains must have equal lengths"
+
+
+def _vocab(shards) -> tuple[tf.Tensor, str]:
+    """The table's row count, and how messages show it."""
+    static_vocab = [s.shape[0] for s in shards]
+    if None in static_vocab:
+        return tf.cast(tf.shape(shards[0])[0], tf.int64), _vocab_shown(shards)
+    return tf.constant(sum(static_vocab), tf.int64), _vocab_shown(shards)
+
+
+def _vocab_shown(shards) -> str:
+    static_vocab = [s.shape[0] for s in shards]
+    return "vocab" if None in static_vocab else f"vocab={sum(static_vocab)}"
+
+
+def _col_message(where: str, shown: str) -> str:
+    return f"{where}: check col_ids_in_range failed: col_ids must be table rows in [0, {shown})"
+
+
+def _row_message(where: str, sample_count) -> str:
+    bound = f"={sample_count}" if isinstance(sample_count, int) else ""
+    return (
+        f"{where}: check row_ids_in_range failed: row_ids must be in [0, sample_count{bound}] "
+        "(sample_count itself marks padding)"
+    )
+
+
+def _auto_implementation(rows_dtype: tf.DType, sharded: bool) -> str:
+    # The CSR kernels and the native kernel exist for float32 and float64 only.
     if (
         in_xla_context()
         or rows_dtype not in (tf.float32, tf.float64)
         or tf.config.list_logical_devices("GPU")
     ):
         return "segment"
-    return "csr"
+    return "csr" if sharded else "native"
+
+
+def _native_or_composition(shards) -> str:
+    """"native" where the fused kernel can run, else the composition that runs in its place."""
+    if in_xla_context() or shards[0].dtype not in (tf.float32, tf.float64):
+        return "segment"
+    if len(shards) > 1 or not _native.available():
+        return "csr"
+    return "native"
 
 
 def _combine_segment(rows, slot, row_ids, gains, sample_count):

@@ -58,13 +58,16 @@ def _assert_close(actual, expected):
     np.testing.assert_allclose(actual, expected, rtol=0, atol=2e-5 * scale)
 
 
+@pytest.mark.parametrize("implementation", ["composition", "native"])
 @pytest.mark.parametrize("block_size", [8, 16, 32, 64])
 @pytest.mark.parametrize("kind", ["empty", "empty rows and columns", "5%", "50%", "100%"])
-def test_forward_and_both_gradients_match_the_masked_dense_matmul(block_size, kind):
+def test_forward_and_both_gradients_match_the_masked_dense_matmul(block_size, kind, implementation):
     rng = np.random.default_rng(block_size)
     layout = _layout(kind, 5, 4, rng)  # non-square: K = 5 bs, N = 4 bs
     # Graph-mode kernels: the XLA ones compile per shape (tested below on fewer shapes).
-    plan = ops.BlockSparseMatMul(layout, block_size, chunk_rows=16, jit_compile=False)  # 37 rows: 3 chunks
+    plan = ops.BlockSparseMatMul(
+        layout, block_size, chunk_rows=16, jit_compile=False, implementation=implementation
+    )  # 37 rows: 3 chunks
     _check_products(plan, layout, block_size, 37, rng)
 
 
@@ -80,7 +83,7 @@ def test_xla_kernels_in_one_chunk(shape):
 @pytest.mark.skipif(bool(tf.config.list_logical_devices("GPU")), reason="the CPU defaults")
 def test_cpu_default_is_plain_tensorflow_in_chunks_of_256_rows():
     layout = ops.random_layout(4, 4, 0.5, seed=5)
-    plan = ops.BlockSparseMatMul(layout, 8)
+    plan = ops.BlockSparseMatMul(layout, 8, implementation="composition")
     assert (plan.jit_compile, plan.chunk_rows) == (False, 256)
     # Three chunks, the last one short.
     _check_products(plan, layout, 8, 600, np.random.default_rng(14))

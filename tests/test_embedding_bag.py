@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import ops
 
-IMPLEMENTATIONS = ["segment", "csr"]
+IMPLEMENTATIONS = ["segment", "csr", "native"]
 
 
 def _reference(table, rows, cols, gains, sample_count):

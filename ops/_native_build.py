@@ -1,0 +1,134 @@
+"""Builds the native CPU kernels (`ops/native/*.cc`) against the installed TensorFlow, once, and caches them.
+
+The shared library lands in `$SPARSEFLOW_CACHE_DIR` (default: `$XDG_CACHE_HOME/sparseflow`, else
+`~/.cache/sparseflow`), in a folder named by the TensorFlow version and a hash of the sources, the
+compiler flags and the instruction-set level, so a TensorFlow upgrade, an edited source or another
+CPU family builds afresh and nothing is ever written into the installed package. The compiler is
+`$CXX` (default `g++`). A build writes a temporary file and renames it into place, so concurrent
+builds (test workers) each leave a whole library.
+
+`python -m ops._native_build` builds (the README's `make demo` and `make test` run it first) and
+prints the library's path; without a working compiler it prints one warning line and exits 0: the
+ops then use their stock-op compositions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+SOURCES = Path(__file__).parent / "native"
+LIBRARY_NAME = "sparseflow_native.so"
+
+
+class BuildError(RuntimeError):
+    """The native library could not be built (no compiler, or the compiler failed)."""
+
+
+def cache_dir() -> Path:
+    """Where built libraries are kept (`$SPARSEFLOW_CACHE_DIR`, else the user cache dir)."""
+    explicit = os.environ.get("SPARSEFLOW_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "sparseflow"
+
+
+def compiler() -> str:
+    return os.environ.get("CXX") or "g++"
+
+
+def _instruction_flags() -> list[str]:
+    """The x86-64 level this CPU supports (never -march=native: the level is part of the cache key)."""
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return []
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as cpuinfo:
+            flags = next((line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags")), [])
+    except OSError:
+        flags = []
+    if {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl", "avx2", "fma", "bmi2", "movbe"} <= set(flags):
+        return ["-march=x86-64-v4"]
+    if {"avx2", "fma", "bmi2", "movbe"} <= set(flags):
+        return ["-march=x86-64-v3"]
+    if {"sse4_2", "popcnt", "ssse3"} <= set(flags):
+        return ["-march=x86-64-v2"]
+    return []
+
+
+def _command(sources: list[Path], output: Path) -> list[str]:
+    import tensorflow as tf
+
+    return [
+        compiler(),
+        "-O3",
+        # Fused multiply-adds in the inner loops; each output is still summed in one fixed order.
+        "-ffp-contract=fast",
+        *_instruction_flags(),
+        "-shared",
+        "-fPIC",
+        "-fvisibility=hidden",
+        *tf.sysconfig.get_compile_flags(),
+        f"-I{SOURCES}",
+        *map(str, sources),
+        "-o",
+        str(output),
+        *tf.sysconfig.get_link_flags(),
+    ]
+
+
+def library_path() -> Path:
+    """The cached library's path for this TensorFlow, these sources and these flags (it may not exist yet)."""
+    import tensorflow as tf
+
+    digest = hashlib.sha256()
+    for path in sorted(SOURCES.glob("*")):
+        if path.suffix in (".cc", ".h"):
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+    # Sources are keyed by content, not by path: a moved checkout reuses its build.
+    command = [arg for arg in _command([], Path("out")) if not arg.startswith("-I" + str(SOURCES))]
+    digest.update(" ".join(command[1:]).encode())
+    digest.update(Path(compiler()).name.encode())
+    return cache_dir() / f"tf{tf.__version__}-{digest.hexdigest()[:16]}" / LIBRARY_NAME
+
+
+def build() -> Path:
+    """Returns the path of the built library, compiling it first when the cache lacks it.
+
+    Raises:
+      BuildError: no compiler on PATH, or compilation failed (the message holds the compiler's last lines).
+    """
+    target = library_path()
+    if target.exists():
+        return target
+    if shutil.which(compiler()) is None:
+        raise BuildError(f"no C++ compiler {compiler()!r} found (set CXX)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    sources = sorted(SOURCES.glob("*.cc"))
+    with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+        partial = Path(scratch) / LIBRARY_NAME
+        result = subprocess.run(_command(sources, partial), capture_output=True, text=True)
+        if result.returncode != 0:
+            tail = " | ".join(result.stderr.strip().splitlines()[-3:])
+            raise BuildError(f"{compiler()} failed with exit code {result.returncode}: {tail}")
+        os.replace(partial, target)
+    return target
+
+
+def main() -> int:
+    try:
+        print(build())
+    except BuildError as error:
+        print(f"warning: native kernels not built, the stock-op compositions will run: {error}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,331 @@
+"""The native embedding-bag kernel against a numpy reference and against the stock-op compositions.
+
+Also: its selection by implementation="auto", the XLA path, thread-count
+independence, and the fallback with one warning where no compiler exists.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import ops
+from ops import _native, _native_build
+
+REPO = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.skipif(
+    not _native.available(), reason=f"native kernels unavailable here: {_native.unavailable_reason()}"
+)
+
+
+def _reference(table, rows, cols, gains, sample_count):
+    """out[r] = sum of gains[k] * table[cols[k]] over entries with rows[k] == r; row S is padding."""
+    out = np.zeros((sample_count, table.shape[1]), np.float64)
+    for r, c, g in zip(rows, cols, gains):
+        if r < sample_count:
+            out[r] += np.float64(g) * table[c].astype(np.float64)
+    return out
+
+
+def _batch(seed, sample_count=9, vocab=12, dim=5, entries=40, padding=6, dtype=np.float32, shuffle=True):
+    """Repeated ids (vocab is small), empty rows, padding entries with arbitrary gains, any entry order."""
+    rng = np.random.default_rng(seed)
+    rows = np.sort(rng.integers(0, sample_count, entries))
+    rows = np.concatenate([rows, np.full(padding, sample_count)])
+    cols = rng.integers(0, vocab, rows.size)
+    gains = rng.uniform(-2.0, 2.0, rows.size).astype(dtype)
+    if shuffle:
+        order = rng.permutation(rows.size)
+        rows, cols, gains = rows[order], cols[order], gains[order]
+    table = rng.normal(size=(vocab, dim)).astype(dtype)
+    return table, rows, cols, gains
+
+
+def _uses_native_kernel(fn, *args) -> bool:
+    graph = tf.function(fn).get_concrete_function(*args).graph
+    return any(op.type == "SparseflowEmbeddingBag" for op in graph.get_operations())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("row_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("col_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_forward_matches_the_numpy_reference(dtype, row_dtype, col_dtype, shuffle):
+    table, rows, cols, gains = _batch(3, dtype=dtype, shuffle=shuffle)
+    out = ops.embedding_bag(table, rows.astype(row_dtype), cols.astype(col_dtype), gains, 9, implementation="native")
+    assert out.dtype == dtype and out.shape == (9, 5)
+    tolerance = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out.numpy(), _reference(table, rows, cols, gains, 9), rtol=tolerance, atol=tolerance)
+
+
+def test_auto_picks_the_native_kernel_on_cpu_and_matches_csr():
+    table, rows, cols, gains = _batch(4)
+
+    def bag(implementation):
+        return lambda: ops.embedding_bag(table, rows, cols, gains, 9, implementation=implementation)
+
+    assert _uses_native_kernel(bag("auto"))
+    assert not _uses_native_kernel(bag("csr"))
+    np.testing.assert_allclose(bag("auto")().numpy(), bag("csr")().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_empty_batches_and_zero_samples():
+    table = np.ones((4, 3), np.float32)
+    empty = np.zeros(0, np.int64)
+    out = ops.embedding_bag(table, empty, empty, np.zeros(0, np.float32), 5, implementation="native")
+    np.testing.assert_array_equal(out.numpy(), np.zeros((5, 3)))
+    only_padding = ops.embedding_bag(table, [2, 2], [1, 3], [1.0, 4.0], 2, implementation="native")
+    np.testing.assert_array_equal(only_padding.numpy(), np.zeros((2, 3)))
+    none = ops.embedding_bag(table, [0], [1], [1.0], 0, implementation="native")
+    assert none.shape == (0, 3)
+
+
+def test_non_finite_values_reach_their_own_rows_only():
+    table = np.arange(12, dtype=np.float32).reshape(4, 3)
+    table[2, 1] = np.inf
+    rows = np.array([0, 1, 1, 2, 3, 4])  # row 4 is padding: its inf row and NaN gain are skipped
+    cols = np.array([0, 2, 1, 3, 1, 2])
+    gains = np.array([1.0, 0.0, 1.0, np.nan, 2.0, np.nan], np.float32)
+    out = ops.embedding_bag(table, rows, cols, gains, 4, implementation="native").numpy()
+    composed = ops.embedding_bag(table, rows, cols, gains, 4, implementation="segment").numpy()
+    with np.errstate(invalid="ignore"):
+        expected = _reference(table, rows, cols, gains, 4)
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(expected))
+    np.testing.assert_array_equal(out[[0, 3]], expected[[0, 3]])
+    assert np.isnan(out[1, 1]) and np.isnan(out[2]).all()  # 0 * inf, and a NaN gain
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(composed))
+
+
+@pytest.mark.parametrize("id_dtype", [np.int32, np.int64])
+def test_out_of_range_ids_are_rejected_with_the_composition_messages(id_dtype):
+    table = np.ones((4, 2), np.float32)
+
+    def bag(rows, cols):
+        rows, cols = np.array(rows, id_dtype), np.array(cols, id_dtype)
+        return ops.embedding_bag(
+            table, rows, cols, np.ones(rows.size, np.float32), 2, name="user", implementation="native"
+        )
+
+    col_message = (
+        r"embedding_bag\[user\]: check col_ids_in_range failed: col_ids must be table rows in \[0, vocab=4\); "
+        "first offending position: 2"
+    )
+    with pytest.raises(tf.errors.InvalidArgumentError, match=col_message):
+        bag([0, 1, 1], [0, 3, 4])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=col_message.replace("2$", "2")):
+        bag([0, 1, 5], [0, 3, -1])  # the column check is reported first, as in the composition
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match=r"check row_ids_in_range failed: row_ids must be in \[0, sample_count=2\] \(sample_count itself "
+        r"marks padding\); first offending position: 1",
+    ):
+        bag([0, -1, 3], [0, 3, 1])
+
+
+def test_out_of_range_ids_are_rejected_inside_tf_function():
+    table = np.ones((4, 2), np.float32)
+
+    @tf.function
+    def bag(cols):
+        return ops.embedding_bag(table, tf.constant([0, 1]), cols, tf.constant([1.0, 1.0]), 2, implementation="native")
+
+    bag(tf.constant([0, 3]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="col_ids_in_range.*first offending position: 1"):
+        bag(tf.constant([0, 4]))
+
+
+def _gradients(table, rows, cols, gains, sample_count, implementation, upstream):
+    table_var, gains_var = tf.Variable(table), tf.Variable(gains)
+    with tf.GradientTape() as tape:
+        out = ops.embedding_bag(table_var, rows, cols, gains_var, sample_count, implementation=implementation)
+        loss = tf.reduce_sum(out * upstream)
+    return tape.gradient(loss, [table_var, gains_var])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_gradients_match_the_compositions(dtype, shuffle):
+    table, rows, cols, gains = _batch(5, dtype=dtype, shuffle=shuffle)
+    upstream = np.random.default_rng(6).normal(size=(9, 5)).astype(dtype)
+    d_table, d_gains = _gradients(table, rows, cols, gains, 9, "native", upstream)
+    assert isinstance(d_table, tf.IndexedSlices)
+    # One row per distinct id of the non-padding entries, first appearance first.
+    real = rows < 9
+    _, first = np.unique(cols[real], return_index=True)
+    np.testing.assert_array_equal(d_table.indices.numpy(), cols[real][np.sort(first)])
+    # Numpy: d_table[id] = sum of gains[k] * upstream[rows[k]], d_gains[k] = <upstream[rows[k]], table[cols[k]]>.
+    expected_table = np.zeros(table.shape)
+    np.add.at(expected_table, cols[real], gains[real, None].astype(np.float64) * upstream[rows[real]])
+    expected_gains = np.where(
+        real, np.einsum("kd,kd->k", np.vstack([upstream, np.zeros((1, 5))])[rows], table[cols].astype(np.float64)), 0.0
+    )
+    tolerance = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(tf.convert_to_tensor(d_table).numpy(), expected_table, rtol=tolerance, atol=tolerance)
+    np.testing.assert_allclose(d_gains.numpy(), expected_gains, rtol=tolerance, atol=tolerance)
+    for implementation in ("segment", "csr"):
+        ref_table, ref_gains = _gradients(table, rows, cols, gains, 9, implementation, upstream)
+        np.testing.assert_allclose(
+            tf.convert_to_tensor(d_table).numpy(),
+            tf.convert_to_tensor(ref_table).numpy(),
+            rtol=tolerance,
+            atol=tolerance,
+        )
+        # The composition's gains gradient is an IndexedSlices when it reorders the entries.
+        np.testing.assert_allclose(
+            d_gains.numpy(), tf.convert_to_tensor(ref_gains).numpy(), rtol=tolerance, atol=tolerance
+        )
+
+
+def test_gradients_match_numeric_gradients():
+    table, rows, cols, gains = _batch(7, sample_count=4, vocab=5, dim=3, entries=12, padding=2, dtype=np.float64)
+    theoretical, numeric = tf.test.compute_gradient(
+        lambda t, g: ops.embedding_bag(t, rows, cols, g, 4, implementation="native"),
+        [tf.constant(table), tf.constant(gains)],
+    )
+    for analytic, estimate in zip(theoretical, numeric):
+        np.testing.assert_allclose(analytic, estimate, rtol=1e-6, atol=1e-6)
+
+
+def test_gradients_inside_tf_function_with_int64_ids():
+    table, rows, cols, gains = _batch(8)
+    table_var, gains_var = tf.Variable(table), tf.Variable(gains)
+
+    @tf.function
+    def grads():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(
+                ops.embedding_bag(table_var, rows.astype(np.int64), cols.astype(np.int64), gains_var, 9) ** 2
+            )
+        return tape.gradient(loss, [table_var, gains_var])
+
+    d_table, d_gains = grads()
+    ref_table, ref_gains = _gradients(
+        table, rows, cols, gains, 9, "csr", 2 * ops.embedding_bag(table, rows, cols, gains, 9, implementation="csr")
+    )
+    np.testing.assert_allclose(
+        tf.convert_to_tensor(d_table).numpy(), tf.convert_to_tensor(ref_table).numpy(), rtol=1e-5, atol=1e-5
+    )
+    np.testing.assert_allclose(d_gains.numpy(), tf.convert_to_tensor(ref_gains).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_xla_compiled_functions_run_the_composition():
+    table, rows, cols, gains = _batch(9)
+
+    @tf.function(jit_compile=True)
+    def bag():
+        return ops.embedding_bag(table, rows, cols, gains, 9, implementation="native")
+
+    assert not any(op.type == "SparseflowEmbeddingBag" for op in bag.get_concrete_function().graph.get_operations())
+    np.testing.assert_allclose(bag().numpy(), _reference(table, rows, cols, gains, 9), rtol=1e-5, atol=1e-5)
+
+
+_THREADED = textwrap.dedent(
+    """
+    import hashlib, sys
+    import numpy as np
+    import tensorflow as tf
+    tf.config.threading.set_intra_op_parallelism_threads(int(sys.argv[1]))
+    import ops
+    rng = np.random.default_rng(0)
+    rows = np.repeat(np.arange(3000), rng.integers(0, 20, 3000))
+    rows = np.concatenate([rows, np.full(50, 3000)])
+    order = rng.permutation(rows.size)
+    rows, cols = rows[order], rng.integers(0, 500, rows.size)
+    table = tf.Variable(rng.normal(size=(500, 33)).astype(np.float32))
+    gains = tf.Variable(rng.normal(size=rows.size).astype(np.float32))
+    upstream = rng.normal(size=(3000, 33)).astype(np.float32)
+    with tf.GradientTape() as tape:
+        out = ops.embedding_bag(table, rows, cols, gains, 3000, implementation="native")
+        loss = tf.reduce_sum(out * upstream)
+    d_table, d_gains = tape.gradient(loss, [table, gains])
+    digest = hashlib.sha256()
+    for array in (out, d_table.indices, d_table.values, d_gains):
+        digest.update(np.ascontiguousarray(array.numpy()).tobytes())
+    print(digest.hexdigest())
+    """
+)
+
+
+def test_results_are_bitwise_the_same_for_any_thread_count():
+    # Each output row (table-gradient row, gain) is summed by one thread, in entry order.
+    digests = {
+        threads: subprocess.run(
+            [sys.executable, "-c", _THREADED, str(threads)], capture_output=True, text=True, check=True, timeout=300
+        ).stdout.split()[-1]
+        for threads in (1, 4)
+    }
+    assert digests[1] == digests[4]
+
+
+def test_without_a_compiler_the_composition_runs_after_one_warning_line(tmp_path):
+    script = textwrap.dedent(
+        """
+        import numpy as np
+        import ops
+        table = np.arange(8, dtype=np.float32).reshape(4, 2)
+        for implementation in ("auto", "native", "auto"):
+            out = ops.embedding_bag(table, [0, 0, 2], [1, 3, 1], [1.0, 0.5, 3.0], 2, implementation=implementation)
+            print(out.numpy().tolist())
+        """
+    )
+    env = dict(os.environ, CXX=str(tmp_path / "no-such-compiler"), SPARSEFLOW_CACHE_DIR=str(tmp_path / "cache"))
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:3] == ["[[5.0, 6.5], [0.0, 0.0]]"] * 3
+    warnings = [line for line in result.stderr.splitlines() if "native kernels unavailable" in line]
+    assert len(warnings) == 1 and "no-such-compiler" in warnings[0], result.stderr
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("*.so"))
+
+
+def test_build_script_without_a_compiler_warns_and_succeeds(tmp_path):
+    env = dict(os.environ, CXX=str(tmp_path / "no-such-compiler"), SPARSEFLOW_CACHE_DIR=str(tmp_path / "cache"))
+    result = subprocess.run(
+        [sys.executable, "-m", "ops._native_build"], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert result.returncode == 0
+    assert [line for line in result.stderr.splitlines() if "native kernels not built" in line]
+
+
+def test_the_cache_is_keyed_by_tensorflow_version_and_sources(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARSEFLOW_CACHE_DIR", str(tmp_path / "cache"))
+    path = _native_build.library_path()
+    assert path.parent.parent == tmp_path / "cache"
+    assert path.parent.name.startswith(f"tf{tf.__version__}-")
+    edited = tmp_path / "native"
+    edited.mkdir()
+    for source in _native_build.SOURCES.iterdir():
+        (edited / source.name).write_bytes(source.read_bytes())
+    monkeypatch.setattr(_native_build, "SOURCES", edited)
+    assert _native_build.library_path() == path
+    with open(edited / "embedding_bag_ops.cc", "a") as source:
+        source.write("\n// edited\n")
+    assert _native_build.library_path() != path
+
+
+@pytest.mark.parametrize("target", ["demo", "test"])
+def test_both_readme_commands_build_the_native_kernels_first(target):
+    plan = subprocess.run(["make", "-n", target], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert plan.returncode == 0, plan.stderr
+    steps = plan.stdout.splitlines()
+    build = next(i for i, line in enumerate(steps) if "-m ops._native_build" in line)
+    main = next(i for i, line in enumerate(steps) if "-m pytest" in line or "-m pipelines.demo" in line)
+    assert build < main, steps
+
+
+def test_a_variable_table_is_read_in_place_with_the_same_result():
+    table, rows, cols, gains = _batch(10)
+    variable = tf.Variable(table)
+    # A sparse update puts the variable in copy-on-read mode, where a dense read copies the table.
+    variable.scatter_add(tf.IndexedSlices(tf.ones([1, 5]), tf.constant([3])))
+    table[3] += 1.0
+    out = ops.embedding_bag(variable, rows, cols, gains, 9, implementation="native")
+    np.testing.assert_allclose(out.numpy(), _reference(table, rows, cols, gains, 9), rtol=1e-5, atol=1e-5)
+    graph = tf.function(lambda: ops.embedding_bag(variable, rows, cols, gains, 9)).get_concrete_function().graph
+    assert "SparseflowEmbeddingBagVariable" in {op.type for op in graph.get_operations()}
+    assert "ReadVariableOp" not in {op.type for op in graph.get_operations()}
