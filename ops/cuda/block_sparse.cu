@@ -298,6 +298,15 @@ int weight_grad_for_type(int32_t block, const void* x, const void* dy, int64_t m
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// The tensor-core kernels are compiled for compute capability 8.0 and up only (bfloat16 WMMA); on an older
+// device their bodies are empty, so they are refused rather than run.
+bool has_tensor_core_kernels() {
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
+  return major >= 8;
+}
+
 }  // namespace
 }  // namespace sparseflow
 
@@ -317,6 +326,7 @@ extern "C" int sparseflow_block_sparse_product(int dtype, const void* a, int64_t
     case SPARSEFLOW_BFLOAT16:
       // The tensor-core path stages 16-byte pieces of a and w.
       if (!aligned16(a) || !aligned16(w)) return SPARSEFLOW_E_ALIGNMENT;
+      if (block != 8 && !has_tensor_core_kernels()) return SPARSEFLOW_E_ARGUMENT;
       return dtype == SPARSEFLOW_FLOAT16
                  ? product_for_type<__half>(block, a, m, a_blocks, outputs, w, offsets, partners, slots,
                                             transpose_blocks, out, stream)
