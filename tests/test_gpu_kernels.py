@@ -265,3 +265,123 @@ def test_the_gpu_run_script_as_the_readme_gives_it_exits_0_without_a_gpu(tmp_pat
     assert done.returncode == 0, done.stderr[-3000:]
     assert NO_GPU_MESSAGE in (tmp_path / "results" / "gpu_kernels.log").read_text()
     assert (tmp_path / "results" / "environment.txt").exists()
+
+
+class _HostMemory:
+    """Stands in for the harness's CUDA device: buffers are numpy bytes, addresses are host addresses."""
+
+    library = "host"
+
+    def put(self, array):
+        from benchmarks._cuda_device import Buffer
+
+        raw = np.ascontiguousarray(array).reshape(-1).view(np.uint8).copy()
+        return Buffer(raw, raw.ctypes.data, raw.nbytes)
+
+    def empty(self, nbytes):
+        from benchmarks._cuda_device import Buffer
+
+        raw = np.zeros(max(int(nbytes), 1), np.uint8)
+        return Buffer(raw, raw.ctypes.data, raw.nbytes)
+
+    def get(self, buffer, dtype, shape):
+        count = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        return buffer.handle[:count].view(dtype).reshape(shape).copy()
+
+
+class _HostKernels:
+    """The harness's kernel calls answered by the host build (float32 paths) and numpy (the rest)."""
+
+    def __init__(self, host, memory):
+        self.lib, self.host, self.memory = host, host, memory
+
+    def _array(self, buffer, dtype, count):
+        return buffer.handle[: count * np.dtype(dtype).itemsize].view(dtype)
+
+    def bag_forward(self, table, vocab, dim, rows, cols, gains, n, sample_count, rows_sorted, scratch, out):
+        r, c, g = self._array(rows, np.int32, n), self._array(cols, np.int64, n), self._array(gains, np.float32, n)
+        order = np.argsort(r, kind="stable")
+        r, c, g = (np.ascontiguousarray(a[order]) for a in (r, c, g))
+        assert self.host.sparseflow_host_embedding_bag_forward(
+            table.ptr, vocab, dim, r.ctypes.data, c.ctypes.data, g.ctypes.data, n, sample_count, out.ptr) == 0
+
+    def bag_check(self, rows, cols, n, sample_count, vocab, first_bad):
+        got = ref.first_bad_entries(self._array(rows, np.int32, n), self._array(cols, np.int64, n), sample_count, vocab)
+        first_bad.handle[:16] = np.array(got, np.int64).view(np.uint8)
+
+    def grad_workspace_bytes(self, n, vocab):
+        return 8 * max(n, 1) * 64
+
+    def grad_ids(self, rows, cols, n, sample_count, vocab, workspace, unique_ids, num_unique):
+        self._grad = (rows, cols, n, sample_count, vocab, unique_ids, num_unique)
+
+    def grad_rows(self, out_grad, dim, rows, gains, n, workspace, num_unique, max_unique, d_rows):
+        rows, cols, n, sample_count, vocab, unique_ids, count = self._grad
+        unique = self.host.sparseflow_host_embedding_bag_grad(
+            out_grad.ptr, dim, rows.ptr, cols.ptr, gains.ptr, n, sample_count, vocab, unique_ids.ptr, d_rows.ptr)
+        count.handle[:8] = np.array([unique], np.int64).view(np.uint8)
+
+    def grad_gains(self, out_grad, table, vocab, dim, rows, cols, n, sample_count, d_gains):
+        self.host.sparseflow_host_embedding_bag_grad_gains(
+            out_grad.ptr, table.ptr, vocab, dim, rows.ptr, cols.ptr, n, sample_count, d_gains.ptr)
+
+    def _values(self, buffer, dtype, count):
+        from benchmarks.gpu_kernels import STORAGE, from_dtype
+
+        return from_dtype(self._array(buffer, STORAGE[dtype], count), dtype).astype(np.float32)
+
+    def _store(self, buffer, values, dtype):
+        from benchmarks.gpu_kernels import to_dtype
+
+        raw, _ = to_dtype(values, dtype)
+        buffer.handle[: raw.nbytes] = np.ascontiguousarray(raw).reshape(-1).view(np.uint8)
+
+    def product(self, dtype, a, m, a_blocks, outputs, block, w, plan, transpose_blocks, out):
+        offsets, partners, slots = plan
+        nnz = int(self._array(offsets, np.int32, outputs + 1)[-1])
+        a32 = np.ascontiguousarray(self._values(a, dtype, m * a_blocks * block))
+        w32 = np.ascontiguousarray(self._values(w, dtype, nnz * block * block))
+        result = np.zeros((m, outputs * block), np.float32)
+        self.host.sparseflow_host_block_product(
+            a32.ctypes.data, m, a_blocks, outputs, block, w32.ctypes.data, offsets.ptr, partners.ptr, slots.ptr,
+            int(transpose_blocks), result.ctypes.data)
+        self._store(out, result, dtype)
+
+    def weight_grad(self, dtype, x, dy, m, k_blocks, n_blocks, block, blocks, nnz, dw):
+        xs = self._values(x, dtype, m * k_blocks * block).reshape(m, -1).astype(np.float64)
+        ds = self._values(dy, dtype, m * n_blocks * block).reshape(m, -1).astype(np.float64)
+        at = self._array(blocks, np.int32, 2 * nnz).reshape(-1, 2)
+        grads = [xs[:, r * block:(r + 1) * block].T @ ds[:, c * block:(c + 1) * block] for r, c in at]
+        self._store(dw, np.array(grads, np.float32).reshape(nnz, block, block), dtype)
+
+
+def test_the_harness_checks_and_report_run_end_to_end_on_host_stand_ins(host, tmp_path):
+    from benchmarks import gpu_kernels
+
+    memory = _HostMemory()
+    checks = gpu_kernels.Checks()
+    rng = np.random.default_rng(12)
+    gpu_kernels.check_embedding_bag(_HostKernels(host, memory), memory, checks, rng)
+    gpu_kernels.check_block_sparse(_HostKernels(host, memory), memory, checks, rng)
+    assert checks.failed == 0, [row for row in checks.rows if not row["ok"]]
+    kernels = {row["kernel"] for row in checks.rows}
+    assert {"embedding_bag forward", "embedding_bag grad ids+rows", "embedding_bag grad gains", "embedding_bag check",
+            "block-sparse forward", "block-sparse grad x", "block-sparse grad w"} <= kernels
+    assert {row["dtype"] for row in checks.rows if row["kernel"].startswith("block")} == {"float32", "float16",
+                                                                                        "bfloat16"}
+    # A wrong result is reported as a failure, not raised.
+    checks.record("deliberately wrong", "case", "float32",
+                  lambda: ref.check_close(np.ones(3), np.zeros(3), np.zeros(3), "float32", "wrong"))
+    assert checks.failed == 1
+    timing = gpu_kernels.timing_row("embedding_bag fwd, uniform ids", "torch", {"median_ms": 1.0, "min_ms": 0.9,
+                                    "max_ms": 1.2, "reps": 3}, {"median_ms": 2.0, "min_ms": 1.9, "max_ms": 2.5,
+                                    "reps": 3}, bound="b", target="t", met=True)
+    assert timing["speedup"] == 2.0
+    report = tmp_path / "GPU_RESULTS.md"
+    gpu_kernels.write_report(report, {"GPU": "none (host stand-ins)"}, checks, [timing], ["a note"])
+    text = report.read_text()
+    assert f"{len(checks.rows) - 1} of {len(checks.rows)} checks pass" in text
+    assert "| embedding_bag fwd, uniform ids | torch | 1 | 0.9-1.2 | 2 | 1.9-2.5 | 2 | b | t | yes |" in text
+    assert "FAIL: wrong (float32)" in text
+    pytest.importorskip("matplotlib")
+    assert gpu_kernels.plot(tmp_path / "gpu_kernels.png", [timing]) and (tmp_path / "gpu_kernels.png").stat().st_size
