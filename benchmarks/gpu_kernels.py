@@ -55,6 +55,9 @@ from benchmarks.cuda_build import build_cuda_library, find_nvcc
 NO_GPU_MESSAGE = "no CUDA GPU visible (torch or CuPy): skipping the CUDA kernel checks and timings"
 BENCH_DIR = pathlib.Path(__file__).resolve().parent
 BLOCK_SIZES = (8, 16, 32, 64)
+# Timed shapes, full run and --quick: embedding (vocab, dim, bags); block-sparse ((M, K, N, block), densities).
+EMBEDDING_SHAPES = {False: (1_000_000, 64, 4096), True: (200_000, 64, 4096)}
+BLOCK_SPARSE_SHAPES = {False: ((8192, 4096, 4096, 32), (0.1, 0.5, 1.0)), True: ((2048, 2048, 2048, 32), (0.1, 1.0))}
 DTYPES = ("float32", "float16", "bfloat16")
 
 
@@ -265,9 +268,9 @@ def _check_block_dtype(kernels, device, checks, rng, layout, block, m, by_col, b
 class Timer:
     """Times zero-argument callables with CUDA events, alternating, the L2 cache flushed before each call."""
 
-    def __init__(self, device, reps: int, warmup: int = 3):
+    def __init__(self, device, reps: int, warmup: int = 3, flush_bytes: int = 256 << 20):
         self.device, self.reps, self.warmup = device, reps, warmup
-        self._flush = device.empty(256 << 20)
+        self._flush = device.empty(flush_bytes)
 
     def run(self, contenders: dict) -> dict[str, dict]:
         names = list(contenders)
@@ -290,9 +293,8 @@ class Timer:
                 for name, t in times.items()}
 
 
-def copy_bandwidth(device, timer: Timer) -> float:
-    """Device-to-device copy of 1 GiB: bytes read plus written per second."""
-    size = 1 << 30
+def copy_bandwidth(device, timer: Timer, size: int = 1 << 30) -> float:
+    """Device-to-device copy of `size` bytes (1 GiB): bytes read plus written per second."""
     src, dst = device.empty(size), device.empty(size)
     device.fill_zero(src)
     got = timer.run({"copy": lambda: device.copy(dst, src)})["copy"]
@@ -312,7 +314,7 @@ def timing_row(what, peer, ours, theirs, **extra) -> dict:
 def time_embedding_bag(kernels, device, timer, torch, bandwidth, quick, checks) -> list[dict]:
     rows_out = []
     rng = np.random.default_rng(3)
-    vocab, dim, batch = (200_000 if quick else 1_000_000), 64, 4096
+    vocab, dim, batch = EMBEDDING_SHAPES[quick]
     table = rng.standard_normal((vocab, dim)).astype(np.float32)
     t_table = device.put(table)
     for label, zipf in (("uniform ids", None), ("zipf(1.2) ids", 1.2)):
@@ -415,8 +417,7 @@ def _time_bag_case(kernels, device, timer, torch, bandwidth, checks, rng, t_tabl
 def time_block_sparse(kernels, device, timer, torch, quick, checks) -> list[dict]:
     rows_out = []
     rng = np.random.default_rng(4)
-    m, k, n, block = (2048, 2048, 2048, 32) if quick else (8192, 4096, 4096, 32)
-    densities = (0.1, 1.0) if quick else (0.1, 0.5, 1.0)
+    (m, k, n, block), densities = BLOCK_SPARSE_SHAPES[quick]
     for dtype in ("float32", "bfloat16"):
         size = np.dtype(STORAGE[dtype]).itemsize
         x_raw, _ = to_dtype(rng.standard_normal((m, k)).astype(np.float32), dtype)

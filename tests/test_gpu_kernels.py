@@ -6,6 +6,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -288,6 +289,29 @@ class _HostMemory:
         count = int(np.prod(shape)) * np.dtype(dtype).itemsize
         return buffer.handle[:count].view(dtype).reshape(shape).copy()
 
+    def fill_zero(self, buffer):
+        buffer.handle[:] = 0
+
+    def copy(self, dst, src):
+        dst.handle[:] = src.handle
+
+    def synchronize(self):
+        pass
+
+    def event(self):
+        return _ClockEvent()
+
+
+class _ClockEvent:
+    def record(self):
+        self.at = time.perf_counter()
+
+    def synchronize(self):
+        pass
+
+    def elapsed_ms(self, later):
+        return (later.at - self.at) * 1e3
+
 
 class _HostKernels:
     """The harness's kernel calls answered by the host build (float32 paths) and numpy (the rest)."""
@@ -385,3 +409,23 @@ def test_the_harness_checks_and_report_run_end_to_end_on_host_stand_ins(host, tm
     assert "FAIL: wrong (float32)" in text
     pytest.importorskip("matplotlib")
     assert gpu_kernels.plot(tmp_path / "gpu_kernels.png", [timing]) and (tmp_path / "gpu_kernels.png").stat().st_size
+
+
+def test_the_harness_timings_run_end_to_end_on_host_stand_ins(host, monkeypatch):
+    from benchmarks import gpu_kernels
+
+    monkeypatch.setitem(gpu_kernels.EMBEDDING_SHAPES, True, (1000, 8, 64))
+    monkeypatch.setitem(gpu_kernels.BLOCK_SPARSE_SHAPES, True, ((64, 64, 96, 32), (0.5, 1.0)))
+    memory = _HostMemory()
+    kernels = _HostKernels(host, memory)
+    timer = gpu_kernels.Timer(memory, reps=2, warmup=1, flush_bytes=1024)
+    checks = gpu_kernels.Checks()
+    bandwidth = gpu_kernels.copy_bandwidth(memory, timer, size=1 << 20)
+    assert bandwidth > 0
+    rows = gpu_kernels.time_embedding_bag(kernels, memory, timer, None, bandwidth, True, checks)
+    rows += gpu_kernels.time_block_sparse(kernels, memory, timer, None, True, checks)
+    assert checks.failed == 0 and len(checks.rows) == 2  # the timed embedding data checked, both id sets
+    whats = [row["what"] for row in rows]
+    assert "embedding_bag fwd, zipf(1.2) ids" in whats and "block-sparse bfloat16 density 1.0 fwd+bwd" in whats
+    assert all(row["ours_ms"] > 0 for row in rows if "ours_ms" in row)
+    assert all("speedup" not in row for row in rows)  # no torch on the device: no peer rows
