@@ -1,0 +1,360 @@
+// Block-sparse matmul kernels behind the C interface of sparseflow_kernels.h.
+//
+// product (y = x @ W, dx = dy @ W^T): one thread block per (tile of rows, output block column). It walks
+// the output's plan members; each step stages the member's input block column of `a` (a tile of rows x
+// block) and its weight block in shared memory, then multiplies them:
+//   float32 (and 8-blocks of every type): 256 threads, each holding a 4 x 4 patch of the output tile in
+//     registers (4096 / block rows per tile), float32 accumulation on CUDA cores;
+//   float16 / bfloat16 with blocks of 16-64: 8 warps of WMMA 16x16x16 tensor-core products (128 rows per
+//     tile, each warp 16 rows x block columns), float32 accumulators, converted once at the end.
+// weight_grad (dw = x^T @ dy per block): one thread block per weight block, walking the rows of x and dy in
+// chunks staged in shared memory; each thread accumulates a 4 x 4 patch of the block over its share of the
+// rows, the shares are added at the end. float32 accumulation for every type.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <mma.h>
+
+#include <type_traits>
+
+#include "block_plan.h"
+#include "sparseflow_kernels.h"
+
+namespace sparseflow {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// CUDA-core product: tile of TM = 4096 / BS rows; thread (ty, tx) holds rows ty*4..+3, columns tx*4..+3.
+template <typename T, int BS>
+__global__ void __launch_bounds__(kThreads)
+    product_simt(const T* __restrict__ a, int64_t m, int32_t a_blocks, const T* __restrict__ w,
+                 const int32_t* __restrict__ offsets, const int32_t* __restrict__ partners,
+                 const int32_t* __restrict__ slots, int transpose_blocks, T* __restrict__ out, int32_t outputs) {
+  constexpr int TM = 4096 / BS;
+  constexpr int TX = BS / 4;  // threads across the block's columns
+  // a_tile is stored k-major with one float of padding, so the staging stores (consecutive k) hit
+  // consecutive banks.
+  __shared__ float a_tile[BS][TM + 1];
+  __shared__ __align__(16) float w_tile[BS][BS];
+  const int tx = threadIdx.x % TX;
+  const int ty = threadIdx.x / TX;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * TM;
+  const int o = blockIdx.y;
+  const int64_t a_cols = static_cast<int64_t>(a_blocks) * BS;
+  float acc[4][4] = {};
+  for (int e = offsets[o]; e < offsets[o + 1]; ++e) {
+    const int64_t col0 = static_cast<int64_t>(partners[e]) * BS;
+    const T* block = w + static_cast<int64_t>(slots[e]) * BS * BS;
+    __syncthreads();  // the previous member's tiles are no longer read
+    for (int i = threadIdx.x; i < TM * BS; i += kThreads) {
+      const int r = i / BS, k = i % BS;
+      const int64_t row = row0 + r;
+      a_tile[k][r] = row < m ? to_float(a[row * a_cols + col0 + k]) : 0.0f;
+    }
+    for (int i = threadIdx.x; i < BS * BS; i += kThreads) {
+      const int k = i / BS, n = i % BS;
+      w_tile[k][n] = to_float(transpose_blocks ? block[n * BS + k] : block[k * BS + n]);
+    }
+    __syncthreads();
+#pragma unroll 8
+    for (int k = 0; k < BS; ++k) {
+      const float4 wv = *reinterpret_cast<const float4*>(&w_tile[k][tx * 4]);
+      const float wk[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float av = a_tile[k][ty * 4 + i];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] += av * wk[j];
+      }
+    }
+  }
+  const int64_t out_cols = static_cast<int64_t>(outputs) * BS;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t row = row0 + ty * 4 + i;
+    if (row >= m) continue;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) out[row * out_cols + static_cast<int64_t>(o) * BS + tx * 4 + j] = from_float<T>(acc[i][j]);
+  }
+}
+
+// Tensor-core product for 16-bit types: tile of 128 rows, warp w computes rows 16w..16w+15 x BS columns.
+template <typename T, int BS>
+__global__ void __launch_bounds__(kThreads)
+    product_wmma(const T* __restrict__ a, int64_t m, int32_t a_blocks, const T* __restrict__ w,
+                 const int32_t* __restrict__ offsets, const int32_t* __restrict__ partners,
+                 const int32_t* __restrict__ slots, int transpose_blocks, T* __restrict__ out, int32_t outputs) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  using namespace nvcuda;
+  constexpr int TM = 128;
+  constexpr int LD = BS + 8;   // 16-bit tiles: rows padded by 16 bytes (WMMA wants a multiple of 8 elements)
+  constexpr int LDC = BS + 4;  // float staging of the accumulators
+  constexpr int FRAGS = BS / 16;
+  constexpr size_t kTileBytes = sizeof(T) * (TM * LD + BS * LD);
+  constexpr size_t kStageBytes = sizeof(float) * TM * LDC;
+  __shared__ __align__(128) unsigned char smem[kTileBytes > kStageBytes ? kTileBytes : kStageBytes];
+  T* a_tile = reinterpret_cast<T*>(smem);
+  T* w_tile = a_tile + TM * LD;
+  const int warp = threadIdx.x / 32;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * TM;
+  const int o = blockIdx.y;
+  const int64_t a_cols = static_cast<int64_t>(a_blocks) * BS;
+  constexpr int kVec = 8;  // 16-bit values per 16-byte load
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[FRAGS];
+#pragma unroll
+  for (int j = 0; j < FRAGS; ++j) wmma::fill_fragment(acc[j], 0.0f);
+  for (int e = offsets[o]; e < offsets[o + 1]; ++e) {
+    const int64_t col0 = static_cast<int64_t>(partners[e]) * BS;
+    const T* block = w + static_cast<int64_t>(slots[e]) * BS * BS;
+    __syncthreads();
+    for (int i = threadIdx.x; i < TM * BS / kVec; i += kThreads) {
+      const int r = i / (BS / kVec), k = (i % (BS / kVec)) * kVec;
+      const int64_t row = row0 + r;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (row < m) v = *reinterpret_cast<const uint4*>(a + row * a_cols + col0 + k);
+      *reinterpret_cast<uint4*>(a_tile + r * LD + k) = v;
+    }
+    if (transpose_blocks) {
+      for (int i = threadIdx.x; i < BS * BS; i += kThreads) {
+        const int k = i / BS, n = i % BS;
+        w_tile[k * LD + n] = block[n * BS + k];
+      }
+    } else {
+      for (int i = threadIdx.x; i < BS * BS / kVec; i += kThreads) {
+        const int k = i / (BS / kVec), n = (i % (BS / kVec)) * kVec;
+        *reinterpret_cast<uint4*>(w_tile + k * LD + n) = *reinterpret_cast<const uint4*>(block + k * BS + n);
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < BS; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+      wmma::load_matrix_sync(fa, a_tile + warp * 16 * LD + kk, LD);
+#pragma unroll
+      for (int j = 0; j < FRAGS; ++j) {
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
+        wmma::load_matrix_sync(fb, w_tile + kk * LD + j * 16, LD);
+        wmma::mma_sync(acc[j], fa, fb, acc[j]);
+      }
+    }
+  }
+  __syncthreads();  // the staging area overlaps the tiles
+  float* stage = reinterpret_cast<float*>(smem);
+#pragma unroll
+  for (int j = 0; j < FRAGS; ++j) {
+    wmma::store_matrix_sync(stage + warp * 16 * LDC + j * 16, acc[j], LDC, wmma::mem_row_major);
+  }
+  __syncthreads();
+  const int64_t out_cols = static_cast<int64_t>(outputs) * BS;
+  for (int i = threadIdx.x; i < TM * BS; i += kThreads) {
+    const int r = i / BS, n = i % BS;
+    const int64_t row = row0 + r;
+    if (row < m) out[row * out_cols + static_cast<int64_t>(o) * BS + n] = from_float<T>(stage[r * LDC + n]);
+  }
+#endif
+}
+
+// dw for one block per thread block: PATCHES = BS*BS/16 patches of 4 x 4; the 256 threads are PHASES =
+// 256 / PATCHES groups, group p taking rows p, p + PHASES, ... of each staged chunk.
+template <typename T, int BS>
+__global__ void __launch_bounds__(kThreads)
+    weight_grad_simt(const T* __restrict__ x, const T* __restrict__ dy, int64_t m, int32_t k_blocks,
+                     int32_t n_blocks, const int32_t* __restrict__ blocks, T* __restrict__ dw) {
+  constexpr int CHUNK = 4096 / BS;
+  constexpr int PATCHES = BS * BS / 16;
+  constexpr int PHASES = kThreads / PATCHES > 0 ? kThreads / PATCHES : 1;
+  constexpr int PX = BS / 4;
+  __shared__ __align__(16) float xs[CHUNK][BS];
+  __shared__ __align__(16) float ds[CHUNK][BS];
+  const int i_block = blockIdx.x;
+  const int64_t r0 = static_cast<int64_t>(blocks[2 * i_block]) * BS;
+  const int64_t c0 = static_cast<int64_t>(blocks[2 * i_block + 1]) * BS;
+  const int64_t x_cols = static_cast<int64_t>(k_blocks) * BS;
+  const int64_t dy_cols = static_cast<int64_t>(n_blocks) * BS;
+  const int patch = threadIdx.x % PATCHES;
+  const int phase = threadIdx.x / PATCHES;
+  const int pr = (patch / PX) * 4, pc = (patch % PX) * 4;
+  float acc[4][4] = {};
+  for (int64_t start = 0; start < m; start += CHUNK) {
+    __syncthreads();
+    for (int i = threadIdx.x; i < CHUNK * BS; i += kThreads) {
+      const int r = i / BS, k = i % BS;
+      const int64_t row = start + r;
+      xs[r][k] = row < m ? to_float(x[row * x_cols + r0 + k]) : 0.0f;
+      ds[r][k] = row < m ? to_float(dy[row * dy_cols + c0 + k]) : 0.0f;
+    }
+    __syncthreads();
+    if (phase < PHASES) {
+      for (int r = phase; r < CHUNK; r += PHASES) {
+        const float4 xv = *reinterpret_cast<const float4*>(&xs[r][pr]);
+        const float4 dv = *reinterpret_cast<const float4*>(&ds[r][pc]);
+        const float xa[4] = {xv.x, xv.y, xv.z, xv.w};
+        const float da[4] = {dv.x, dv.y, dv.z, dv.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) acc[i][j] += xa[i] * da[j];
+        }
+      }
+    }
+  }
+  // Add the phases' shares: each thread parks its patch in the (now free) staging memory.
+  __syncthreads();
+  float* park = &xs[0][0];  // kThreads * 16 floats = 4096 = CHUNK * BS
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) park[(i * 4 + j) * kThreads + threadIdx.x] = acc[i][j];
+  }
+  __syncthreads();
+  T* out = dw + static_cast<int64_t>(i_block) * BS * BS;
+  for (int e = threadIdx.x; e < BS * BS; e += kThreads) {
+    const int row = e / BS, col = e % BS;
+    const int p = (row / 4) * PX + col / 4;
+    const int slot = (row % 4) * 4 + col % 4;
+    float sum = 0.0f;
+    for (int q = 0; q < PHASES; ++q) sum += park[slot * kThreads + q * PATCHES + p];
+    out[e] = from_float<T>(sum);
+  }
+}
+
+int status() { return static_cast<int>(cudaGetLastError()); }
+
+template <typename T, int BS, bool kTensorCores>
+int launch_product(const void* a, int64_t m, int32_t a_blocks, int32_t outputs, const void* w, const int32_t* offsets,
+                   const int32_t* partners, const int32_t* slots, int transpose_blocks, void* out, cudaStream_t stream) {
+  const T* a_t = static_cast<const T*>(a);
+  const T* w_t = static_cast<const T*>(w);
+  T* out_t = static_cast<T*>(out);
+  if constexpr (kTensorCores) {
+    const dim3 grid(static_cast<unsigned>((m + 127) / 128), static_cast<unsigned>(outputs));
+    product_wmma<T, BS><<<grid, kThreads, 0, stream>>>(a_t, m, a_blocks, w_t, offsets, partners, slots,
+                                                       transpose_blocks, out_t, outputs);
+  } else {
+    constexpr int TM = 4096 / BS;
+    const dim3 grid(static_cast<unsigned>((m + TM - 1) / TM), static_cast<unsigned>(outputs));
+    product_simt<T, BS><<<grid, kThreads, 0, stream>>>(a_t, m, a_blocks, w_t, offsets, partners, slots,
+                                                       transpose_blocks, out_t, outputs);
+  }
+  return status();
+}
+
+template <typename T>
+int product_for_type(int32_t block, const void* a, int64_t m, int32_t a_blocks, int32_t outputs, const void* w,
+                     const int32_t* offsets, const int32_t* partners, const int32_t* slots, int transpose_blocks,
+                     void* out, cudaStream_t stream) {
+  constexpr bool kHalf = !std::is_same<T, float>::value;
+  switch (block) {
+    case 8:
+      return launch_product<T, 8, false>(a, m, a_blocks, outputs, w, offsets, partners, slots, transpose_blocks, out, stream);
+    case 16:
+      return launch_product<T, 16, kHalf>(a, m, a_blocks, outputs, w, offsets, partners, slots, transpose_blocks, out, stream);
+    case 32:
+      return launch_product<T, 32, kHalf>(a, m, a_blocks, outputs, w, offsets, partners, slots, transpose_blocks, out, stream);
+    case 64:
+      return launch_product<T, 64, kHalf>(a, m, a_blocks, outputs, w, offsets, partners, slots, transpose_blocks, out, stream);
+    default:
+      return SPARSEFLOW_E_ARGUMENT;
+  }
+}
+
+template <typename T>
+int weight_grad_for_type(int32_t block, const void* x, const void* dy, int64_t m, int32_t k_blocks, int32_t n_blocks,
+                         const int32_t* blocks, int32_t nnz, void* dw, cudaStream_t stream) {
+  const T* x_t = static_cast<const T*>(x);
+  const T* dy_t = static_cast<const T*>(dy);
+  T* dw_t = static_cast<T*>(dw);
+  switch (block) {
+    case 8:
+      weight_grad_simt<T, 8><<<nnz, kThreads, 0, stream>>>(x_t, dy_t, m, k_blocks, n_blocks, blocks, dw_t);
+      break;
+    case 16:
+      weight_grad_simt<T, 16><<<nnz, kThreads, 0, stream>>>(x_t, dy_t, m, k_blocks, n_blocks, blocks, dw_t);
+      break;
+    case 32:
+      weight_grad_simt<T, 32><<<nnz, kThreads, 0, stream>>>(x_t, dy_t, m, k_blocks, n_blocks, blocks, dw_t);
+      break;
+    case 64:
+      weight_grad_simt<T, 64><<<nnz, kThreads, 0, stream>>>(x_t, dy_t, m, k_blocks, n_blocks, blocks, dw_t);
+      break;
+    default:
+      return SPARSEFLOW_E_ARGUMENT;
+  }
+  return status();
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// The tensor-core kernels are compiled for compute capability 8.0 and up only (bfloat16 WMMA); on an older
+// device their bodies are empty, so they are refused rather than run.
+bool has_tensor_core_kernels() {
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
+  return major >= 8;
+}
+
+}  // namespace
+}  // namespace sparseflow
+
+using namespace sparseflow;
+
+extern "C" int sparseflow_block_sparse_product(int dtype, const void* a, int64_t m, int32_t a_blocks, int32_t outputs,
+                                               int32_t block, const void* w, const int32_t* offsets,
+                                               const int32_t* partners, const int32_t* slots, int transpose_blocks,
+                                               void* out, cudaStream_t stream) {
+  if (m < 0 || a_blocks <= 0 || outputs <= 0 || outputs > 65535) return SPARSEFLOW_E_ARGUMENT;
+  if (m == 0) return 0;
+  switch (dtype) {
+    case SPARSEFLOW_FLOAT32:
+      return product_for_type<float>(block, a, m, a_blocks, outputs, w, offsets, partners, slots, transpose_blocks, out,
+                                     stream);
+    case SPARSEFLOW_FLOAT16:
+    case SPARSEFLOW_BFLOAT16:
+      // The tensor-core path stages 16-byte pieces of a and w.
+      if (!aligned16(a) || !aligned16(w)) return SPARSEFLOW_E_ALIGNMENT;
+      if (block != 8 && !has_tensor_core_kernels()) return SPARSEFLOW_E_ARGUMENT;
+      return dtype == SPARSEFLOW_FLOAT16
+                 ? product_for_type<__half>(block, a, m, a_blocks, outputs, w, offsets, partners, slots,
+                                            transpose_blocks, out, stream)
+                 : product_for_type<__nv_bfloat16>(block, a, m, a_blocks, outputs, w, offsets, partners, slots,
+                                                   transpose_blocks, out, stream);
+    default:
+      return SPARSEFLOW_E_ARGUMENT;
+  }
+}
+
+extern "C" int sparseflow_block_sparse_weight_grad(int dtype, const void* x, const void* dy, int64_t m,
+                                                   int32_t k_blocks, int32_t n_blocks, int32_t block,
+                                                   const int32_t* blocks, int32_t nnz, void* dw, cudaStream_t stream) {
+  if (m < 0 || k_blocks <= 0 || n_blocks <= 0 || nnz < 0) return SPARSEFLOW_E_ARGUMENT;
+  if (nnz == 0) return 0;
+  switch (dtype) {
+    case SPARSEFLOW_FLOAT32:
+      return weight_grad_for_type<float>(block, x, dy, m, k_blocks, n_blocks, blocks, nnz, dw, stream);
+    case SPARSEFLOW_FLOAT16:
+      return weight_grad_for_type<__half>(block, x, dy, m, k_blocks, n_blocks, blocks, nnz, dw, stream);
+    case SPARSEFLOW_BFLOAT16:
+      return weight_grad_for_type<__nv_bfloat16>(block, x, dy, m, k_blocks, n_blocks, blocks, nnz, dw, stream);
+    default:
+      return SPARSEFLOW_E_ARGUMENT;
+  }
+}
+
+extern "C" int32_t sparseflow_block_plan(const uint8_t* layout, int32_t k_blocks, int32_t n_blocks, int by_column,
+                                         int32_t* offsets, int32_t* partners, int32_t* slots) {
+  return build_block_plan(layout, k_blocks, n_blocks, by_column != 0, offsets, partners, slots);
+}

@@ -1,0 +1,293 @@
+// Embedding-bag forward and backward kernels (float32) behind the C interface of sparseflow_kernels.h.
+//
+// Forward on a row-sorted COO: a group of L lanes per bag (L = the dim's 16-byte chunks, rounded up to a
+// power of two, at most 32), each lane summing its chunks of the bag's rows with 16-byte loads; the bag's
+// entry range comes from two binary searches in row_ids, so no offsets pass is needed. Unsorted input
+// falls back to one thread per (entry, chunk) adding atomically.
+//
+// Backward: radix sort of (id, entry) pairs over the bits vocab needs, run-length encoding of the sorted
+// ids (the distinct ids and their entry counts), a scan of the counts (segment starts), then a lane group
+// per distinct id summing gains[k] * out_grad[row_ids[k]] over its segment, in entry order.
+#include <cub/cub.cuh>
+
+#include "bag_logic.h"
+#include "sparseflow_kernels.h"
+
+namespace sparseflow {
+namespace {
+
+constexpr int kThreads = 256;
+
+int lanes_per_row(int64_t chunks) {
+  int lanes = 1;
+  while (lanes < 32 && lanes < chunks) lanes *= 2;
+  return lanes;
+}
+
+int64_t blocks_for(int64_t threads) { return (threads + kThreads - 1) / kThreads; }
+
+template <int V>
+__global__ void bag_forward_sorted(const float* __restrict__ table, int64_t vocab, int64_t dim,
+                                   const int32_t* __restrict__ rows, const int64_t* __restrict__ cols,
+                                   const float* __restrict__ gains, int64_t n, int32_t sample_count, int lanes,
+                                   const int32_t* unsorted, float* __restrict__ out) {
+  if (unsorted != nullptr && *unsorted) return;
+  const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t bag = thread / lanes;
+  if (bag >= sample_count) return;
+  const int32_t row = static_cast<int32_t>(bag);
+  const int64_t begin = lower_bound_row(rows, n, row);
+  const int64_t end = lower_bound_row(rows, n, row + 1);
+  bag_sum<V>(table, cols, gains, begin, end, vocab, dim, thread % lanes, lanes, out + bag * dim);
+}
+
+__global__ void find_unsorted(const int32_t* __restrict__ rows, int64_t n, int32_t* unsorted) {
+  const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k + 1 < n && rows[k] > rows[k + 1]) *unsorted = 1;
+}
+
+__global__ void bag_forward_atomic(const float* __restrict__ table, int64_t vocab, int64_t dim,
+                                   const int32_t* __restrict__ rows, const int64_t* __restrict__ cols,
+                                   const float* __restrict__ gains, int64_t n, int32_t sample_count,
+                                   const int32_t* unsorted, float* __restrict__ out) {
+  if (unsorted != nullptr && !*unsorted) return;
+  const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t k = thread / dim;
+  if (k >= n) return;
+  const int64_t d = thread % dim;
+  const int32_t row = rows[k];
+  const int64_t col = cols[k];
+  if (!entry_counts(row, col, sample_count, vocab)) return;
+  atomicAdd(out + static_cast<int64_t>(row) * dim + d, gains[k] * table[col * dim + d]);
+}
+
+__global__ void zero_if_unsorted(float* out, int64_t size, const int32_t* unsorted) {
+  if (unsorted != nullptr && !*unsorted) return;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < size) out[i] = 0.0f;
+}
+
+__global__ void check_entries(const int32_t* __restrict__ rows, const int64_t* __restrict__ cols, int64_t n,
+                              int32_t sample_count, int64_t vocab, unsigned long long* first_bad) {
+  const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k >= n) return;
+  if (cols[k] < 0 || cols[k] >= vocab) atomicMin(first_bad, static_cast<unsigned long long>(k));
+  if (rows[k] < 0 || rows[k] > sample_count) atomicMin(first_bad + 1, static_cast<unsigned long long>(k));
+}
+
+__global__ void fill_first_bad(unsigned long long* first_bad, int64_t n) {
+  first_bad[0] = static_cast<unsigned long long>(n);
+  first_bad[1] = static_cast<unsigned long long>(n);
+}
+
+__global__ void make_keys(const int32_t* __restrict__ rows, const int64_t* __restrict__ cols, int64_t n,
+                          int32_t sample_count, int64_t vocab, uint64_t* keys, int64_t* order) {
+  const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k >= n) return;
+  keys[k] = static_cast<uint64_t>(grad_key(rows[k], cols[k], sample_count, vocab));
+  order[k] = k;
+}
+
+// The run of sentinel keys (entries that do not count), when present, is the last run: drop it.
+__global__ void count_unique(const int64_t* runs, const uint64_t* unique_keys, int64_t vocab, int64_t* num_unique) {
+  int64_t count = *runs;
+  if (count > 0 && unique_keys[count - 1] == static_cast<uint64_t>(vocab)) --count;
+  *num_unique = count;
+}
+
+template <int V>
+__global__ void grad_rows_kernel(const float* __restrict__ out_grad, int64_t dim, const int32_t* __restrict__ rows,
+                                 const float* __restrict__ gains, const int64_t* __restrict__ order,
+                                 const int64_t* __restrict__ starts, const int64_t* __restrict__ counts,
+                                 const int64_t* num_unique, int lanes, float* __restrict__ d_rows) {
+  const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t u = thread / lanes;
+  if (u >= *num_unique) return;
+  const int64_t begin = starts[u];
+  segment_grad_sum<V>(out_grad, rows, gains, order, begin, begin + counts[u], dim, thread % lanes, lanes,
+                      d_rows + u * dim);
+}
+
+__global__ void grad_gains_kernel(const float* __restrict__ out_grad, const float* __restrict__ table, int64_t vocab,
+                                  int64_t dim, const int32_t* __restrict__ rows, const int64_t* __restrict__ cols,
+                                  int64_t n, int32_t sample_count, float* __restrict__ d_gains) {
+  const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t k = thread / 32;
+  const int lane = threadIdx.x % 32;
+  if (k >= n) return;  // whole warps leave together: n entries fill whole warps (blockDim is a multiple of 32)
+  float share = gain_grad_share(out_grad, table, rows[k], cols[k], sample_count, vocab, dim, lane, 32);
+  for (int offset = 16; offset > 0; offset /= 2) share += __shfl_down_sync(0xffffffffu, share, offset);
+  if (lane == 0) d_gains[k] = share;
+}
+
+// Workspace layout of the gradient: arrays of n entries each, 256-byte aligned, then CUB's temporary storage.
+struct GradWorkspace {
+  uint64_t* keys_in;
+  uint64_t* keys_sorted;
+  int64_t* order_in;
+  int64_t* order_sorted;
+  int64_t* counts;
+  int64_t* starts;
+  int64_t* runs;
+  void* temp;
+  size_t temp_bytes;
+};
+
+size_t align_up(size_t bytes) { return (bytes + 255) & ~static_cast<size_t>(255); }
+
+size_t cub_temp_bytes(int n, int64_t vocab) {
+  size_t sort = 0, encode = 0, scan = 0;
+  cub::DeviceRadixSort::SortPairs(nullptr, sort, static_cast<const uint64_t*>(nullptr), static_cast<uint64_t*>(nullptr),
+                                  static_cast<const int64_t*>(nullptr), static_cast<int64_t*>(nullptr), n, 0,
+                                  key_bits(vocab));
+  cub::DeviceRunLengthEncode::Encode(nullptr, encode, static_cast<const uint64_t*>(nullptr),
+                                     static_cast<uint64_t*>(nullptr), static_cast<int64_t*>(nullptr),
+                                     static_cast<int64_t*>(nullptr), n);
+  cub::DeviceScan::ExclusiveSum(nullptr, scan, static_cast<const int64_t*>(nullptr), static_cast<int64_t*>(nullptr), n);
+  size_t most = sort > encode ? sort : encode;
+  return most > scan ? most : scan;
+}
+
+size_t workspace_bytes(int64_t n, int64_t vocab) {
+  return 6 * align_up(static_cast<size_t>(n) * 8) + align_up(8) + align_up(cub_temp_bytes(static_cast<int>(n), vocab));
+}
+
+GradWorkspace carve(void* base, int64_t n, int64_t vocab) {
+  char* p = static_cast<char*>(base);
+  const size_t array = align_up(static_cast<size_t>(n) * 8);
+  GradWorkspace w;
+  w.keys_in = reinterpret_cast<uint64_t*>(p);
+  w.keys_sorted = reinterpret_cast<uint64_t*>(p + array);
+  w.order_in = reinterpret_cast<int64_t*>(p + 2 * array);
+  w.order_sorted = reinterpret_cast<int64_t*>(p + 3 * array);
+  w.counts = reinterpret_cast<int64_t*>(p + 4 * array);
+  w.starts = reinterpret_cast<int64_t*>(p + 5 * array);
+  w.runs = reinterpret_cast<int64_t*>(p + 6 * array);
+  w.temp = p + 6 * array + align_up(8);
+  w.temp_bytes = align_up(cub_temp_bytes(static_cast<int>(n), vocab));
+  return w;
+}
+
+bool vectorisable(const float* p, int64_t dim) {
+  return dim % 4 == 0 && reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+int status() { return static_cast<int>(cudaGetLastError()); }
+
+}  // namespace
+}  // namespace sparseflow
+
+using namespace sparseflow;
+
+extern "C" int sparseflow_embedding_bag_forward(const float* table, int64_t vocab, int64_t dim, const int32_t* row_ids,
+                                                const int64_t* col_ids, const float* gains, int64_t n,
+                                                int32_t sample_count, int rows_sorted, int32_t* scratch, float* out,
+                                                cudaStream_t stream) {
+  if (vocab < 0 || dim <= 0 || n < 0 || sample_count < 0 || rows_sorted < -1 || rows_sorted > 1) {
+    return SPARSEFLOW_E_ARGUMENT;
+  }
+  if (rows_sorted == -1 && scratch == nullptr) return SPARSEFLOW_E_ARGUMENT;
+  if (sample_count == 0) return 0;
+  const int32_t* unsorted = nullptr;
+  if (rows_sorted == -1) {
+    cudaMemsetAsync(scratch, 0, sizeof(int32_t), stream);
+    if (n > 1) find_unsorted<<<blocks_for(n), kThreads, 0, stream>>>(row_ids, n, scratch);
+    unsorted = scratch;
+  }
+  if (rows_sorted != 0) {
+    const bool vec = vectorisable(table, dim) && vectorisable(out, dim);
+    const int lanes = lanes_per_row(vec ? dim / 4 : dim);
+    const int64_t threads = static_cast<int64_t>(sample_count) * lanes;
+    if (vec) {
+      bag_forward_sorted<4><<<blocks_for(threads), kThreads, 0, stream>>>(table, vocab, dim, row_ids, col_ids, gains, n,
+                                                                            sample_count, lanes, unsorted, out);
+    } else {
+      bag_forward_sorted<1><<<blocks_for(threads), kThreads, 0, stream>>>(table, vocab, dim, row_ids, col_ids, gains, n,
+                                                                            sample_count, lanes, unsorted, out);
+    }
+  }
+  if (rows_sorted != 1) {
+    const int64_t size = static_cast<int64_t>(sample_count) * dim;
+    zero_if_unsorted<<<blocks_for(size), kThreads, 0, stream>>>(out, size, unsorted);
+    if (n > 0) {
+      bag_forward_atomic<<<blocks_for(n * dim), kThreads, 0, stream>>>(table, vocab, dim, row_ids, col_ids, gains, n,
+                                                                      sample_count, unsorted, out);
+    }
+  }
+  return status();
+}
+
+extern "C" int sparseflow_embedding_bag_check(const int32_t* row_ids, const int64_t* col_ids, int64_t n,
+                                              int32_t sample_count, int64_t vocab, int64_t* first_bad,
+                                              cudaStream_t stream) {
+  if (n < 0 || sample_count < 0 || vocab < 0) return SPARSEFLOW_E_ARGUMENT;
+  auto* bad = reinterpret_cast<unsigned long long*>(first_bad);
+  fill_first_bad<<<1, 1, 0, stream>>>(bad, n);
+  if (n > 0) check_entries<<<blocks_for(n), kThreads, 0, stream>>>(row_ids, col_ids, n, sample_count, vocab, bad);
+  return status();
+}
+
+extern "C" int sparseflow_embedding_bag_grad_workspace(int64_t n, int64_t vocab, size_t* bytes) {
+  if (n < 0 || n >= (int64_t{1} << 31) || vocab < 0 || bytes == nullptr) return SPARSEFLOW_E_ARGUMENT;
+  *bytes = workspace_bytes(n, vocab);
+  return 0;
+}
+
+extern "C" int sparseflow_embedding_bag_grad_ids(const int32_t* row_ids, const int64_t* col_ids, int64_t n,
+                                                 int32_t sample_count, int64_t vocab, void* workspace,
+                                                 size_t workspace_bytes_given, int64_t* unique_ids,
+                                                 int64_t* num_unique, cudaStream_t stream) {
+  if (n < 0 || n >= (int64_t{1} << 31) || vocab < 0 || sample_count < 0) return SPARSEFLOW_E_ARGUMENT;
+  if (workspace_bytes_given < workspace_bytes(n, vocab)) return SPARSEFLOW_E_WORKSPACE;
+  GradWorkspace w = carve(workspace, n, vocab);
+  if (n == 0) {
+    cudaMemsetAsync(w.runs, 0, sizeof(int64_t), stream);
+    cudaMemsetAsync(num_unique, 0, sizeof(int64_t), stream);
+    return status();
+  }
+  const int count = static_cast<int>(n);
+  make_keys<<<blocks_for(n), kThreads, 0, stream>>>(row_ids, col_ids, n, sample_count, vocab, w.keys_in, w.order_in);
+  size_t temp = w.temp_bytes;
+  cub::DeviceRadixSort::SortPairs(w.temp, temp, w.keys_in, w.keys_sorted, w.order_in, w.order_sorted, count, 0,
+                                  key_bits(vocab), stream);
+  temp = w.temp_bytes;
+  auto* unique_keys = reinterpret_cast<uint64_t*>(unique_ids);
+  cub::DeviceRunLengthEncode::Encode(w.temp, temp, w.keys_sorted, unique_keys, w.counts, w.runs, count, stream);
+  temp = w.temp_bytes;
+  cub::DeviceScan::ExclusiveSum(w.temp, temp, w.counts, w.starts, count, stream);
+  count_unique<<<1, 1, 0, stream>>>(w.runs, unique_keys, vocab, num_unique);
+  return status();
+}
+
+extern "C" int sparseflow_embedding_bag_grad_rows(const float* out_grad, int64_t dim, const int32_t* row_ids,
+                                                  const float* gains, int64_t n, const void* workspace,
+                                                  size_t workspace_bytes_given, const int64_t* num_unique,
+                                                  int64_t max_unique, float* d_rows, cudaStream_t stream) {
+  if (dim <= 0 || n < 0 || n >= (int64_t{1} << 31) || max_unique < 0) return SPARSEFLOW_E_ARGUMENT;
+  if (workspace_bytes_given < 6 * align_up(static_cast<size_t>(n) * 8) + align_up(8)) return SPARSEFLOW_E_WORKSPACE;
+  if (n == 0 || max_unique == 0) return 0;
+  // The layout of the arrays does not depend on vocab (only CUB's temporary storage does, and it is last).
+  GradWorkspace w = carve(const_cast<void*>(workspace), n, 1);
+  const bool vec = vectorisable(out_grad, dim) && vectorisable(d_rows, dim);
+  const int lanes = lanes_per_row(vec ? dim / 4 : dim);
+  const int64_t threads = (max_unique < n ? max_unique : n) * lanes;
+  if (vec) {
+    grad_rows_kernel<4><<<blocks_for(threads), kThreads, 0, stream>>>(out_grad, dim, row_ids, gains, w.order_sorted,
+                                                                       w.starts, w.counts, num_unique, lanes, d_rows);
+  } else {
+    grad_rows_kernel<1><<<blocks_for(threads), kThreads, 0, stream>>>(out_grad, dim, row_ids, gains, w.order_sorted,
+                                                                       w.starts, w.counts, num_unique, lanes, d_rows);
+  }
+  return status();
+}
+
+extern "C" int sparseflow_embedding_bag_grad_gains(const float* out_grad, const float* table, int64_t vocab,
+                                                   int64_t dim, const int32_t* row_ids, const int64_t* col_ids,
+                                                   int64_t n, int32_t sample_count, float* d_gains,
+                                                   cudaStream_t stream) {
+  if (vocab < 0 || dim <= 0 || n < 0 || sample_count < 0) return SPARSEFLOW_E_ARGUMENT;
+  if (n == 0) return 0;
+  grad_gains_kernel<<<blocks_for(n * 32), kThreads, 0, stream>>>(out_grad, table, vocab, dim, row_ids, col_ids, n,
+                                                                 sample_count, d_gains);
+  return status();
+}

@@ -1,0 +1,11 @@
+// The TensorFlow op names of the sparseflow kernels, in one place: the GPU binding registers its kernels
+// under these names, and a CPU binding registering kernels for the same ops must use the same strings.
+#ifndef SPARSEFLOW_TF_OP_NAMES_H_
+#define SPARSEFLOW_TF_OP_NAMES_H_
+
+#define SPARSEFLOW_OP_EMBEDDING_BAG "SparseflowEmbeddingBag"
+#define SPARSEFLOW_OP_EMBEDDING_BAG_GRAD "SparseflowEmbeddingBagGrad"
+#define SPARSEFLOW_OP_BLOCK_SPARSE_MATMUL "SparseflowBlockSparseMatMul"
+#define SPARSEFLOW_OP_BLOCK_SPARSE_WEIGHT_GRAD "SparseflowBlockSparseWeightGrad"
+
+#endif  // SPARSEFLOW_TF_OP_NAMES_H_
