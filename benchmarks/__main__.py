@@ -12,6 +12,11 @@ says otherwise. A --quick run (small data, few repetitions: a smoke run of
 about a minute or two) writes into a fresh temporary directory unless
 --output is given, so it never overwrites the committed full results.
 
+`--merge` (with --only) runs the named benchmarks and replaces only their
+runs, rows and results in DIR's existing results.json, keeping every other
+benchmark's from the run that made them; RESULTS.md then says, for each
+benchmark run separately, its own date, commit and load.
+
 A benchmark that fails is reported (progress line, a FAILED row and its
 traceback in RESULTS.md) and the others still run; the exit status is then 1.
 """
@@ -52,8 +57,15 @@ def main(argv: list[str] | None = None) -> int:
         help="directory for RESULTS.md, results.json and plots/ (default: benchmarks/ for a full run, "
         "a new temporary directory for --quick)",
     )
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="with --only: replace only those benchmarks' rows in the existing results.json of the output directory",
+    )
     args = parser.parse_args(argv)
     cli.configure_logging(args.verbose)
+    if args.merge and not args.only:
+        parser.error("--merge needs --only naming the benchmarks to run again")
     output = args.output or (tempfile.mkdtemp(prefix="sparseflow-bench-quick-") if args.quick else DEFAULT_OUTPUT)
     os.makedirs(output, exist_ok=True)
 
@@ -80,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from benchmarks.plots import write_plots
 
-    plots, plot_notes = write_plots(rows, results, os.path.join(output, "plots"))
+    plots, plot_notes = ([], []) if args.merge else write_plots(rows, results, os.path.join(output, "plots"))
     report = {
         "quick": args.quick,
         "environment": env,
@@ -91,6 +103,11 @@ def main(argv: list[str] | None = None) -> int:
         "plot_notes": plot_notes,
         "results": results,
     }
+    if args.merge:
+        report = merge_into_previous(report, os.path.join(output, "results.json"))
+        report["plots"], report["plot_notes"] = write_plots(
+            report["rows"], report["results"], os.path.join(output, "plots")
+        )
     markdown, data = write_results(report, output)
     failed = [run["name"] for run in runs if "error" in run]
     print(f"[benchmarks] wrote {markdown}, {data} and {len(plots)} plot(s) in {os.path.join(output, 'plots')}")
@@ -98,6 +115,33 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[benchmarks] FAILED: {', '.join(failed)} (tracebacks in {markdown})", file=sys.stderr)
         return 1
     return 0
+
+
+def merge_into_previous(report: dict, previous_path: str) -> dict:
+    """`report`'s benchmarks put in place of the same benchmarks in the results at `previous_path`.
+
+    The previous run's environment stays the report's; each run taken from
+    `report` keeps its own environment (date, commit, load) in its entry.
+    Runs and rows follow the suite's order. Raises FileNotFoundError when
+    there are no previous results to merge into.
+    """
+    import json
+
+    with open(previous_path, encoding="utf-8") as f:
+        previous = json.load(f)
+    fresh = {run["name"] for run in report["runs"]}
+    runs = {run["name"]: run for run in previous["runs"] if run["name"] not in fresh}
+    runs.update({run["name"]: dict(run, environment=report["environment"]) for run in report["runs"]})
+    rows = [row for row in previous["rows"] if row["benchmark"] not in fresh] + report["rows"]
+    results = {k: v for k, v in previous.get("results", {}).items() if k not in fresh} | report["results"]
+    order = {name: i for i, name in enumerate(BENCHMARKS)}
+    return dict(
+        previous,
+        runs=sorted(runs.values(), key=lambda run: order.get(run["name"], len(order))),
+        rows=sorted(rows, key=lambda row: order.get(row["benchmark"], len(order))),
+        results=results,
+        seconds=previous["seconds"],
+    )
 
 
 if __name__ == "__main__":

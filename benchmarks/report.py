@@ -115,7 +115,7 @@ def results_markdown(report: dict) -> str:
         if "error" in run:
             lines.append(f"- {run['name']}: FAILED (see below)")
         else:
-            lines.append(f"- {run['name']} ({run['seconds']:.0f} s): {run['sizes']}")
+            lines.append(f"- {run['name']} ({run['seconds']:.0f} s): {run['sizes']}{_separately(run)}")
     lines += [
         "",
         "## Ours against each peer",
@@ -151,6 +151,18 @@ def results_markdown(report: dict) -> str:
         for run in failures:
             lines += [f"### {run['name']}", "", "```", run["error"].rstrip(), "```", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _separately(run: dict) -> str:
+    """For a benchmark merged in from a later run (`--merge`): when, at which commit and under what load."""
+    env = run.get("environment")
+    if not env:
+        return ""
+    load = env["load_average_at_start"]
+    return (
+        f"; run separately on {env['date']}" + (f" at commit {env['commit']}" if env["commit"] else "")
+        + (f", load average at start {', '.join(f'{x:.2f}' for x in load)}" if load else "")
+    )
 
 
 def _fast_paths_section(result: dict | None) -> list[str]:

@@ -29,6 +29,7 @@ __all__ = ["BENCHMARKS", "comparison_row", "normalise", "run_benchmark", "data_s
 # Run order: TensorFlow device set-up happens in the first one, before any module hides GPUs.
 BENCHMARKS = (
     "convert_to_coo", "ops_gpu_stage", "beam_ingest", "io_formats", "tfdata_input", "reader_memory", "ingest_memory",
+    "vocabulary",
 )
 
 
@@ -347,6 +348,46 @@ def _ingest_memory(r: dict) -> list[dict]:
     return rows
 
 
+def _vocabulary(r: dict) -> list[dict]:
+    def triple(figure: dict, invert: float | None = None) -> tuple:
+        if invert is None:
+            return (figure["median"], figure["min"], figure["max"])
+        return (invert / figure["median"], invert / figure["max"], invert / figure["min"])
+
+    rows = []
+    for size, by in r["by_size"].items():
+        if "tft" not in by:
+            continue
+        ours, peer = by["ours"], by["tft"]
+        vocab = by["vocabularies"]
+        equal = " and ".join(
+            f"{c} {26 - len(v['features_differing'])}/26 ties {v['tie_order']}" for c, v in vocab.items()
+        )
+        peer_name = f"tf.Transform {r.get('tft_version', '')} AnalyzeAndTransformDataset".replace("  ", " ")
+        target = 30 if int(size) >= 2_000_000 else 15
+        cpu = peer["cpu_s"]["median"] / ours["cpu_s"]["median"]
+        rows.append(comparison_row(
+            "vocabulary", f"26 vocabularies, {int(size):,} Criteo rows -> TFRecord shards", peer_name, "rows/s", True,
+            triple(ours["rows_per_s"]), triple(peer["rows_per_s"]),
+            f"target >= {target}x; CPU-time ratio {cpu:.1f}x; vocabularies equal to the log's counts: {equal}",
+        ))
+        rows.append(comparison_row(
+            "vocabulary", f"peak RSS, 26 vocabularies over {int(size):,} Criteo rows", peer_name, "MiB", False,
+            triple(ours["peak_mib"]), triple(peer["peak_mib"]), "target <= 0.5x the peer's peak (ratio >= 2x)",
+        ))
+    s = r["start_up"]
+    phases = s["phases_s"]
+    rows.append(comparison_row(
+        "vocabulary", f"{s['rows']:,}-row local ingest (hashing, Parquet), whole process",
+        "python -c 'import apache_beam, pyarrow' (whole process)", "s", False,
+        triple(s["ingest_process_s"]), triple(s["imports_process_s"]),
+        f"target >= 0.5x (ingest within 2x the imports); phases, s from process start: imports "
+        f"{phases['imports_done']:.2f}, graph built {phases['graph_built']:.2f}, first batch read "
+        f"{phases['first_batch_read']:.2f}, run done {phases['run_done']:.2f}",
+    ))
+    return rows
+
+
 _NORMALISERS = {
     "convert_to_coo": _convert_to_coo,
     "ops_gpu_stage": _ops_gpu_stage,
@@ -355,6 +396,7 @@ _NORMALISERS = {
     "tfdata_input": _tfdata_input,
     "reader_memory": _reader_memory,
     "ingest_memory": _ingest_memory,
+    "vocabulary": _vocabulary,
 }
 
 
@@ -382,6 +424,10 @@ def data_sizes(name: str, r: dict) -> str:
         sets = ", ".join(f"{k} {v:,} rows" for k, v in r["rows"].items())
         sweep = sorted({x["batch_size"] for x in r.get("batch_sweep", [])})
         return f"{sets}; batch {r['batch_size']}; sweep over batch sizes {sweep}"
+    if name == "vocabulary":
+        sizes = " and ".join(f"{int(s):,}" for s in r["sizes"])
+        peer = "with tf.Transform" if r["tft"] else "tf.Transform not installed: its side skipped"
+        return f"{sizes} Criteo TSV rows, {r['reps']} reps ({peer}); a 10,000-row ingest for the start-up"
     if name in ("reader_memory", "ingest_memory"):
         return " and ".join(f"{s:,}" for s in r["sizes"]) + " Criteo TSV rows"
     return ""

@@ -187,3 +187,79 @@ def test_results_list_the_fast_paths_against_the_general_path():
     text = results_markdown(report)
     assert "## convert_to_coo: fast paths against the general path" in text
     assert "| multi | sum, single w | 0.68 | 0.66 | 40/41 | 1.9e-11 | 0.87 |" in text
+
+
+def test_quick_run_says_when_tf_transform_is_missing_and_still_times_the_small_ingest(quick_run):
+    from benchmarks.vocabulary import tft_available
+
+    output, done = quick_run
+    report = json.loads((output / "results.json").read_text())
+    rows = [row["what"] for row in report["rows"] if row["benchmark"] == "vocabulary"]
+    assert "10,000-row local ingest (hashing, Parquet), whole process" in rows
+    if tft_available():
+        assert "26 vocabularies, 20,000 Criteo rows -> TFRecord shards" in rows
+    else:
+        assert "tensorflow_transform is not importable" in done.stdout
+        assert not [what for what in rows if "vocabularies" in what]
+
+
+def _write_vocab(directory, name, tokens):
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"{name}.txt").write_text("".join(f"{t}\n" for t in tokens))
+
+
+def test_vocabularies_are_checked_against_the_counts_and_tie_orders_are_named(tmp_path):
+    from benchmarks.vocabulary import _CATS, compare_vocabularies
+
+    counts = {name: {"a": 3, "b": 1, "c": 1} for name in _CATS}
+    for name in _CATS:
+        _write_vocab(tmp_path / "asc", name, ["a", "b", "c"])
+        _write_vocab(tmp_path / "desc", name, ["a", "c", "b"])
+        # C1 out of count order, C2 missing a token: both must be flagged.
+        _write_vocab(tmp_path / "bad", name, {"C1": ["b", "a", "c"], "C2": ["a", "b"]}.get(name, ["a", "b", "c"]))
+    report = compare_vocabularies(counts, {c: str(tmp_path / c) for c in ("asc", "desc", "bad")})
+    assert report["asc"] == {"features_differing": [], "tie_order": "ascending", "sizes": dict.fromkeys(_CATS, 3)}
+    assert report["desc"]["tie_order"] == "descending" and not report["desc"]["features_differing"]
+    assert report["bad"]["features_differing"] == ["C1", "C2"]
+
+
+def test_reference_counts_read_the_log_without_our_readers(tmp_path):
+    from benchmarks.vocabulary import reference_counts
+
+    cats = ["x"] * 26
+    lines = ["\t".join(["1"] + [""] * 13 + cats), "\t".join(["0"] + ["5"] * 13 + ["y"] + [""] * 25)]
+    log = tmp_path / "log.tsv"
+    log.write_text("\n".join(lines) + "\n")
+    counts = reference_counts(str(log))
+    assert counts["C1"] == {"x": 1, "y": 1}
+    assert counts["C2"] == {"x": 1}  # the empty field is missing, not a token
+
+
+def test_merge_keeps_other_benchmarks_and_replaces_the_named_ones(tmp_path):
+    from benchmarks.__main__ import merge_into_previous
+
+    env = {"cpu": "c", "cores": 2, "cores_usable": 2, "ram_gib": 8.0, "load_average_at_start": [1.0, 1.0, 1.0],
+           "os": "os", "versions": {"python": "3"}, "date": "then", "commit": "aaa"}
+    previous = {
+        "quick": False, "environment": env, "seconds": 900.0,
+        "runs": [{"name": "beam_ingest", "seconds": 70.0, "sizes": "s"}, {"name": "vocabulary", "seconds": 5.0,
+                                                                         "sizes": "old"}],
+        "rows": [{"benchmark": "beam_ingest", "what": "keep"}, {"benchmark": "vocabulary", "what": "old"}],
+        "plots": [], "plot_notes": [], "results": {"beam_ingest": {"k": 1}, "vocabulary": {"k": 0}},
+    }
+    (tmp_path / "results.json").write_text(json.dumps(previous))
+    fresh = {
+        "quick": False, "environment": dict(env, date="now", commit="bbb"), "seconds": 60.0,
+        "runs": [{"name": "vocabulary", "seconds": 60.0, "sizes": "new"}],
+        "rows": [{"benchmark": "vocabulary", "what": "new"}], "plots": [], "plot_notes": [],
+        "results": {"vocabulary": {"k": 2}},
+    }
+    merged = merge_into_previous(fresh, str(tmp_path / "results.json"))
+    assert [r["what"] for r in merged["rows"]] == ["keep", "new"]
+    assert merged["results"] == {"beam_ingest": {"k": 1}, "vocabulary": {"k": 2}}
+    assert merged["environment"]["date"] == "then" and merged["seconds"] == 900.0
+    vocabulary_run = merged["runs"][1]
+    assert vocabulary_run["sizes"] == "new" and vocabulary_run["environment"]["commit"] == "bbb"
+    text = results_markdown(dict(merged, rows=[]))
+    assert "- vocabulary (60 s): new; run separately on now at commit bbb" in text
+    assert "- beam_ingest (70 s): s\n" in text
