@@ -289,7 +289,12 @@ def planned_outputs(config: IngestConfig, *, report: bool) -> list[str]:
     suffix = ".parquet" if out.format == "parquet" else ".tfrecord"
     names = [shard_name(i, out.num_shards, suffix) for i in range(out.num_shards)]
     names += [SCHEMA_FILE, STATS_FILE, f"{ERRORS_DIR}/{DEAD_LETTERS_FILE}"]
-    names += [f"{VOCAB_DIR}/{p.name}.txt" for p in config.vocabularies]
+    vocabularies = [p.name for p in config.vocabularies]
+    if config.vocab_from:  # the reused vocabularies are copied into this output
+        from pipelines.id_spaces import adopt_id_spaces
+
+        vocabularies += sorted(adopt_id_spaces(config, config.vocab_from, VOCAB_DIR)[1])
+    names += [f"{VOCAB_DIR}/{name}.txt" for name in vocabularies]
     if report:
         names.append(REPORT_FILE)
     return names
