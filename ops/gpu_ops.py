@@ -2,16 +2,16 @@
 block plan tables their block-sparse ops take.
 
 The ops, registered for `DEVICE_GPU` only (names in `ops/cuda/tf/op_names.h`):
-  - `SparseflowEmbeddingBag(table, row_ids int32, col_ids int64, gains, sample_count; rows_sorted, validate)`
-  - `SparseflowEmbeddingBagGrad(out_grad, table, row_ids, col_ids, gains) -> (unique_ids, d_rows, d_gains)`
-  - `SparseflowBlockSparseMatMul(a, w, offsets, partners, slots; block_size, outputs, transpose_blocks)`
-  - `SparseflowBlockSparseWeightGrad(x, dy, blocks; block_size)`
+  - `SparseflowGpuEmbeddingBag(table, row_ids int32, col_ids int64, gains, sample_count; rows_sorted, validate)`
+  - `SparseflowGpuEmbeddingBagGrad(out_grad, table, row_ids, col_ids, gains) -> (unique_ids, d_rows, d_gains)`
+  - `SparseflowGpuBlockSparseMatMul(a, w, offsets, partners, slots; block_size, outputs, transpose_blocks)`
+  - `SparseflowGpuBlockSparseWeightGrad(x, dy, blocks; block_size)`
 Float32 for the embedding bag; float32, float16 and bfloat16 for the block-sparse ops.
 
 Example (on a machine where `make gpu-ops` has run and a GPU is visible):
   >>> library = load()                                              # doctest: +SKIP
   >>> offsets, partners, slots = plan_tables(layout, by_column=True)  # doctest: +SKIP
-  >>> y = library.sparseflow_block_sparse_mat_mul(x, w, offsets, partners, slots, block_size=32,
+  >>> y = library.sparseflow_gpu_block_sparse_mat_mul(x, w, offsets, partners, slots, block_size=32,
   ...                                              outputs=layout.shape[1])  # doctest: +SKIP
 """
 
@@ -26,10 +26,10 @@ __all__ = ["LIBRARY_PATH", "OP_NAMES", "load", "plan_tables"]
 
 LIBRARY_PATH = pathlib.Path(__file__).resolve().parents[1] / "build" / "gpu_ops" / "libsparseflow_gpu_ops.so"
 OP_NAMES = {
-    "embedding_bag": "SparseflowEmbeddingBag",
-    "embedding_bag_grad": "SparseflowEmbeddingBagGrad",
-    "block_sparse_matmul": "SparseflowBlockSparseMatMul",
-    "block_sparse_weight_grad": "SparseflowBlockSparseWeightGrad",
+    "embedding_bag": "SparseflowGpuEmbeddingBag",
+    "embedding_bag_grad": "SparseflowGpuEmbeddingBagGrad",
+    "block_sparse_matmul": "SparseflowGpuBlockSparseMatMul",
+    "block_sparse_weight_grad": "SparseflowGpuBlockSparseWeightGrad",
 }
 
 
@@ -50,7 +50,7 @@ def load(path: str | os.PathLike | None = None):
 
 
 def plan_tables(layout: np.ndarray, by_column: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(offsets, partners, slots) int32 of a block layout, as `SparseflowBlockSparseMatMul` takes them.
+    """(offsets, partners, slots) int32 of a block layout, as `SparseflowGpuBlockSparseMatMul` takes them.
 
     Blocks are numbered in `np.argwhere(layout)` order (`w[i]`). By column
     (for `y = x @ W`): output o is block column o, its members the blocks

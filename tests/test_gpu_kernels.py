@@ -241,10 +241,12 @@ def test_gpu_ops_build_and_register_gpu_kernels_where_tensorflow_has_cuda(tmp_pa
     assert done.returncode == 0, done.stderr[-3000:]
     from tensorflow.python.framework import kernels
 
+    from ops import _native
     from ops.gpu_ops import OP_NAMES, load
 
+    _native.library()  # the CPU kernels' ops first, as in a training process: the names must not clash
     library = load(tmp_path / "libsparseflow_gpu_ops.so")
-    assert hasattr(library, "sparseflow_embedding_bag") and hasattr(library, "sparseflow_block_sparse_mat_mul")
+    assert hasattr(library, "sparseflow_gpu_embedding_bag") and hasattr(library, "sparseflow_gpu_block_sparse_mat_mul")
     for name in OP_NAMES.values():
         devices = {k.device_type for k in kernels.get_registered_kernels_for_op(name).kernel}
         assert devices == {"GPU"}, (name, devices)

@@ -3,9 +3,9 @@
 #ifndef SPARSEFLOW_TF_OP_NAMES_H_
 #define SPARSEFLOW_TF_OP_NAMES_H_
 
-#define SPARSEFLOW_OP_EMBEDDING_BAG "SparseflowEmbeddingBag"
-#define SPARSEFLOW_OP_EMBEDDING_BAG_GRAD "SparseflowEmbeddingBagGrad"
-#define SPARSEFLOW_OP_BLOCK_SPARSE_MATMUL "SparseflowBlockSparseMatMul"
-#define SPARSEFLOW_OP_BLOCK_SPARSE_WEIGHT_GRAD "SparseflowBlockSparseWeightGrad"
+#define SPARSEFLOW_OP_EMBEDDING_BAG "SparseflowGpuEmbeddingBag"
+#define SPARSEFLOW_OP_EMBEDDING_BAG_GRAD "SparseflowGpuEmbeddingBagGrad"
+#define SPARSEFLOW_OP_BLOCK_SPARSE_MATMUL "SparseflowGpuBlockSparseMatMul"
+#define SPARSEFLOW_OP_BLOCK_SPARSE_WEIGHT_GRAD "SparseflowGpuBlockSparseWeightGrad"
 
 #endif  // SPARSEFLOW_TF_OP_NAMES_H_
