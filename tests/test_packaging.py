@@ -16,7 +16,7 @@ def _source_files() -> set[str]:
     files = set()
     for package in PACKAGES:
         for path in (REPO / package).rglob("*"):
-            if path.suffix in (".py", ".yaml", ".cc", ".h") and "__pycache__" not in path.parts:
+            if path.suffix in (".py", ".yaml", ".cc", ".h", ".cu") and "__pycache__" not in path.parts:
                 files.add(path.relative_to(REPO).as_posix())
     return files
 
