@@ -35,7 +35,27 @@ def _events_log(path, rows, seed):
     return write_synthetic_events(str(path.with_suffix(".jsonl")), rows, seed, users=40, items=200)
 
 
-LOGS = {"criteo.yaml": _criteo_log, "demo.yaml": _criteo_log, "user_history.yaml": _events_log}
+_CLICK_HEADER = ["clicked", "user_id", "item_id", "tags", "price", "event_time"]
+_NULLS = ("", "NA", "NULL", "\\N")  # own_logs.yaml's null_values
+
+
+def _click_log(path, rows, seed):
+    """A tab-separated click log with a header, in the layout own_logs.yaml reads (null tokens included)."""
+    rng = np.random.default_rng(seed)
+    lines = ["\t".join(_CLICK_HEADER)]
+    for i in range(rows):
+        tags = "|".join(f"t{t}" for t in rng.integers(0, 30, rng.integers(0, 4))) or str(rng.choice(_NULLS))
+        price = str(rng.choice(["NA", "", f"{rng.uniform(0, 50):.2f}", "3"]))
+        when = str(1709284502120 + 1000 * i) if i % 2 else f"2024-03-01T09:{i // 60 % 60:02d}:{i % 60:02d}.120Z"
+        item = str(rng.choice(["NULL", f"i{rng.integers(0, 60)}"]))
+        lines.append("\t".join([str(rng.integers(0, 2)), f"u{rng.integers(0, 40)}", item, tags, price, when]))
+    path = path.with_suffix(".tsv")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+LOGS = {"criteo.yaml": _criteo_log, "demo.yaml": _criteo_log, "own_logs.yaml": _click_log,
+        "user_history.yaml": _events_log}
 
 
 def test_every_shipped_config_has_a_log_generator_here():
@@ -54,6 +74,19 @@ def _criteo_raw_rows(path):
         for i in range(1, 27):
             raw[f"C{i}"].append(fields[13 + i])
     return {k: tf.constant(v, tf.float32 if k[0] == "I" else tf.string) for k, v in raw.items()}
+
+
+def _click_raw_rows(path):
+    """The click log parsed straight from its text as a serving client sends it: null tokens as "" or NaN."""
+    lines = pathlib.Path(path).read_text(encoding="utf-8").splitlines()
+    header, rows = lines[0].split("\t"), [dict(zip(lines[0].split("\t"), line.split("\t"))) for line in lines[1:]]
+    assert header == _CLICK_HEADER
+    raw = {name: tf.constant(["" if r[name] in _NULLS else r[name] for r in rows]) for name in ("user_id", "item_id",
+                                                                                               "tags")}
+    raw["price"] = tf.constant([float("nan") if r["price"] in _NULLS else float(r["price"]) for r in rows],
+                               tf.float32)
+    raw["event_time"] = tf.zeros([len(rows)], tf.float32)  # not a model input: an absolute time
+    return raw
 
 
 def _restored_scores(result, data, model_dir, heldout):
@@ -89,8 +122,9 @@ def test_shipped_config_ingests_trains_evaluates_exports_and_serves_raw_rows(con
     assert result["steps"] == 3 and np.isfinite(result["loss"]) and np.isfinite(result["eval_loss"])
     assert result["eval_rows"] > 0
     served = tf.saved_model.load(result["export"]).signatures["serving_default"]
-    if LOGS[config] is _criteo_log:
-        scores = served(**_criteo_raw_rows(heldout_log))["probability"].numpy()
+    if LOGS[config] in (_criteo_log, _click_log):
+        raw_rows = _criteo_raw_rows if LOGS[config] is _criteo_log else _click_raw_rows
+        scores = served(**raw_rows(heldout_log))["probability"].numpy()
         expected = _restored_scores(result, tmp_path / "train", model_dir, tmp_path / "heldout")
         assert scores.shape == expected.shape == (200,)
         # Shards are shuffled: the multiset of scores must match.
