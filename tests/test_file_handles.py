@@ -32,7 +32,9 @@ _SCRIPT = textwrap.dedent(
     from sparse_io.manifest import commit_directory
 
     root, files, format = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    schema = Schema([FeatureSpec("label", "label", "int64"), FeatureSpec("items", "sparse", "int64", weighted=True)])
+    # Labels count up with the file (integer labels, not clicks) so each row names its file.
+    schema = Schema([FeatureSpec("label", "label", "int64", label_type="integer"),
+                     FeatureSpec("items", "sparse", "int64", weighted=True)])
 
     # The limit bites: a leak of one handle per file would fail like this.
     held = []

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from sparse_io import DeadLetterSink, FeatureSpec, Schema, read_file
+from sparse_io import DeadLetterSink, FeatureSpec, Schema, commit_directory, read_file
 from sparse_io.shards import shard_name, write_parquet_shard
 from sparse_io.tfrecord import write_tfrecord_shard
 
@@ -50,6 +50,7 @@ def shards(request, tmp_path_factory):
         schema = SCHEMA.select(n for n in SCHEMA.names if n != "amount")
         write_tfrecord_shard(path, [_table().drop_columns(["amount"])], schema)
         schema.save(directory)
+    commit_directory(directory)  # shards written here, not by an ingest: readers verify a manifest
     return directory
 
 
