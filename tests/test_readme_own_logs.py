@@ -56,7 +56,8 @@ def test_the_readme_names_the_shipped_config_and_it_parses():
     from pipelines.config import load_config
 
     commands = _section_commands()
-    assert len(commands) == 2 and "pipelines/configs/own_logs.yaml" in commands[0]
+    assert len(commands) == 3 and all("pipelines/configs/own_logs.yaml" in c for c in commands[:2])
+    assert "--vocab_from out/clicks" in commands[1] and "--eval_data out/clicks-heldout" in commands[2]
     config = load_config(str(CONFIG))
     assert config.read_options()["delimiter"] == "\t"
     assert config.read_options()["null_values"] == ("", "NA", "NULL", "\\N")
@@ -68,6 +69,7 @@ def test_the_readme_commands_ingest_and_train_on_a_click_log(tmp_path):
     (tmp_path / "logs").mkdir()
     (tmp_path / "pipelines").symlink_to(REPO / "pipelines")  # the commands name the config relative to the repo
     records = _write_log(tmp_path / "logs" / "clicks-1.tsv", 600, seed=3)
+    _write_log(tmp_path / "logs" / "heldout-1.tsv", 200, seed=4)
     env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3")
     for command in _section_commands():
         argv = shlex.split(command)
@@ -96,6 +98,8 @@ def test_the_readme_commands_ingest_and_train_on_a_click_log(tmp_path):
     assert sum(len(r["tags"]) == 0 for r in rows) == sum(r["tags"] in ("", "NULL", "\\N") for r in good)
     assert sum(len(r["item_id"]) == 0 for r in rows) == sum(r["item_id"] == "NA" for r in good)
     assert (tmp_path / "out" / "clicks-model" / "export").is_dir()
+    trained = json.loads((tmp_path / "out" / "clicks-model" / "train_result.json").read_text())
+    assert trained["eval_rows"] == 200 - sum(i % 199 == 5 for i in range(200))
 
 
 @pytest.mark.parametrize("bad", ["2014-13-01T00:00:00Z"])
