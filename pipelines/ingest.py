@@ -60,7 +60,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines import cli
 from pipelines.config import IngestConfig, default_criteo_config, load_config
 from pipelines.credentials import check_cloud_credentials
-from pipelines.errors import UsageError, cli_errors, quiet_beam_tracebacks
+from pipelines.errors import DataError, UsageError, cli_errors, quiet_beam_tracebacks
 from pipelines.options import IngestOptions
 from pipelines.output_dir import (
     check_inputs_outside,
@@ -74,6 +74,7 @@ from pipelines.output_dir import (
 )
 from pipelines.output_lock import acquire_output_lock
 from pipelines.progress import LogProgress
+from sparse_io.errors import CorruptFileError
 from sparse_io.manifest import LOCK_FILE, MANIFEST_FILE, commit_directory
 from sparse_io.schema import SCHEMA_FILE, Schema
 from sparse_io.shards import shard_name
@@ -311,9 +312,12 @@ def _run_and_commit(options, config: IngestConfig, ours, files: list, planned: l
     try:
         result = pipeline.run()
         result.wait_until_finish()
-    except Exception as e:  # Beam wraps worker errors; surface the budget one plainly.
+    except Exception as e:  # Beam wraps worker errors; surface the budget and damaged-file ones plainly.
         if "ErrorBudgetExceeded" in f"{type(e).__name__} {e}":
             raise UsageError(_budget_line(e)) from e
+        damaged = _damaged_file_line(e)
+        if damaged is not None:
+            raise DataError(damaged) from e
         raise
     seconds = time.monotonic() - started
     summary = {
@@ -389,6 +393,17 @@ def validate_graph(options: PipelineOptions, config: IngestConfig, input_pattern
         "output": output_dir,
         "transforms": len(proto.components.transforms),
     }
+
+
+def _damaged_file_line(e: Exception) -> str | None:
+    """"<file>: <what is wrong>" of a CorruptFileError raised in a worker, however Beam wrapped it; else None."""
+    seen = e
+    while seen is not None:
+        if isinstance(seen, CorruptFileError):
+            return str(seen)
+        seen = seen.__cause__ or seen.__context__
+    found = re.search(r"CorruptFileError: (.+?)(?: \[while running [^\]\n]*\])?$", str(e), flags=re.M)
+    return found.group(1) if found else None
 
 
 def _budget_line(e: Exception) -> str:

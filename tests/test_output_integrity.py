@@ -307,3 +307,21 @@ def test_two_ingests_into_one_output_one_fails_at_once_with_one_line_and_the_oth
     from sparse_io.manifest import verify_directory
 
     assert verify_directory(str(out), "checksums")["totals"]["rows_out"] == ROWS - BAD
+
+
+def test_a_truncated_compressed_log_stops_the_cli_with_exit_2_and_one_line_naming_it(log, tmp_path):
+    import zstandard
+
+    whole = zstandard.ZstdCompressor().compress(open(log, "rb").read())
+    cut = tmp_path / "day.tsv.zst"
+    cut.write_bytes(whole[: len(whole) // 2])
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "pipelines.ingest", "--input", str(cut), "--config", _config(tmp_path),
+         "--output", str(out), "--no_report", "--progress_seconds", "0"],
+        cwd=REPO, capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=REPO),
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert lines[-1].startswith(f"pipelines.ingest: error: {cut}: ") and "truncated" in lines[-1], lines
+    assert not os.path.exists(out / MANIFEST_FILE)
