@@ -396,7 +396,7 @@ def validate_graph(options: PipelineOptions, config: IngestConfig, input_pattern
 
 
 def _damaged_file_line(e: Exception) -> str | None:
-    """"<file>: <what is wrong>" of a CorruptFileError raised in a worker, however Beam wrapped it; else None."""
+    """The line "<file>: <what is wrong>" of a CorruptFileError raised in a worker, however Beam wrapped it, or None."""
     seen = e
     while seen is not None:
         if isinstance(seen, CorruptFileError):
