@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml requirements.lock
 # The native CPU kernels (ops/native), built against the installed TensorFlow into the user cache;
 # without a compiler this warns once and the stock-op compositions run instead.
 native: $(STAMP)
-	$(PY) -m ops._native_build
+	$(PY) ops/_native_build.py
 
 demo: native
 	$(PY) -m pipelines.demo $(ARGS)

@@ -7,9 +7,10 @@ CPU family builds afresh and nothing is ever written into the installed package.
 `$CXX` (default `g++`). A build writes a temporary file and renames it into place, so concurrent
 builds (test workers) each leave a whole library.
 
-`python -m ops._native_build` builds (the README's `make demo` and `make test` run it first) and
-prints the library's path; without a working compiler it prints one warning line and exits 0: the
-ops then use their stock-op compositions.
+`python ops/_native_build.py` builds (the README's `make demo` and `make test` run it first, as a
+file, so that TensorFlow loads only once its log lines are silenced) and prints the library's path
+in one line; without a working compiler it prints one warning line and exits 0: the ops then use
+their stock-op compositions.
 """
 
 from __future__ import annotations
@@ -122,9 +123,27 @@ def build() -> Path:
     return target
 
 
-def main() -> int:
+def _import_tensorflow_quietly() -> None:
+    """Imports TensorFlow with stderr closed: its native libraries log to the descriptor while loading.
+
+    A build step prints only its result; an import that fails still raises, after stderr is back.
+    """
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
     try:
-        print(build())
+        os.dup2(devnull, 2)
+        import tensorflow  # noqa: F401
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def main() -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # and no lines from TensorFlow's later C++ calls
+    _import_tensorflow_quietly()
+    try:
+        print(f"native CPU kernels: {build()}")
     except BuildError as error:
         print(f"warning: native kernels not built, the stock-op compositions will run: {error}", file=sys.stderr)
     return 0

@@ -292,6 +292,19 @@ def test_build_script_without_a_compiler_warns_and_succeeds(tmp_path):
     assert [line for line in result.stderr.splitlines() if "native kernels not built" in line]
 
 
+def test_the_build_step_before_the_demo_says_one_line_and_no_tensorflow_lines():
+    # `make demo` and `make test` run it first, as a file (`import ops` would load TensorFlow before it can
+    # quiet it): a new user sees its output before anything else.
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO, "ops", "_native_build.py")], capture_output=True, text=True, env=env,
+        timeout=300,
+    )
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    (line,) = result.stdout.splitlines()
+    assert line.startswith("native CPU kernels: ") and line.endswith(_native_build.LIBRARY_NAME)
+
+
 def test_the_cache_is_keyed_by_tensorflow_version_and_sources(tmp_path, monkeypatch):
     monkeypatch.setenv("SPARSEFLOW_CACHE_DIR", str(tmp_path / "cache"))
     path = _native_build.library_path()
@@ -313,7 +326,7 @@ def test_both_readme_commands_build_the_native_kernels_first(target):
     plan = subprocess.run(["make", "-n", target], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert plan.returncode == 0, plan.stderr
     steps = plan.stdout.splitlines()
-    build = next(i for i, line in enumerate(steps) if "-m ops._native_build" in line)
+    build = next(i for i, line in enumerate(steps) if "ops/_native_build.py" in line)
     main = next(i for i, line in enumerate(steps) if "-m pytest" in line or "-m pipelines.demo" in line)
     assert build < main, steps
 

@@ -3,32 +3,10 @@
 #include <cstdint>
 
 #include "block_sparse_kernels.h"
-#include "tensorflow/core/framework/op.h"
-#include "tensorflow/core/framework/op_kernel.h"
-#include "tensorflow/core/framework/shape_inference.h"
-#include "tensorflow/core/platform/threadpool.h"
+#include "tf_binding.h"
 
 namespace sparseflow {
 namespace {
-
-using ::tensorflow::DEVICE_CPU;
-using ::tensorflow::OpKernel;
-using ::tensorflow::OpKernelConstruction;
-using ::tensorflow::OpKernelContext;
-using ::tensorflow::Tensor;
-using ::tensorflow::TensorShape;
-using ::tensorflow::TensorShapeUtils;
-using ::tensorflow::shape_inference::DimensionHandle;
-using ::tensorflow::shape_inference::InferenceContext;
-using ::tensorflow::shape_inference::ShapeHandle;
-namespace errors = ::tensorflow::errors;
-
-ParallelFor PoolOf(OpKernelContext* context) {
-  ::tensorflow::thread::ThreadPool* workers = context->device()->tensorflow_cpu_worker_threads()->workers;
-  return [workers](int64_t count, int64_t cost_per_unit, const std::function<void(int64_t, int64_t)>& work) {
-    workers->ParallelFor(count, cost_per_unit, work);
-  };
-}
 
 REGISTER_OP("SparseflowBlockSparseProduct")
     .Input("input: T")
@@ -115,7 +93,7 @@ class BlockSparseProductOp : public OpKernel {
                 errors::InvalidArgument("group_blocks or source index outside the blocks or the input"));
     Tensor* out = nullptr;
     OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({input.dim_size(0), groups * bs}), &out));
-    const ParallelFor pool = PoolOf(context);
+    const ParallelFor pool = WorkersOf(context);
     const T* block_data = blocks.flat<T>().data();
     Tensor transposed;
     if (transpose_blocks_) {
@@ -183,7 +161,7 @@ class BlockSparseWeightGradOp : public OpKernel {
                 errors::InvalidArgument("blocks must be in row-major order with row_offsets per block row"));
     Tensor* dw = nullptr;
     OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({nnz, bs, bs}), &dw));
-    const ParallelFor pool = PoolOf(context);
+    const ParallelFor pool = WorkersOf(context);
     auto run = [&](auto size) {
       BlockWeightGrad<T, decltype(size)::value>(x.flat<T>().data(), dy.flat<T>().data(), x.dim_size(0), x.dim_size(1),
                                                 dy.dim_size(1), rows.data(), block_col.flat<int32_t>().data(),

@@ -11,27 +11,12 @@
 #include <string>
 
 #include "embedding_bag_kernels.h"
-#include "tensorflow/core/framework/op.h"
-#include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_mgr.h"
 #include "tensorflow/core/framework/resource_var.h"
-#include "tensorflow/core/framework/shape_inference.h"
-#include "tensorflow/core/platform/threadpool.h"
+#include "tf_binding.h"
 
 namespace sparseflow {
 namespace {
-
-using ::tensorflow::DEVICE_CPU;
-using ::tensorflow::OpKernel;
-using ::tensorflow::OpKernelConstruction;
-using ::tensorflow::OpKernelContext;
-using ::tensorflow::Tensor;
-using ::tensorflow::TensorShape;
-using ::tensorflow::TensorShapeUtils;
-using ::tensorflow::shape_inference::DimensionHandle;
-using ::tensorflow::shape_inference::InferenceContext;
-using ::tensorflow::shape_inference::ShapeHandle;
-namespace errors = ::tensorflow::errors;
 
 // The table operand of a kernel: an input tensor, or a variable's tensor held under a shared lock
 // for as long as this object lives.
@@ -70,13 +55,6 @@ absl::Status TableShape(InferenceContext* c, int index, ShapeHandle* shape) {
     return absl::OkStatus();
   }
   return c->WithRank(c->input(index), 2, shape);
-}
-
-ParallelFor WorkersOf(OpKernelContext* context) {
-  ::tensorflow::thread::ThreadPool* workers = context->device()->tensorflow_cpu_worker_threads()->workers;
-  return [workers](int64_t count, int64_t cost_per_unit, const std::function<void(int64_t, int64_t)>& work) {
-    workers->ParallelFor(count, cost_per_unit, work);
-  };
 }
 
 absl::Status EmbeddingBagShape(InferenceContext* c) {
@@ -297,37 +275,16 @@ class EmbeddingBagGainsGradOp : public OpKernel {
   }
 };
 
-#define SPARSEFLOW_REGISTER(T, Row, Col)                                                                          \
-  REGISTER_KERNEL_BUILDER(Name("SparseflowEmbeddingBag")                                                          \
-                              .Device(DEVICE_CPU)                                                                 \
-                              .TypeConstraint<T>("T")                                                             \
-                              .TypeConstraint<Row>("Trow")                                                        \
-                              .TypeConstraint<Col>("Tcol"),                                                       \
-                          EmbeddingBagOp<T, Row, Col>);                                                           \
-  REGISTER_KERNEL_BUILDER(Name("SparseflowEmbeddingBagVariable")                                                  \
-                              .Device(DEVICE_CPU)                                                                 \
-                              .TypeConstraint<T>("T")                                                             \
-                              .TypeConstraint<Row>("Trow")                                                        \
-                              .TypeConstraint<Col>("Tcol"),                                                       \
-                          EmbeddingBagOp<T, Row, Col>);                                                           \
-  REGISTER_KERNEL_BUILDER(Name("SparseflowEmbeddingBagTableGrad")                                                 \
-                              .Device(DEVICE_CPU)                                                                 \
-                              .TypeConstraint<T>("T")                                                             \
-                              .TypeConstraint<Row>("Trow")                                                        \
-                              .TypeConstraint<Col>("Tcol"),                                                       \
-                          EmbeddingBagTableGradOp<T, Row, Col>);                                                  \
-  REGISTER_KERNEL_BUILDER(Name("SparseflowEmbeddingBagGainsGrad")                                                 \
-                              .Device(DEVICE_CPU)                                                                 \
-                              .TypeConstraint<T>("T")                                                             \
-                              .TypeConstraint<Row>("Trow")                                                        \
-                              .TypeConstraint<Col>("Tcol"),                                                       \
-                          EmbeddingBagGainsGradOp<T, Row, Col>);                                                  \
-  REGISTER_KERNEL_BUILDER(Name("SparseflowEmbeddingBagGainsGradVariable")                                         \
-                              .Device(DEVICE_CPU)                                                                 \
-                              .TypeConstraint<T>("T")                                                             \
-                              .TypeConstraint<Row>("Trow")                                                        \
-                              .TypeConstraint<Col>("Tcol"),                                                       \
-                          EmbeddingBagGainsGradOp<T, Row, Col>);
+#define SPARSEFLOW_KERNEL(Op, Kernel, T, Row, Col)                                                               \
+  REGISTER_KERNEL_BUILDER(                                                                                        \
+      Name(Op).Device(DEVICE_CPU).TypeConstraint<T>("T").TypeConstraint<Row>("Trow").TypeConstraint<Col>("Tcol"), \
+      Kernel<T, Row, Col>)
+#define SPARSEFLOW_REGISTER(T, Row, Col)                                                       \
+  SPARSEFLOW_KERNEL("SparseflowEmbeddingBag", EmbeddingBagOp, T, Row, Col);                   \
+  SPARSEFLOW_KERNEL("SparseflowEmbeddingBagVariable", EmbeddingBagOp, T, Row, Col);           \
+  SPARSEFLOW_KERNEL("SparseflowEmbeddingBagTableGrad", EmbeddingBagTableGradOp, T, Row, Col); \
+  SPARSEFLOW_KERNEL("SparseflowEmbeddingBagGainsGrad", EmbeddingBagGainsGradOp, T, Row, Col); \
+  SPARSEFLOW_KERNEL("SparseflowEmbeddingBagGainsGradVariable", EmbeddingBagGainsGradOp, T, Row, Col);
 
 #define SPARSEFLOW_REGISTER_IDS(T)            \
   SPARSEFLOW_REGISTER(T, int32_t, int32_t)    \
@@ -340,6 +297,7 @@ SPARSEFLOW_REGISTER_IDS(double)
 
 #undef SPARSEFLOW_REGISTER_IDS
 #undef SPARSEFLOW_REGISTER
+#undef SPARSEFLOW_KERNEL
 
 }  // namespace
 }  // namespace sparseflow
