@@ -342,3 +342,22 @@ def test_text_integers_keep_their_exact_value_whatever_their_neighbours(tmp_path
     rows = [row for batch in batches for row in batch.to_pylist()]
     assert [r["ts"] for r in rows] == [c.value for c in cells if c.ok]
     assert [d.line for d in sink] == [i + 2 for i, c in enumerate(cells) if not c.ok]
+
+
+def test_an_integer_weight_float32_would_round_is_a_dead_letter_in_a_parquet_log(tmp_path):
+    # 2**24 + 1 is the smallest positive integer float32 cannot hold; the fuzzer above draws such
+    # weights only now and then, so this pins the rule on every run.
+    table = pa.table(
+        {
+            "label": [1, 0],
+            "items": pa.array([[1], [2]], pa.list_(pa.int64())),
+            "items__weights": pa.array([[2**24 + 1], [2**24]], pa.list_(pa.int64())),
+        }
+    )
+    path = str(tmp_path / "log.parquet")
+    pq.write_table(table, path)
+    schema = Schema([SCHEMA["label"], SCHEMA["items"]])
+    sink = DeadLetterSink()
+    rows = [row for b in read_logs(path, "parquet", schema, errors=sink, error_budget=1.0) for row in b.to_pylist()]
+    assert [(d.line, "16777217" in d.reason) for d in sink] == [(1, True)]
+    assert rows == [{"label": 0, "items": [2], "items__weights": [16777216.0]}]
