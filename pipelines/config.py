@@ -54,7 +54,8 @@ from typing import Any
 import yaml
 
 from pipelines import config_limits as limits
-from sparse_io.readers import DELIMITED_FORMATS, LOG_FORMATS, csv_options
+from sparse_io.formats import DELIMITED_FORMATS, LOG_FORMATS, SHARD_FORMATS
+from sparse_io.readers import csv_options
 from sparse_io.schema import FeatureSpec, Schema, SchemaError, criteo_schema
 from sparse_io.shards import check_parquet_codec
 
@@ -69,8 +70,7 @@ __all__ = [
     "default_criteo_config",
 ]
 
-FORMATS = LOG_FORMATS
-SHARD_FORMATS = ("parquet", "tfrecord")
+FORMATS = LOG_FORMATS  # the older name, kept for importers
 
 
 class ConfigError(ValueError):
@@ -114,6 +114,11 @@ class OutputConfig:
     shuffle: bool = True
     seed: int | None = 0
 
+    @property
+    def shard_format(self) -> str:
+        """The shard format written (`output.format`): one of `sparse_io.SHARD_FORMATS`."""
+        return self.format
+
 
 @dataclasses.dataclass(frozen=True)
 class IngestConfig:
@@ -135,6 +140,11 @@ class IngestConfig:
     quote_char: str | None = None
     null_values: tuple[str, ...] | None = None
     feature_null_values: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @property
+    def log_format(self) -> str:
+        """The log format read (`input.format`): one of `sparse_io.LOG_FORMATS`."""
+        return self.format
 
     def read_options(self) -> dict:
         """The CSV-family layout keywords of `sparse_io.read_file` / `ReadLogs` (empty for other formats)."""

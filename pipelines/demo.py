@@ -30,7 +30,7 @@ import time
 
 from pipelines import cli
 from pipelines.errors import UsageError
-from sparse_io.readers import LOG_FORMATS
+from sparse_io.formats import LOG_FORMATS
 
 __all__ = ["main", "run_demo"]
 

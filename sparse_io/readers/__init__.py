@@ -10,8 +10,8 @@ Formats: "criteo" (headerless TSV of the Criteo display-advertising layout),
 "csv" and "tsv" (header or schema column order, id lists joined by
 `list_separator`; "tsv" is "csv" with a tab; "csv" takes any one-character
 `delimiter` and `quote_char`, and `null_values` tokens that mean missing),
-"jsonl" and "parquet". `LOG_FORMATS` is the one list of these names that
-every entry point (config, CLI, Beam, tf.data) accepts. Text files may be gzip (.gz),
+"jsonl" and "parquet". `LOG_FORMATS` (defined in `sparse_io.formats`) is the one list of
+these names that every entry point (config, CLI, Beam, tf.data) accepts. Text files may be gzip (.gz),
 zstd (.zst, .zstd) or bzip2 (.bz2) compressed, on any file system Beam's
 `FileSystems` knows (gs:// included); a truncated or damaged compressed file
 raises `CorruptFileError` naming it (whatever the error budget: the records
@@ -27,6 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 import pyarrow as pa
 
 from sparse_io.dead_letters import DeadLetter, DeadLetterSink
+from sparse_io.formats import DELIMITED_FORMATS, LOG_FORMATS
 from sparse_io.readers._blocks import parse_lines
 from sparse_io.readers._line_limit import LongLine
 from sparse_io.readers._source import (
@@ -53,9 +54,7 @@ __all__ = [
     "read_logs",
 ]
 
-LOG_FORMATS = ("criteo", "csv", "tsv", "jsonl", "parquet")
 FORMATS = LOG_FORMATS  # the older name of the same tuple
-DELIMITED_FORMATS = ("csv", "tsv")  # header or schema column order; delimiter, quotes, null tokens
 _DELIMITERS = {"csv": ",", "tsv": "\t"}
 
 

@@ -42,6 +42,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 
 from sparse_io.atomic import atomic_write_text, remove_stale_temporaries
+from sparse_io.formats import SHARD_FORMATS, SHARD_SUFFIX
 from sparse_io.hashing import hash_strings
 from sparse_io.schema import SCHEMA_FILE, WEIGHTS_SUFFIX, FeatureSpec, Schema
 from sparse_io.shards import (
@@ -63,7 +64,6 @@ __all__ = ["WriteShards", "infer_schema", "default_write_threads", "DEFAULT_STAT
 # gives the same shard bytes whatever order the runner delivers the parts in.
 _ORDER = "__sparseflow_order"
 _SHARD = "__sparseflow_shard"  # each row's shard, until the spill files it under that shard
-_SUFFIX = {"parquet": ".parquet", "tfrecord": ".tfrecord"}
 DEFAULT_STATS_BATCH_SIZES = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 _METRICS = "sparseflow.WriteShards"
 _LOGGER = logging.getLogger("sparseflow.WriteShards")
@@ -284,7 +284,7 @@ class _WriteShardFn(beam.DoFn):
         return written
 
     def _write_shard(self, index: int, fragments: list[str], shards: int, schema: Schema) -> tuple[int, str, int]:
-        path = FileSystems.join(self._output_dir, shard_name(index, shards, _SUFFIX[self._format]))
+        path = FileSystems.join(self._output_dir, shard_name(index, shards, SHARD_SUFFIX[self._format]))
         rows = _write(
             path,
             self._format,
@@ -329,7 +329,7 @@ def _finalize(
     schema = schema or inferred_schema
     if late_updates:
         schema, stats = _apply_late_updates(schema, stats, late_updates, output_dir)
-    suffix = _SUFFIX[format]
+    suffix = SHARD_SUFFIX[format]
     done = {index: (path, rows) for index, path, rows in written}
     done, shards = _fit_to_rows(done, shards, output_dir, suffix)
     for index in range(shards):
@@ -472,8 +472,8 @@ class WriteShards(beam.PTransform):
     ):
         super().__init__()
         self._late_updates = late_updates
-        if format not in _SUFFIX:
-            raise ValueError(f"WriteShards: format must be one of {sorted(_SUFFIX)}, got {format!r}")
+        if format not in SHARD_FORMATS:
+            raise ValueError(f"WriteShards: format must be one of {sorted(SHARD_FORMATS)}, got {format!r}")
         if not output_dir:
             raise ValueError("WriteShards: output_dir must be a directory path")
         for name, value in (

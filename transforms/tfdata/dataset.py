@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
+from sparse_io.formats import SHARD_FORMATS, SHARD_SUFFIXES
 from sparse_io.manifest import check_verify_level, verify_directory, verify_paths
 from sparse_io.schema import FeatureSpec, Schema, weights_column
 from transforms.tfdata._exit_drain import reader_call
@@ -40,7 +41,7 @@ __all__ = ["make_dataset", "finish_batches", "OUTPUTS"]
 OUTPUTS = ("coo", "ragged", "sparse")
 POSITION = "__position__"
 _ENDLESS = 1 << 62
-_SUFFIXES = {"parquet": (".parquet",), "tfrecord": (".tfrecord", ".tfrecords")}
+_SUFFIXES = {f: tuple(s for s, g in SHARD_SUFFIXES.items() if g == f) for f in SHARD_FORMATS}
 
 
 def make_dataset(
