@@ -5,7 +5,7 @@ Beam (whose FileSystems write local and remote paths) only when a file is first 
 """
 
 from sparse_io.arrow import csr_from_arrow, csr_to_arrow
-from sparse_io.csr import CooBatch, CsrBatch, SparseValidationError
+from sparse_io.csr import CsrBatch, SparseValidationError
 from sparse_io.dead_letters import DeadLetter, DeadLetterSink, ErrorBudgetExceeded
 from sparse_io.errors import CorruptFileError
 from sparse_io.example_encoding import encode_examples
@@ -24,7 +24,6 @@ __all__ = [
     "LOG_FORMATS",
     "PARQUET_CODECS",
     "SHARD_FORMATS",
-    "CooBatch",
     "CorruptFileError",
     "CsrBatch",
     "DeadLetter",

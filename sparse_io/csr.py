@@ -1,4 +1,4 @@
-"""The sparse batch types every stage agrees on: CSR in, COO out.
+"""The sparse batch type every stage reads and writes: CSR (the COO the ops consume is built from it).
 
 A `CsrBatch` is what an Arrow list column already is (offsets + child
 values), so readers, Beam transforms and the tf.data stage can hand the
@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-__all__ = ["CsrBatch", "CooBatch", "SparseValidationError"]
+__all__ = ["CsrBatch", "SparseValidationError"]
 
 _ID_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 
@@ -178,28 +178,3 @@ class CsrBatch:
         if self.has_scalar_weight and other.has_scalar_weight:
             return self.weights == other.weights
         return np.array_equal(self.weights_array(), other.weights_array())
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class CooBatch:
-    """A batch in COO form, as the embedding stage consumes it.
-
-    Attributes:
-      row_ids: int32 `[n]`, the sample each entry belongs to.
-      col_ids: int32 or int64 `[n]`, the id (embedding row) of each entry.
-      gains: float32 `[n]`, the weight with the combiner folded in.
-      sample_count: number of samples (rows) in the batch.
-    """
-
-    row_ids: np.ndarray
-    col_ids: np.ndarray
-    gains: np.ndarray
-    sample_count: int
-
-    def __post_init__(self) -> None:
-        n = len(self.row_ids)
-        if len(self.col_ids) != n or len(self.gains) != n:
-            raise SparseValidationError(
-                f"COO batch: row_ids, col_ids and gains have lengths {n}, "
-                f"{len(self.col_ids)} and {len(self.gains)}; they must be equal"
-            )

@@ -14,8 +14,6 @@ from sparse_io.csr import CsrBatch, SparseValidationError
 
 __all__ = ["csr_to_ragged", "csr_to_sparse", "csr_from_ragged", "csr_from_sparse"]
 
-Weights = "tf.RaggedTensor | tf.SparseTensor | float"
-
 
 def csr_to_ragged(csr: CsrBatch) -> tuple[tf.RaggedTensor, tf.RaggedTensor | float]:
     """Returns `(ids, weights)`: ids a `[num_rows, None]` RaggedTensor.
