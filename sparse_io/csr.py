@@ -89,13 +89,13 @@ class CsrBatch:
 
     def value_rowids(self) -> np.ndarray:
         """int64 `[nnz]`: the row of each id."""
-        return np.repeat(np.arange(self.num_rows, dtype=np.int64), self.row_lengths())
+        return np.repeat(np.arange(len(self.row_splits) - 1, dtype=np.int64), self.row_lengths())
 
     def weights_array(self) -> np.ndarray:
         """float32 `[nnz]` weights; materialises the scalar (use sparingly)."""
-        if self.has_scalar_weight:
-            return np.full(self.nnz, self.weights, dtype=np.float32)
-        return self.weights
+        if isinstance(self.weights, np.ndarray):
+            return self.weights
+        return np.full(self.nnz, self.weights, dtype=np.float32)
 
     def validate(self, feature: str | None = None, vocabulary_size: int | None = None) -> CsrBatch:
         """Checks every invariant; returns self so it can be chained.
@@ -143,11 +143,11 @@ class CsrBatch:
                         f"{where}: id {self.values[pos]} at position {pos} (row "
                         f"{self._row_of(pos)}) is >= vocabulary size {vocabulary_size}"
                     )
-        if self.has_scalar_weight:
-            if not math.isfinite(self.weights):
-                raise SparseValidationError(f"{where}: scalar weight {self.weights} is not finite")
+        w = self.weights
+        if not isinstance(w, np.ndarray):
+            if not math.isfinite(w):
+                raise SparseValidationError(f"{where}: scalar weight {w} is not finite")
         else:
-            w = self.weights
             if w.ndim != 1 or w.shape[0] != self.nnz:
                 raise SparseValidationError(
                     f"{where}: weights length {w.shape[0] if w.ndim else 'scalar array'} "

@@ -166,6 +166,7 @@ def iter_shards(
             if shard_format_of(path) == "parquet":
                 table = read_parquet_shard(path, schema)
             else:
+                assert schema is not None  # refused above: TFRecord shards need a schema
                 table = read_tfrecord_shard(path, schema)
         except CorruptFileError as e:
             if not skip_bad_shards:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -242,18 +242,19 @@ def _read_text(path, format, schema, batch_size, strict, list_separator, skip_he
             header = lines[0].as_py()
             first_lines = [(first_line + 1, lines.slice(1))] if len(lines) > 1 else []
         fast = None
+        describe: Callable[[Exception], str]
         if format == "criteo":
             parse, describe = functools.partial(parse_criteo_block, schema=schema, strict=strict), str
             fast = functools.partial(parse_criteo_bytes, schema=schema)
         elif format == "jsonl":
             parse, describe = functools.partial(parse_jsonl_block, schema=schema), describe_json_failure
         else:
-            names = header_columns(header, delimiter, path, layout.quote_char) if header is not None else None
+            names = header_columns(header, layout.delimiter, path, layout.quote_char) if header is not None else None
             parse = functools.partial(
                 parse_csv_block,
                 schema=schema,
                 columns=file_columns(schema, names, path),
-                delimiter=delimiter,
+                delimiter=layout.delimiter,
                 list_separator=list_separator,
                 quote_char=layout.quote_char,
                 null_values=layout.null_values,

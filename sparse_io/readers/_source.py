@@ -36,7 +36,7 @@ def is_local(path: str) -> bool:
     return FileSystems.get_scheme(path) is None
 
 
-def expand_paths(pattern: str | Sequence[str]) -> list[str]:
+def expand_paths(pattern: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str]:
     """Sorted files matching a path, a directory, a glob, or a list of those.
 
     A directory stands for the files directly in it, leaving out hidden ones
@@ -47,7 +47,7 @@ def expand_paths(pattern: str | Sequence[str]) -> list[str]:
     """
     patterns = [pattern] if isinstance(pattern, (str, os.PathLike)) else list(pattern)
     paths: list[str] = []
-    for p in map(os.fspath, patterns):
+    for p in (os.fspath(q) for q in patterns):
         if is_local(p):
             if os.path.isdir(p):
                 found = [
@@ -93,6 +93,7 @@ def open_binary(path: str) -> Iterator[IO[bytes]]:
     Raises:
       CorruptFileError: from `read`, for a truncated or damaged stream.
     """
+    raw: IO[bytes]
     if is_local(path):
         raw = open(path, "rb")
     else:
