@@ -1,4 +1,4 @@
-"""The ingest configuration file (YAML or JSON), validated key by key.
+r"""The ingest configuration file (YAML or JSON), validated key by key.
 
 A config names what to read, how each sparse feature becomes integer ids
 (hashing or a vocabulary), optional user-history grouping, and how shards
@@ -15,7 +15,7 @@ Example (Criteo, with comments, as accepted by `load_config`)::
       #   {name: ts, kind: dense, dtype: timestamp, unit: ms}   (int64 ms; unix numbers or ISO-8601)
       #   {name: rating, kind: label, dtype: int64, label_type: integer}  (default for ints: binary 0/1)
       # csv/tsv only: delimiter: ";" (any one character; "\t" a tab), quote_char: "'",
-      # null_values: ["", "NA", "NULL", "\\N"] (cells that mean missing; a feature spec
+      # null_values: ["", "NA", "NULL", "\N"] (cells that mean missing; a feature spec
       # may carry its own null_values list)
     features:
       "C*": {hash_buckets: 1000000}         # glob over sparse feature names
@@ -106,6 +106,8 @@ class HistoryConfig:
 
 @dataclasses.dataclass(frozen=True)
 class OutputConfig:
+    """The validated `output:` section: how shards are written (see the module example)."""
+
     format: str = "parquet"
     num_shards: int | None = None
     row_group_size: int = 65536
@@ -159,14 +161,17 @@ class IngestConfig:
     vocab_from: str | None = None  # an ingest output whose id spaces this ingest reuses
 
     def plan(self, name: str) -> FeaturePlan | None:
+        """The id plan of feature `name`, or None when the config gives it none."""
         return next((p for p in self.features if p.name == name), None)
 
     @property
     def hashed(self) -> list[FeaturePlan]:
+        """The plans of the hashed features."""
         return [p for p in self.features if p.hash_buckets]
 
     @property
     def vocabularies(self) -> list[FeaturePlan]:
+        """The plans of the features looked up in a vocabulary."""
         return [p for p in self.features if p.use_vocabulary]
 
 

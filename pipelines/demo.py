@@ -184,6 +184,7 @@ def _base_rate_baseline(train_stats: dict, eval_stats: dict) -> tuple[float, flo
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Runs `python -m pipelines.demo` with `argv` (default: the command line); errors exit as the module doc says."""
     from pipelines.errors import quiet_beam_tracebacks
 
     argv = sys.argv[1:] if argv is None else argv

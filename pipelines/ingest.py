@@ -488,6 +488,7 @@ def _reject_unknown_flags(beam_argv: list[str], parser) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Runs `python -m pipelines.ingest` with `argv` (default: the command line); errors exit as the module doc says."""
     argv = sys.argv[1:] if argv is None else argv
     with cli_errors("pipelines.ingest"):
         args, _ = ingest_parser().parse_known_args(argv)

@@ -73,10 +73,12 @@ class CsrBatch:
 
     @property
     def nnz(self) -> int:
+        """The number of ids in the batch (all rows together)."""
         return int(self.values.shape[0])
 
     @property
     def has_scalar_weight(self) -> bool:
+        """True when `weights` is one float standing for every id (no per-id array)."""
         return not isinstance(self.weights, np.ndarray)
 
     def row(self, r: int) -> np.ndarray:

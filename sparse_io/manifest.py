@@ -86,7 +86,7 @@ def _join(directory: str, relative: str) -> str:
 
 
 def _list_files(directory: str) -> dict[str, int]:
-    """relative path -> byte size of every file under `directory` (recursively)."""
+    """The byte size of every file under `directory` (recursively), by relative path."""
     found = {}
     if _is_local(directory):
         for root, _, names in os.walk(directory):

@@ -149,6 +149,7 @@ class FeatureSpec:
         return self.label_type == "binary"
     @property
     def is_sparse(self) -> bool:
+        """True for a sparse feature (a list column of ids)."""
         return self.kind == "sparse"
 
     def arrow_type(self) -> pa.DataType:
@@ -163,12 +164,18 @@ class FeatureSpec:
         return pa.list_(scalar) if self.is_sparse else scalar
 
     def to_dict(self) -> dict:
+        """The spec as schema.json stores it: only the keys that are set."""
         # `is`, not `in`: a count of 0 is information, only None and an unset flag are not.
         return {k: list(v) if isinstance(v, tuple) else v
                 for k, v in dataclasses.asdict(self).items() if v is not None and v is not False}
 
     @classmethod
     def from_dict(cls, data: dict) -> FeatureSpec:
+        """The spec a schema.json entry describes.
+
+        Raises:
+          SchemaError: not an object, an unknown or missing key, or an invalid value.
+        """
         if not isinstance(data, dict):
             raise SchemaError(f"a feature must be a JSON object, got {type(data).__name__}")
         known = {f.name for f in dataclasses.fields(cls)}
@@ -219,18 +226,22 @@ class Schema:
 
     @property
     def names(self) -> list[str]:
+        """Every feature's name, in schema order."""
         return [f.name for f in self.features]
 
     @property
     def label(self) -> FeatureSpec | None:
+        """The label feature, or None when the schema has none."""
         return next((f for f in self.features if f.kind == "label"), None)
 
     @property
     def sparse(self) -> list[FeatureSpec]:
+        """The sparse features, in schema order."""
         return [f for f in self.features if f.kind == "sparse"]
 
     @property
     def dense(self) -> list[FeatureSpec]:
+        """The dense features, in schema order."""
         return [f for f in self.features if f.kind == "dense"]
 
     def table_rows(self, name: str) -> int:
@@ -342,6 +353,7 @@ class Schema:
         return cls(features)
 
     def to_json(self) -> str:
+        """The schema.json text (indented, with its format version)."""
         return json.dumps(
             {"format_version": _FORMAT_VERSION, "features": [f.to_dict() for f in self.features]},
             indent=2,
@@ -349,6 +361,11 @@ class Schema:
 
     @classmethod
     def from_json(cls, text: str) -> Schema:
+        """The schema a schema.json text describes.
+
+        Raises:
+          SchemaError: invalid JSON, a missing `features` list, an unsupported format version or a bad feature.
+        """
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:

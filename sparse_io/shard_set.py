@@ -67,8 +67,10 @@ class ShardReport:
 
 
 def shard_paths(directory_or_files: str | os.PathLike | Sequence[str]) -> list[str]:
-    """The shard files of a directory (sorted, `.parquet`/`.tfrecord`/`.tfrecords`, hidden and `_` files left out),
-    or the files a path, glob or list of them names.
+    """The shard files of a directory, or the files a path, glob or list of them names.
+
+    A directory gives its `.parquet`/`.tfrecord`/`.tfrecords` files, sorted, hidden
+    and `_` files left out.
 
     Raises:
       FileNotFoundError: nothing found.

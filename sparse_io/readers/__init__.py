@@ -161,11 +161,11 @@ def read_file(
     null_values: Sequence[str] | None = None,
     feature_null_values: Mapping[str, Sequence[str]] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Streams one log file as record batches with `schema.arrow_schema()`.
+    r"""Streams one log file as record batches with `schema.arrow_schema()`.
 
     Args:
       path: a local path or any URL Beam's FileSystems can open.
-      format: one of `FORMATS`.
+      format: one of `LOG_FORMATS`.
       schema: what to read; defaults to `criteo_schema()` for "criteo",
         required otherwise.
       batch_size: most rows per batch (and lines held in memory at once).
@@ -177,7 +177,7 @@ def read_file(
       dead_letters: receives bad records and the record count. When None,
         any bad record raises `ErrorBudgetExceeded` after the file is read.
       max_line_bytes: text formats: a line longer than this (without its
-        "\\n") is a dead letter whose reason gives its length and the limit;
+        "\n") is a dead letter whose reason gives its length and the limit;
         it is read past in chunks, never held whole (default 16 MiB; None:
         no limit).
       delimiter: "csv" only: the field delimiter, any one character
@@ -309,7 +309,17 @@ def read_logs(
       errors: a `DeadLetterSink` to collect bad records into (then write
         them with `errors.write_jsonl(path)`); a private one when None.
       error_budget: allowed fraction of bad records over all files.
-      (others as in `read_file`)
+      format: as in `read_file`.
+      schema: as in `read_file`.
+      batch_size: as in `read_file`.
+      strict: as in `read_file`.
+      list_separator: as in `read_file`.
+      skip_header: as in `read_file`.
+      max_line_bytes: as in `read_file`.
+      delimiter: as in `read_file`.
+      quote_char: as in `read_file`.
+      null_values: as in `read_file`.
+      feature_null_values: as in `read_file`.
 
     Raises:
       ErrorBudgetExceeded: once every file is read, if the fraction of bad

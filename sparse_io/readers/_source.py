@@ -111,7 +111,7 @@ def open_binary(path: str) -> Iterator[IO[bytes]]:
 
 
 def split_lines(data: bytes) -> pa.BinaryArray:
-    """The lines of `data` (without their "\\n"); a final "\\n" ends the last line.
+    r"""The lines of `data` (without their "\n"); a final "\n" ends the last line.
 
     Raises:
       ValueError: `data` is too large for one Arrow binary array.
@@ -162,7 +162,7 @@ def iter_byte_blocks(
     chunk_bytes: int = _CHUNK_BYTES,
     max_line_bytes: int | None = None,
 ) -> Iterator[tuple[int, bytes] | LongLine]:
-    """Yields `(first_line_number, data)`: the bytes of at most `lines_per_block` whole lines.
+    r"""Yields `(first_line_number, data)`: the bytes of at most `lines_per_block` whole lines.
 
     Every block but the last ends with its last line's "\n"; the last may
     lack it when the file does. Line numbers are 1-based. Lines keep any

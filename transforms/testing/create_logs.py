@@ -122,7 +122,7 @@ class _ReadBytesFn(_ReadFileFn):
 
 
 class CreateLogs(ReadLogs):
-    """An in-memory log source for tests: `ReadLogs` over lines or records given in the test.
+    r"""An in-memory log source for tests: `ReadLogs` over lines or records given in the test.
 
     What comes out is what `ReadLogs` makes of a file holding
     `lines_or_records`: `pa.RecordBatch`es with `schema.arrow_schema()`, at
@@ -149,7 +149,7 @@ class CreateLogs(ReadLogs):
 
     Example:
       >>> with test_pipeline() as p:  # doctest: +SKIP
-      ...     batches, dead = p | CreateLogs(["1\\t5\\ta9"], "tsv", schema, error_budget=None,
+      ...     batches, dead = p | CreateLogs(["1\t5\ta9"], "tsv", schema, error_budget=None,
       ...                                     with_dead_letters=True)
     """
 
