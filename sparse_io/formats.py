@@ -27,8 +27,6 @@ __all__ = [
     "SHARD_FORMATS",
     "SHARD_SUFFIX",
     "SHARD_SUFFIXES",
-    "check_log_format",
-    "check_shard_format",
     "shard_format_of",
 ]
 
@@ -48,36 +46,6 @@ SHARD_SUFFIX: dict[str, str] = {"parquet": ".parquet", "tfrecord": ".tfrecord"}
 # Every suffix read as a shard, and its format: ".tfrecords" is the other spelling
 # TensorFlow's own writers use, so shards written elsewhere are read too.
 SHARD_SUFFIXES: dict[str, str] = {".parquet": "parquet", ".tfrecord": "tfrecord", ".tfrecords": "tfrecord"}
-
-
-def check_log_format(log_format: str) -> str:
-    """Returns `log_format` if it is one of `LOG_FORMATS`.
-
-    Raises:
-      ValueError: naming the format and the choices.
-
-    Example:
-      >>> check_log_format("tsv")
-      'tsv'
-    """
-    if log_format not in LOG_FORMATS:
-        raise ValueError(f"log format {log_format!r} is not one of {', '.join(LOG_FORMATS)}")
-    return log_format
-
-
-def check_shard_format(shard_format: str) -> str:
-    """Returns `shard_format` if it is one of `SHARD_FORMATS`.
-
-    Raises:
-      ValueError: naming the format and the choices.
-
-    Example:
-      >>> check_shard_format("tfrecord")
-      'tfrecord'
-    """
-    if shard_format not in SHARD_FORMATS:
-        raise ValueError(f"shard format {shard_format!r} is not one of {', '.join(SHARD_FORMATS)}")
-    return shard_format
 
 
 def shard_format_of(path: str | os.PathLike) -> str | None:
