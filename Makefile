@@ -27,10 +27,12 @@ demo: native
 
 test: native
 	$(PY) -m ruff check .
+	$(PY) -m mypy
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --timeout=900 $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
+	$(PY) -m mypy
 
 bench: native
 	$(PY) -m benchmarks $(ARGS)
@@ -62,4 +64,4 @@ lock:
 	$(PY) -m pip freeze --exclude-editable | grep -v '^sparseflow' > requirements.lock
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache

@@ -1,5 +1,7 @@
-"""ops: TensorFlow compute for sparse batches: COO conversion and padding to a static capacity,
-embedding bags over COO, block-sparse matmuls. `ops.Coo` is the COO batch type they share.
+"""ops: TensorFlow compute for sparse batches.
+
+COO conversion and padding to a static capacity, embedding bags over COO,
+block-sparse matmuls. `ops.Coo` is the COO batch type they share.
 
 `ops.layers` (Keras 3 layers) is imported on first use.
 """

@@ -52,10 +52,6 @@ class Grouping(NamedTuple):
     position: np.ndarray  # [nnz] int32: index of each block in the flattened slots of all buckets
     outputs: int
 
-    @property
-    def padded_blocks(self) -> int:
-        return sum(b.slot.size for b in self.buckets)
-
     def tables(self) -> tuple:
         """The index arrays the kernels take: ((outputs, partner, slot) per bucket, order)."""
         return tuple(tuple(b) for b in self.buckets), self.order

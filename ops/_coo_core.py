@@ -78,13 +78,13 @@ def ragged_rows(row_splits: tf.Tensor, n: tf.Tensor) -> tuple[tf.Tensor, tf.Tens
 
 
 def sorted_rows_changes(first_column: tf.Tensor) -> tf.Tensor:
-    """bool [N]: True where a sorted row id differs from the previous one (position 0 is set later)."""
+    """A bool [N] mask, True where a sorted row id differs from the previous one (position 0 is set later)."""
     bits = as_bits(first_column)
     return tf.not_equal(bits, tf.roll(bits, 1, axis=0))  # 4N or 8N, + N
 
 
 def run_starts(row_changes: tf.Tensor, values: tf.Tensor, *, force_first: bool) -> tf.Tensor:
-    """bool [N]: True where an entry of the output begins (a new row or a different id).
+    """A bool [N] mask, True where an entry of the output begins (a new row or a different id).
 
     `force_first` marks position 0 when `row_changes` may not (the shift
     compares it with the last id).
@@ -110,8 +110,11 @@ def merge_adjacent(
     """Merges each run of equal consecutive (row, id) pairs into one entry.
 
     Args:
-      rows: int32 [N]; values: ids [N]; is_start: bool [N] from `run_starts`.
+      rows: int32 [N].
+      values: ids [N].
+      is_start: bool [N] from `run_starts`.
       weights: float32 [N], or the shared float32 scalar when `scalar_weight`.
+      scalar_weight: `weights` is one scalar shared by every id.
       per_row: single-weight paths only: float32 [S], the gain one id of each
         row contributes (weight times the row's combiner scale).
 

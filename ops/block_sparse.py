@@ -135,6 +135,7 @@ class BlockSparseMatMul:
 
     @property
     def density(self) -> float:
+        """The fraction of the block grid that holds a block: `nnz_blocks / (K/b * N/b)`."""
         return self.nnz_blocks / self.layout.size
 
     def __repr__(self) -> str:

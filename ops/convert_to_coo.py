@@ -180,7 +180,7 @@ class _Call:
         return other
 
     def kind_of(self, index: tf.Tensor) -> str | None:
-        """ "dense", "sparse" or "ragged" from static shapes; None if only the data can tell."""
+        """The input's kind from static shapes: "dense", "sparse" or "ragged"; None if only the data can tell."""
         n, count, where = self.n_static, self.count, self.where
         if index.shape.rank == 2:
             length, width = index.shape

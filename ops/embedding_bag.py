@@ -23,6 +23,7 @@ references in the tests, and run in its place inside XLA-compiled functions.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeAlias
 
 import tensorflow as tf
 
@@ -36,7 +37,7 @@ __all__ = ["embedding_bag", "IMPLEMENTATIONS", "PARTITION_STRATEGIES"]
 IMPLEMENTATIONS = ("auto", "segment", "csr", "native")
 PARTITION_STRATEGIES = ("mod", "div")
 
-Table = tf.Tensor | tf.Variable | Sequence[tf.Tensor | tf.Variable]
+Table: TypeAlias = tf.Tensor | tf.Variable | Sequence[tf.Tensor | tf.Variable]
 
 
 def embedding_bag(

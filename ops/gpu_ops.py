@@ -1,5 +1,6 @@
-"""The TensorFlow GPU ops of the CUDA kernels (`ops/cuda/`), built by `make gpu-ops`: loading them, and the
-block plan tables their block-sparse ops take.
+"""The TensorFlow GPU ops of the CUDA kernels (`ops/cuda/`), built by `make gpu-ops`.
+
+Loading them, and the block plan tables their block-sparse ops take.
 
 The ops, registered for `DEVICE_GPU` only (names in `ops/cuda/tf/op_names.h`):
   - `SparseflowGpuEmbeddingBag(table, row_ids int32, col_ids int64, gains, sample_count; rows_sorted, validate)`

@@ -1,4 +1,4 @@
-"""The ingest configuration file (YAML or JSON), validated key by key.
+r"""The ingest configuration file (YAML or JSON), validated key by key.
 
 A config names what to read, how each sparse feature becomes integer ids
 (hashing or a vocabulary), optional user-history grouping, and how shards
@@ -15,7 +15,7 @@ Example (Criteo, with comments, as accepted by `load_config`)::
       #   {name: ts, kind: dense, dtype: timestamp, unit: ms}   (int64 ms; unix numbers or ISO-8601)
       #   {name: rating, kind: label, dtype: int64, label_type: integer}  (default for ints: binary 0/1)
       # csv/tsv only: delimiter: ";" (any one character; "\t" a tab), quote_char: "'",
-      # null_values: ["", "NA", "NULL", "\\N"] (cells that mean missing; a feature spec
+      # null_values: ["", "NA", "NULL", "\N"] (cells that mean missing; a feature spec
       # may carry its own null_values list)
     features:
       "C*": {hash_buckets: 1000000}         # glob over sparse feature names
@@ -54,7 +54,8 @@ from typing import Any
 import yaml
 
 from pipelines import config_limits as limits
-from sparse_io.readers import DELIMITED_FORMATS, LOG_FORMATS, csv_options
+from sparse_io.formats import DELIMITED_FORMATS, LOG_FORMATS, SHARD_FORMATS
+from sparse_io.readers import csv_options
 from sparse_io.schema import FeatureSpec, Schema, SchemaError, criteo_schema
 from sparse_io.shards import check_parquet_codec
 
@@ -69,8 +70,7 @@ __all__ = [
     "default_criteo_config",
 ]
 
-FORMATS = LOG_FORMATS
-SHARD_FORMATS = ("parquet", "tfrecord")
+FORMATS = LOG_FORMATS  # the older name, kept for importers
 
 
 class ConfigError(ValueError):
@@ -106,6 +106,8 @@ class HistoryConfig:
 
 @dataclasses.dataclass(frozen=True)
 class OutputConfig:
+    """The validated `output:` section: how shards are written (see the module example)."""
+
     format: str = "parquet"
     num_shards: int | None = None
     row_group_size: int = 65536
@@ -113,6 +115,11 @@ class OutputConfig:
     compression: str | None = None
     shuffle: bool = True
     seed: int | None = 0
+
+    @property
+    def shard_format(self) -> str:
+        """The shard format written (`output.format`): one of `sparse_io.SHARD_FORMATS`."""
+        return self.format
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,6 +143,11 @@ class IngestConfig:
     null_values: tuple[str, ...] | None = None
     feature_null_values: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
+    @property
+    def log_format(self) -> str:
+        """The log format read (`input.format`): one of `sparse_io.LOG_FORMATS`."""
+        return self.format
+
     def read_options(self) -> dict:
         """The CSV-family layout keywords of `sparse_io.read_file` / `ReadLogs` (empty for other formats)."""
         if self.format not in DELIMITED_FORMATS:
@@ -149,14 +161,17 @@ class IngestConfig:
     vocab_from: str | None = None  # an ingest output whose id spaces this ingest reuses
 
     def plan(self, name: str) -> FeaturePlan | None:
+        """The id plan of feature `name`, or None when the config gives it none."""
         return next((p for p in self.features if p.name == name), None)
 
     @property
     def hashed(self) -> list[FeaturePlan]:
+        """The plans of the hashed features."""
         return [p for p in self.features if p.hash_buckets]
 
     @property
     def vocabularies(self) -> list[FeaturePlan]:
+        """The plans of the features looked up in a vocabulary."""
         return [p for p in self.features if p.use_vocabulary]
 
 

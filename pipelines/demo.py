@@ -30,7 +30,7 @@ import time
 
 from pipelines import cli
 from pipelines.errors import UsageError
-from sparse_io.readers import LOG_FORMATS
+from sparse_io.formats import LOG_FORMATS
 
 __all__ = ["main", "run_demo"]
 
@@ -184,6 +184,7 @@ def _base_rate_baseline(train_stats: dict, eval_stats: dict) -> tuple[float, flo
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Runs `python -m pipelines.demo` with `argv` (default: the command line); errors exit as the module doc says."""
     from pipelines.errors import quiet_beam_tracebacks
 
     argv = sys.argv[1:] if argv is None else argv

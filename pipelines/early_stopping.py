@@ -42,9 +42,11 @@ def round_ends(done: int, steps: int, first: int = _SHORTEST_ROUND) -> list[int]
 
 def train_with_early_stopping(train_argv: list[str], model_dir: str, steps: int, done: int = 0,
                               steps_per_epoch: int = 1, say=print) -> dict:
-    """Trains `pipelines.train` with `train_argv` (which names --data, --eval_data and --model_dir
-    `model_dir`, but not --steps, --export or --checkpoint_every) for at most `steps` steps in all,
-    the first round half an epoch of `steps_per_epoch` steps (at least 5).
+    """Trains `pipelines.train` in rounds for at most `steps` steps, stopping when a round does not improve.
+
+    `train_argv` names --data, --eval_data and --model_dir `model_dir`, but
+    not --steps, --export or --checkpoint_every; the first round is half an
+    epoch of `steps_per_epoch` steps (at least 5).
 
     Returns the best round's `TrainResult`, with `stopped_at` (the step of the
     first round that did not improve, or None) and `export` (the SavedModel of

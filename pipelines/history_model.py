@@ -67,10 +67,12 @@ class HistoryModel(keras.Model):
 
     @property
     def target_feature(self) -> str:
+        """The input name of the item each example scores: `target_<item feature>`."""
         return "target_" + self.item_feature
 
     @property
     def history_width(self) -> int:
+        """The history embedding's width: `embedding_dim` rounded up to a multiple of `block_size`."""
         return self.embedding_dim + (-self.embedding_dim) % self.block_size
 
     def build(self, input_shape=None) -> None:

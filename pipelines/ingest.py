@@ -75,6 +75,7 @@ from pipelines.output_dir import (
 from pipelines.output_lock import acquire_output_lock
 from pipelines.progress import LogProgress
 from sparse_io.errors import CorruptFileError
+from sparse_io.formats import SHARD_SUFFIX
 from sparse_io.manifest import LOCK_FILE, MANIFEST_FILE, commit_directory
 from sparse_io.schema import SCHEMA_FILE, Schema
 from sparse_io.shards import shard_name
@@ -113,7 +114,7 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
 
     batches = pipeline | "ReadLogs" >> ReadLogs(
         input_pattern,
-        config.format,
+        config.log_format,
         config.schema,
         batch_size=config.read_batch_size,
         strict=config.strict,
@@ -189,7 +190,7 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
             order_by = (h.key, h.time) if h.examples_per_event else (h.key,)
     return batches | "WriteShards" >> WriteShards(
         output_dir,
-        out.format,
+        out.shard_format,
         out.num_shards,
         out.shuffle,
         out.seed,
@@ -287,8 +288,7 @@ def run_ingest(argv: list[str]) -> dict:
 def planned_outputs(config: IngestConfig, *, report: bool) -> list[str]:
     """Every file an ingest with `config` writes, relative to its output (the manifest aside)."""
     out = config.output
-    suffix = ".parquet" if out.format == "parquet" else ".tfrecord"
-    names = [shard_name(i, out.num_shards, suffix) for i in range(out.num_shards)]
+    names = [shard_name(i, out.num_shards, SHARD_SUFFIX[out.shard_format]) for i in range(out.num_shards)]
     names += [SCHEMA_FILE, STATS_FILE, f"{ERRORS_DIR}/{DEAD_LETTERS_FILE}"]
     vocabularies = [p.name for p in config.vocabularies]
     if config.vocab_from:  # the reused vocabularies are copied into this output
@@ -322,13 +322,13 @@ def _run_and_commit(options, config: IngestConfig, ours, files: list, planned: l
     seconds = time.monotonic() - started
     summary = {
         "input": ours.input,
-        "format": config.format,
+        "format": config.log_format,
         "output": ours.output,
         "rows_in": _counter(result, "sparseflow.ReadLogs", "records"),
         "bad_records": _counter(result, "sparseflow.ReadLogs", "bad_records"),
         "rows_out": _counter(result, "sparseflow.WriteShards", "rows"),
         "num_shards": len(_shards(ours.output)),
-        "shard_format": config.output.format,
+        "shard_format": config.output.shard_format,
         "errors_dir": FileSystems.join(ours.output, ERRORS_DIR),
         "seconds": seconds,
     }
@@ -488,6 +488,7 @@ def _reject_unknown_flags(beam_argv: list[str], parser) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Runs `python -m pipelines.ingest` with `argv` (default: the command line); errors exit as the module doc says."""
     argv = sys.argv[1:] if argv is None else argv
     with cli_errors("pipelines.ingest"):
         args, _ = ingest_parser().parse_known_args(argv)

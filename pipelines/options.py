@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from sparse_io.readers import LOG_FORMATS
+from sparse_io.formats import LOG_FORMATS
 
 __all__ = ["IngestOptions"]
 

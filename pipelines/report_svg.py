@@ -28,8 +28,10 @@ def format_number(value: float) -> str:
 
 
 def histogram_svg(edges: list[float], counts: list[int], title: str, *, width: int = 260, height: int = 110) -> str:
-    """Vertical bars, one per bin (bins drawn equally wide, as a log-scale histogram needs); the
-    first and last edges labelled underneath."""
+    """An SVG histogram: vertical bars, one per bin, the first and last edges labelled underneath.
+
+    Bins are drawn equally wide, as a log-scale histogram needs.
+    """
     top = max(counts) if counts and max(counts) > 0 else 1
     plot_height = height - 22
     bar_width = width / max(len(counts), 1)

@@ -37,9 +37,17 @@ class Task:
 
     @property
     def target(self) -> str | None:
+        """The input name of the item a history task scores (`target_<item>`); None for ctr."""
         return None if self.item is None else _TARGET + self.item
 
     def make_model(self, schema: Schema, args, hidden: tuple[int, ...]):
+        """The Keras model of this task: a `CtrModel` for ctr, a `HistoryModel` otherwise.
+
+        Args:
+          schema: the shards' schema; sizes each embedding table from its id range.
+          args: the parsed `pipelines.train` flags (embedding_dim, density, block_size, seed).
+          hidden: the hidden layer widths.
+        """
         if self.name == "ctr":
             from pipelines.model import CtrModel
 

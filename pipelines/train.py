@@ -1,6 +1,6 @@
-"""`python -m pipelines.train`: train a model on an ingest output directory.
+r"""`python -m pipelines.train`: train a model on an ingest output directory.
 
-    python -m pipelines.train --data out/train --eval_data out/test \\
+    python -m pipelines.train --data out/train --eval_data out/test \
         --model_dir out/model --steps 300 --batch_size 1024 --jit_compile
 
 Reads the shards with `transforms.make_dataset` (COO batches padded to the
@@ -327,6 +327,7 @@ def evaluate(model, task, directory: str, batch_size: int, *, verify: str = "siz
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Runs `python -m pipelines.train` with `argv` (default: the command line); errors exit as the module doc says."""
     from pipelines import cli
 
     argv = sys.argv[1:] if argv is None else argv

@@ -42,6 +42,7 @@ def verify_output(directory: str, level: str = "checksums") -> tuple[dict, list[
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Runs `python -m pipelines.verify` with `argv` (default: the command line); errors exit as the module doc says."""
     from pipelines import cli
 
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)

@@ -5,12 +5,13 @@ Beam (whose FileSystems write local and remote paths) only when a file is first 
 """
 
 from sparse_io.arrow import csr_from_arrow, csr_to_arrow
-from sparse_io.csr import CooBatch, CsrBatch, SparseValidationError
+from sparse_io.csr import CsrBatch, SparseValidationError
 from sparse_io.dead_letters import DeadLetter, DeadLetterSink, ErrorBudgetExceeded
 from sparse_io.errors import CorruptFileError
 from sparse_io.example_encoding import encode_examples
+from sparse_io.formats import LOG_FORMATS, SHARD_FORMATS, shard_format_of
 from sparse_io.manifest import ManifestError, commit_directory, verify_directory
-from sparse_io.readers import FORMATS, LOG_FORMATS, read_file, read_logs
+from sparse_io.readers import FORMATS, read_file, read_logs
 from sparse_io.schema import FeatureSpec, Schema, SchemaError, criteo_schema, weights_column
 from sparse_io.shard_set import ShardReport, SkippedShard, iter_shards
 from sparse_io.shards import PARQUET_CODECS, read_parquet_shard, shard_name, write_parquet_shard
@@ -22,7 +23,7 @@ __all__ = [
     "FORMATS",
     "LOG_FORMATS",
     "PARQUET_CODECS",
-    "CooBatch",
+    "SHARD_FORMATS",
     "CorruptFileError",
     "CsrBatch",
     "DeadLetter",
@@ -45,6 +46,7 @@ __all__ = [
     "read_logs",
     "read_parquet_shard",
     "read_tfrecord_shard",
+    "shard_format_of",
     "shard_name",
     "verify_directory",
     "write_parquet_shard",

@@ -1,4 +1,4 @@
-"""The sparse batch types every stage agrees on: CSR in, COO out.
+"""The sparse batch type every stage reads and writes: CSR (the COO the ops consume is built from it).
 
 A `CsrBatch` is what an Arrow list column already is (offsets + child
 values), so readers, Beam transforms and the tf.data stage can hand the
@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-__all__ = ["CsrBatch", "CooBatch", "SparseValidationError"]
+__all__ = ["CsrBatch", "SparseValidationError"]
 
 _ID_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 
@@ -73,10 +73,12 @@ class CsrBatch:
 
     @property
     def nnz(self) -> int:
+        """The number of ids in the batch (all rows together)."""
         return int(self.values.shape[0])
 
     @property
     def has_scalar_weight(self) -> bool:
+        """True when `weights` is one float standing for every id (no per-id array)."""
         return not isinstance(self.weights, np.ndarray)
 
     def row(self, r: int) -> np.ndarray:
@@ -89,13 +91,13 @@ class CsrBatch:
 
     def value_rowids(self) -> np.ndarray:
         """int64 `[nnz]`: the row of each id."""
-        return np.repeat(np.arange(self.num_rows, dtype=np.int64), self.row_lengths())
+        return np.repeat(np.arange(len(self.row_splits) - 1, dtype=np.int64), self.row_lengths())
 
     def weights_array(self) -> np.ndarray:
         """float32 `[nnz]` weights; materialises the scalar (use sparingly)."""
-        if self.has_scalar_weight:
-            return np.full(self.nnz, self.weights, dtype=np.float32)
-        return self.weights
+        if isinstance(self.weights, np.ndarray):
+            return self.weights
+        return np.full(self.nnz, self.weights, dtype=np.float32)
 
     def validate(self, feature: str | None = None, vocabulary_size: int | None = None) -> CsrBatch:
         """Checks every invariant; returns self so it can be chained.
@@ -143,11 +145,11 @@ class CsrBatch:
                         f"{where}: id {self.values[pos]} at position {pos} (row "
                         f"{self._row_of(pos)}) is >= vocabulary size {vocabulary_size}"
                     )
-        if self.has_scalar_weight:
-            if not math.isfinite(self.weights):
-                raise SparseValidationError(f"{where}: scalar weight {self.weights} is not finite")
+        w = self.weights
+        if not isinstance(w, np.ndarray):
+            if not math.isfinite(w):
+                raise SparseValidationError(f"{where}: scalar weight {w} is not finite")
         else:
-            w = self.weights
             if w.ndim != 1 or w.shape[0] != self.nnz:
                 raise SparseValidationError(
                     f"{where}: weights length {w.shape[0] if w.ndim else 'scalar array'} "
@@ -178,28 +180,3 @@ class CsrBatch:
         if self.has_scalar_weight and other.has_scalar_weight:
             return self.weights == other.weights
         return np.array_equal(self.weights_array(), other.weights_array())
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class CooBatch:
-    """A batch in COO form, as the embedding stage consumes it.
-
-    Attributes:
-      row_ids: int32 `[n]`, the sample each entry belongs to.
-      col_ids: int32 or int64 `[n]`, the id (embedding row) of each entry.
-      gains: float32 `[n]`, the weight with the combiner folded in.
-      sample_count: number of samples (rows) in the batch.
-    """
-
-    row_ids: np.ndarray
-    col_ids: np.ndarray
-    gains: np.ndarray
-    sample_count: int
-
-    def __post_init__(self) -> None:
-        n = len(self.row_ids)
-        if len(self.col_ids) != n or len(self.gains) != n:
-            raise SparseValidationError(
-                f"COO batch: row_ids, col_ids and gains have lengths {n}, "
-                f"{len(self.col_ids)} and {len(self.gains)}; they must be equal"
-            )

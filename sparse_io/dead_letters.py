@@ -19,13 +19,13 @@ RAW_LIMIT = 1024  # bytes of raw text kept per dead letter
 
 
 def truncate_raw(raw: bytes | str, limit: int = RAW_LIMIT) -> str:
-    """The first `limit` bytes of a record as text, marked when cut.
+    r"""The first `limit` bytes of a record as text, marked when cut.
 
-    Undecodable bytes are shown as `\\xNN` escapes so bad UTF-8 stays visible.
+    Undecodable bytes are shown as `\xNN` escapes so bad UTF-8 stays visible.
 
     Example:
-      >>> truncate_raw(b"ab\\xff")
-      'ab\\\\xff'
+      >>> truncate_raw(b"ab\xff")
+      'ab\\xff'
       >>> truncate_raw("x" * 5, limit=3)
       'xxx...[+2 bytes]'
     """
@@ -53,6 +53,7 @@ class DeadLetter:
     raw: str
 
     def to_dict(self) -> dict:
+        """The letter as a JSON-able dict: source, line, reason, raw."""
         return dataclasses.asdict(self)
 
     def __str__(self) -> str:
@@ -108,14 +109,17 @@ class DeadLetterSink:
         self.letters: list[DeadLetter] = []
 
     def add(self, letter: DeadLetter) -> None:
+        """Counts one bad record, keeping its letter unless `max_kept` letters are kept already."""
         self.bad += 1
         if self.max_kept is None or len(self.letters) < self.max_kept:
             self.letters.append(letter)
 
     def count_records(self, n: int) -> None:
+        """Counts `n` more records read (good and bad): the denominator of `fraction`."""
         self.records += int(n)
 
     def count_padded(self, n: int) -> None:
+        """Counts `n` more records that were kept with missing fields filled in."""
         self.padded += int(n)
 
     def merge(self, other: DeadLetterSink) -> None:
@@ -128,7 +132,7 @@ class DeadLetterSink:
 
     @property
     def fraction(self) -> float:
-        """bad / records (0.0 when nothing was read)."""
+        """The fraction of records that were bad: bad / records (0.0 when nothing was read)."""
         return self.bad / self.records if self.records else 0.0
 
     def __len__(self) -> int:

@@ -93,7 +93,7 @@ def _keep_rows(r: _Ragged, keep: np.ndarray) -> _Ragged:
 
 def _concat(pieces: list[_Ragged]) -> _Ragged:
     """Row-wise concatenation: row r of the result is row r of each piece, in order."""
-    lengths = sum(p.lengths for p in pieces)
+    lengths = sum((p.lengths for p in pieces[1:]), pieces[0].lengths)
     out = _from_lengths(lengths, np.empty(int(lengths.sum()), dtype=np.uint8))
     start = out.offsets[:-1].copy()
     for p in pieces:

@@ -144,7 +144,10 @@ def hash_ids_arrow(
     Args:
       list_array: `list<string>`, `list<int*>` (or large_list), or a flat
         string/integer array.
-      num_bins, salt, mask_value, feature: as in `hash_strings`.
+      num_bins: as in `hash_strings`.
+      salt: as in `hash_strings`.
+      mask_value: as in `hash_strings`.
+      feature: as in `hash_strings`.
 
     Returns:
       `list<int64>` with the input's offsets (or flat int64 for a flat input).

@@ -34,6 +34,8 @@ import struct
 import sys
 from collections.abc import Iterable, Sequence
 
+from sparse_io.formats import SHARD_SUFFIXES, shard_format_of
+
 __all__ = [
     "MANIFEST_FILE",
     "LOCK_FILE",
@@ -54,7 +56,7 @@ LOCK_FILE = "_INGEST.lock"
 VERIFY_LEVELS = ("sizes", "checksums", "none")
 FORMAT = "sparseflow-manifest"
 VERSION = 1
-_SHARD_SUFFIXES = (".parquet", ".tfrecord", ".tfrecords")
+_SHARD_SUFFIXES = tuple(SHARD_SUFFIXES)
 _TMP_PREFIX = ".tmp-"
 _CHUNK = 4 << 20
 _NOT_OUTPUT_FILES = (MANIFEST_FILE, LOCK_FILE)
@@ -84,7 +86,7 @@ def _join(directory: str, relative: str) -> str:
 
 
 def _list_files(directory: str) -> dict[str, int]:
-    """relative path -> byte size of every file under `directory` (recursively)."""
+    """The byte size of every file under `directory` (recursively), by relative path."""
     found = {}
     if _is_local(directory):
         for root, _, names in os.walk(directory):
@@ -212,7 +214,7 @@ def _is_shard(relative: str) -> bool:
 def _describe(directory: str, relative: str) -> dict:
     path = _join(directory, relative)
     shard = _is_shard(relative)
-    tfrecord = shard and not relative.endswith(".parquet")
+    tfrecord = shard and shard_format_of(relative) == "tfrecord"
     crc, size, records = _scan(path, tfrecord)
     entry = {"path": relative, "bytes": size, "crc32c": crc}
     if shard:

@@ -149,6 +149,7 @@ class FeatureSpec:
         return self.label_type == "binary"
     @property
     def is_sparse(self) -> bool:
+        """True for a sparse feature (a list column of ids)."""
         return self.kind == "sparse"
 
     def arrow_type(self) -> pa.DataType:
@@ -163,12 +164,18 @@ class FeatureSpec:
         return pa.list_(scalar) if self.is_sparse else scalar
 
     def to_dict(self) -> dict:
+        """The spec as schema.json stores it: only the keys that are set."""
         # `is`, not `in`: a count of 0 is information, only None and an unset flag are not.
         return {k: list(v) if isinstance(v, tuple) else v
                 for k, v in dataclasses.asdict(self).items() if v is not None and v is not False}
 
     @classmethod
     def from_dict(cls, data: dict) -> FeatureSpec:
+        """The spec a schema.json entry describes.
+
+        Raises:
+          SchemaError: not an object, an unknown or missing key, or an invalid value.
+        """
         if not isinstance(data, dict):
             raise SchemaError(f"a feature must be a JSON object, got {type(data).__name__}")
         known = {f.name for f in dataclasses.fields(cls)}
@@ -219,18 +226,22 @@ class Schema:
 
     @property
     def names(self) -> list[str]:
+        """Every feature's name, in schema order."""
         return [f.name for f in self.features]
 
     @property
     def label(self) -> FeatureSpec | None:
+        """The label feature, or None when the schema has none."""
         return next((f for f in self.features if f.kind == "label"), None)
 
     @property
     def sparse(self) -> list[FeatureSpec]:
+        """The sparse features, in schema order."""
         return [f for f in self.features if f.kind == "sparse"]
 
     @property
     def dense(self) -> list[FeatureSpec]:
+        """The dense features, in schema order."""
         return [f for f in self.features if f.kind == "dense"]
 
     def table_rows(self, name: str) -> int:
@@ -276,7 +287,73 @@ class Schema:
                 fields.append(pa.field(weights_column(f.name), pa.list_(pa.float32())))
         return pa.schema(fields)
 
+    @classmethod
+    def from_arrow(
+        cls,
+        arrow: pa.Schema | pa.Table | pa.RecordBatch,
+        label: str | None = "label",
+        *,
+        skip_unsupported: bool = False,
+    ) -> Schema:
+        """The schema of Arrow data that came without one: the one rule every reader and writer uses.
+
+        * a list column is a sparse feature; its ids keep int64, int32 and
+          string (large string as string); other integers below 2**63 widen to
+          int64 and floats read as float32;
+        * a list column `f__weights` beside a list column `f` is `f`'s weights
+          (`f` is then `weighted`), never a feature of its own;
+        * the scalar column named `label` is the label, every other scalar
+          column is dense; int64, int32, float64 and string keep their type
+          (a float64 label is not narrowed: that would round it), other
+          integers below 2**63 widen to int64, float32, float16 and bool read
+          as float32.
+
+        Args:
+          arrow: a `pa.Schema`, or a table or record batch (its schema is used).
+          label: the name of the label column (None: no label).
+          skip_unsupported: leave out columns no feature can describe (maps,
+            structs, binary, timestamps, uint64, a `f__weights` column without
+            `f`) instead of raising: for readers that select some columns and
+            must not fail on others.
+
+        Raises:
+          ValueError: a column no feature can describe (naming it and its type),
+            unless `skip_unsupported`.
+
+        Example:
+          >>> arrow = pa.schema([("label", pa.float64()), ("age", pa.int32()),
+          ...                    ("items", pa.list_(pa.int64())), ("items__weights", pa.list_(pa.float32()))])
+          >>> [(f.name, f.kind, f.dtype, f.weighted) for f in Schema.from_arrow(arrow)]
+          [('label', 'label', 'float64', False), ('age', 'dense', 'int32', False), ('items', 'sparse', 'int64', True)]
+        """
+        schema = arrow if isinstance(arrow, pa.Schema) else arrow.schema
+        names = set(schema.names)
+        features = []
+        for field in schema:
+            if field.name.endswith(WEIGHTS_SUFFIX):
+                base = field.name[: -len(WEIGHTS_SUFFIX)]
+                if base in names and _is_list(schema.field(base).type):
+                    continue  # attached to its feature below
+                if skip_unsupported:
+                    continue
+                raise ValueError(f"column {field.name!r} holds weights but there is no list column {base!r} for them")
+            if _is_list(field.type):
+                dtype = _arrow_dtype(field.type.value_type, sparse=True)
+                spec = None if dtype is None else FeatureSpec(
+                    field.name, "sparse", dtype, weighted=weights_column(field.name) in names
+                )
+            else:
+                dtype = _arrow_dtype(field.type, sparse=False)
+                kind = "label" if field.name == label else "dense"
+                spec = None if dtype is None else FeatureSpec(field.name, kind, dtype)
+            if spec is not None:
+                features.append(spec)
+            elif not skip_unsupported:
+                raise ValueError(f"column {field.name!r} has type {field.type}, which shards cannot hold")
+        return cls(features)
+
     def to_json(self) -> str:
+        """The schema.json text (indented, with its format version)."""
         return json.dumps(
             {"format_version": _FORMAT_VERSION, "features": [f.to_dict() for f in self.features]},
             indent=2,
@@ -284,6 +361,11 @@ class Schema:
 
     @classmethod
     def from_json(cls, text: str) -> Schema:
+        """The schema a schema.json text describes.
+
+        Raises:
+          SchemaError: invalid JSON, a missing `features` list, an unsupported format version or a bad feature.
+        """
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
@@ -317,6 +399,25 @@ class Schema:
             path = FileSystems.join(path, SCHEMA_FILE)
         with FileSystems.open(path) as f:
             return cls.from_json(f.read().decode("utf-8"))
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t)
+
+
+def _arrow_dtype(t: pa.DataType, *, sparse: bool) -> str | None:
+    """The schema dtype of Arrow type `t` (of a list's ids when `sparse`, of a scalar otherwise); None: none fits."""
+    if pa.types.is_int64(t) or pa.types.is_int32(t):
+        return str(t)
+    if pa.types.is_integer(t):
+        return None if pa.types.is_uint64(t) else "int64"  # uint64 may not fit in int64
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "string"
+    if pa.types.is_float64(t) and not sparse:
+        return "float64"
+    if pa.types.is_floating(t) or (pa.types.is_boolean(t) and not sparse):
+        return "float32"
+    return None
 
 
 def criteo_schema(*, label: bool = True) -> Schema:

@@ -15,12 +15,14 @@ from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 
+from sparse_io import formats
 from sparse_io.errors import CorruptFileError
+from sparse_io.formats import shard_format_of
 from sparse_io.schema import SCHEMA_FILE, Schema
 
 __all__ = ["SHARD_SUFFIXES", "ShardReport", "SkippedShard", "iter_shards", "shard_paths"]
 
-SHARD_SUFFIXES = (".parquet", ".tfrecord")
+SHARD_SUFFIXES = tuple(formats.SHARD_SUFFIXES)  # the suffixes read as shards
 _log = logging.getLogger(__name__)
 
 
@@ -64,13 +66,11 @@ class ShardReport:
         }
 
 
-def _suffix(path: str) -> str | None:
-    return next((s for s in SHARD_SUFFIXES if path.endswith(s)), None)
-
-
 def shard_paths(directory_or_files: str | os.PathLike | Sequence[str]) -> list[str]:
-    """The shard files of a directory (sorted, `.parquet`/`.tfrecord`, hidden and `_` files left out),
-    or the files a path, glob or list of them names.
+    """The shard files of a directory, or the files a path, glob or list of them names.
+
+    A directory gives its `.parquet`/`.tfrecord`/`.tfrecords` files, sorted, hidden
+    and `_` files left out.
 
     Raises:
       FileNotFoundError: nothing found.
@@ -83,18 +83,18 @@ def shard_paths(directory_or_files: str | os.PathLike | Sequence[str]) -> list[s
     if isinstance(directory_or_files, (str, os.PathLike)):
         location = os.fspath(directory_or_files)
         if is_local(location) and os.path.isdir(location):
-            names = sorted(n for n in os.listdir(location) if _suffix(n) and not n.startswith((".", "_")))
+            names = sorted(n for n in os.listdir(location) if shard_format_of(n) and not n.startswith((".", "_")))
             if not names:
                 raise FileNotFoundError(f"no .parquet or .tfrecord shard in {location!r}")
             return [os.path.join(location, n) for n in names]
-        if not is_local(location) and not _suffix(location) and not any(c in location for c in "*?["):
+        if not is_local(location) and not shard_format_of(location) and not any(c in location for c in "*?["):
             found = [m.path for r in FileSystems.match([FileSystems.join(location, "part-*")]) for m in r.metadata_list]
-            found = sorted(p for p in found if _suffix(p))
+            found = sorted(p for p in found if shard_format_of(p))
             if not found:
                 raise FileNotFoundError(f"no .parquet or .tfrecord shard in {location!r}")
             return found
     paths = expand_paths(directory_or_files)
-    others = [p for p in paths if not _suffix(p)]
+    others = [p for p in paths if not shard_format_of(p)]
     if others:
         raise ValueError(f"not a .parquet or .tfrecord shard: {others[0]!r}")
     return paths
@@ -153,21 +153,22 @@ def iter_shards(
     check_verify_level(verify)
     location = os.fspath(directory_or_files) if isinstance(directory_or_files, (str, os.PathLike)) else None
     paths = shard_paths(directory_or_files)
-    if location is not None and not _suffix(location) and not any(c in location for c in "*?["):
+    if location is not None and not shard_format_of(location) and not any(c in location for c in "*?["):
         verify_directory(location, verify)
     else:
         verify_paths(paths, verify)
     if schema is None:
         schema = _schema_beside(paths)
-    if schema is None and any(_suffix(p) == ".tfrecord" for p in paths):
+    if schema is None and any(shard_format_of(p) == "tfrecord" for p in paths):
         raise ValueError(f"reading TFRecord shards needs a schema: none given and no {SCHEMA_FILE} beside them")
     report = report if report is not None else ShardReport()
     report.shards += len(paths)
     for path in paths:
         try:
-            if _suffix(path) == ".parquet":
+            if shard_format_of(path) == "parquet":
                 table = read_parquet_shard(path, schema)
             else:
+                assert schema is not None  # refused above: TFRecord shards need a schema
                 table = read_tfrecord_shard(path, schema)
         except CorruptFileError as e:
             if not skip_bad_shards:

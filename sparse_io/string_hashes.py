@@ -72,15 +72,14 @@ class _Strings:
     def prefix(self, m: int) -> _Strings:
         return _Strings(self.padded, self.s[:m], self.n[:m], self.uniform)
 
-    def _view(self, dtype: str, offset: int) -> np.ndarray:
-        strides = (self.uniform,)
-        return np.ndarray((self.count,), dtype=dtype, buffer=self.padded, offset=offset, strides=strides)
+    def _view(self, dtype: str, offset: int, stride: int) -> np.ndarray:
+        return np.ndarray((self.count,), dtype=dtype, buffer=self.padded, offset=offset, strides=(stride,))
 
     def _load(self, dtype: str, rel: int | np.ndarray, back: bool) -> np.ndarray:
         if self.uniform:
             if not isinstance(rel, int):
                 rel = int(rel[0])
-            return self._view(dtype, int(self.s[0]) + (self.uniform - rel if back else rel))
+            return self._view(dtype, int(self.s[0]) + (self.uniform - rel if back else rel), self.uniform)
         width = np.dtype(dtype).itemsize
         unaligned = np.ndarray((self.padded.size - width + 1,), dtype=dtype, buffer=self.padded, strides=(1,))
         return unaligned[self.s + self.n - rel if back else self.s + rel]

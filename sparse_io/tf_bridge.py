@@ -14,8 +14,6 @@ from sparse_io.csr import CsrBatch, SparseValidationError
 
 __all__ = ["csr_to_ragged", "csr_to_sparse", "csr_from_ragged", "csr_from_sparse"]
 
-Weights = "tf.RaggedTensor | tf.SparseTensor | float"
-
 
 def csr_to_ragged(csr: CsrBatch) -> tuple[tf.RaggedTensor, tf.RaggedTensor | float]:
     """Returns `(ids, weights)`: ids a `[num_rows, None]` RaggedTensor.
@@ -46,7 +44,7 @@ def csr_to_sparse(csr: CsrBatch) -> tuple[tf.SparseTensor, tf.SparseTensor | flo
     indices = np.stack([rows, cols], axis=1) if csr.nnz else np.zeros((0, 2), np.int64)
     shape = [csr.num_rows, int(lengths.max()) if lengths.size else 0]
     ids = tf.SparseTensor(indices, csr.values, shape)
-    if csr.has_scalar_weight:
+    if not isinstance(csr.weights, np.ndarray):
         return ids, csr.weights
     return ids, tf.SparseTensor(indices, csr.weights.astype(np.float32, copy=False), shape)
 

@@ -61,8 +61,8 @@ def frame_records(records: pa.Array) -> bytes:
     if n == 0:
         return b""
     width = np.int64 if pa.types.is_large_binary(records.type) else np.int32
-    offsets = np.frombuffer(records.buffers()[1], dtype=width)[records.offset : records.offset + n + 1]
-    offsets = offsets.astype(np.int64)
+    stored = np.frombuffer(records.buffers()[1], dtype=width)[records.offset : records.offset + n + 1]
+    offsets = stored.astype(np.int64)
     buffer = records.buffers()[2]
     raw = (buffer.to_pybytes() if buffer is not None else b"")[offsets[0] : offsets[-1]]
     offsets -= offsets[0]

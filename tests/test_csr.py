@@ -1,9 +1,9 @@
-"""CsrBatch / CooBatch: invariants, and errors that name the feature, the check and the position."""
+"""CsrBatch: invariants, and errors that name the feature, the check and the position."""
 
 import numpy as np
 import pytest
 
-from sparse_io import CooBatch, CsrBatch, SparseValidationError
+from sparse_io import CsrBatch, SparseValidationError
 
 
 def _batch(splits, values, weights=1.0):
@@ -122,9 +122,3 @@ def test_equals_compares_rows_ids_and_weights_by_value():
     assert not a.equals(_batch([0, 2], [1, 2], 2.0))
     assert not a.equals(_batch([0, 1, 2], [1, 2]))
     assert not a.equals(_batch([0, 2], [2, 1]))
-
-
-def test_coo_lengths_must_agree():
-    CooBatch(np.zeros(2, np.int32), np.zeros(2, np.int64), np.ones(2, np.float32), sample_count=1)
-    with pytest.raises(SparseValidationError, match="lengths 2, 1 and 2"):
-        CooBatch(np.zeros(2, np.int32), np.zeros(1, np.int64), np.ones(2, np.float32), sample_count=1)

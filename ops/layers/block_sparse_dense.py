@@ -90,15 +90,17 @@ class BlockSparseDense(keras.layers.Layer):
                 f"block_size ({self.block_size})"
             )
         grid = (features // self.block_size, self.units // self.block_size)
-        if self.layout is None:
-            self.layout = random_layout(*grid, self.density, seed=self.seed, every_column=True)
-        elif self.layout.shape != grid:
+        layout = self.layout
+        if layout is None:
+            assert self.density is not None  # __init__ takes exactly one of density and layout
+            layout = self.layout = random_layout(*grid, self.density, seed=self.seed, every_column=True)
+        elif layout.shape != grid:
             raise ValueError(
-                f"BlockSparseDense {self.name}: layout shape {self.layout.shape} != block grid {grid}"
+                f"BlockSparseDense {self.name}: layout shape {layout.shape} != block grid {grid}"
             )
-        self.plan = BlockSparseMatMul(self.layout, self.block_size)
+        plan = self.plan = BlockSparseMatMul(layout, self.block_size)
         self.kernel = self.add_weight(
-            shape=self.plan.weight_shape, initializer=self._default_initializer(), name="kernel"
+            shape=plan.weight_shape, initializer=self._default_initializer(plan), name="kernel"
         )
         self.bias = (
             self.add_weight(shape=(self.units,), initializer=self.bias_initializer, name="bias")
@@ -109,6 +111,7 @@ class BlockSparseDense(keras.layers.Layer):
     def call(self, inputs):
         x = tf.convert_to_tensor(inputs)
         rows = tf.reshape(x, (-1, x.shape[-1]))
+        assert self.plan is not None  # Keras builds a layer before its first call
         y = self.plan(rows, tf.cast(self.kernel.value, rows.dtype))
         y = tf.reshape(y, tf.concat([tf.shape(x)[:-1], [self.units]], axis=0))
         if self.bias is not None:
@@ -138,10 +141,10 @@ class BlockSparseDense(keras.layers.Layer):
         )
         return config
 
-    def _default_initializer(self):
+    def _default_initializer(self, plan: BlockSparseMatMul):
         if self.kernel_initializer is not None:
             return self.kernel_initializer
-        nnz, (k_blocks, n_blocks) = self.plan.nnz_blocks, self.layout.shape
+        nnz, (k_blocks, n_blocks) = plan.nnz_blocks, plan.layout.shape
         fan_in = max(nnz / n_blocks, 1.0) * self.block_size
         fan_out = max(nnz / k_blocks, 1.0) * self.block_size
         limit = math.sqrt(6.0 / (fan_in + fan_out))

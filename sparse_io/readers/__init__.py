@@ -10,8 +10,8 @@ Formats: "criteo" (headerless TSV of the Criteo display-advertising layout),
 "csv" and "tsv" (header or schema column order, id lists joined by
 `list_separator`; "tsv" is "csv" with a tab; "csv" takes any one-character
 `delimiter` and `quote_char`, and `null_values` tokens that mean missing),
-"jsonl" and "parquet". `LOG_FORMATS` is the one list of these names that
-every entry point (config, CLI, Beam, tf.data) accepts. Text files may be gzip (.gz),
+"jsonl" and "parquet". `LOG_FORMATS` (defined in `sparse_io.formats`) is the one list of
+these names that every entry point (config, CLI, Beam, tf.data) accepts. Text files may be gzip (.gz),
 zstd (.zst, .zstd) or bzip2 (.bz2) compressed, on any file system Beam's
 `FileSystems` knows (gs:// included); a truncated or damaged compressed file
 raises `CorruptFileError` naming it (whatever the error budget: the records
@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
 from sparse_io.dead_letters import DeadLetter, DeadLetterSink
+from sparse_io.formats import DELIMITED_FORMATS, LOG_FORMATS
 from sparse_io.readers._blocks import parse_lines
 from sparse_io.readers._line_limit import LongLine
 from sparse_io.readers._source import (
@@ -53,9 +54,7 @@ __all__ = [
     "read_logs",
 ]
 
-LOG_FORMATS = ("criteo", "csv", "tsv", "jsonl", "parquet")
 FORMATS = LOG_FORMATS  # the older name of the same tuple
-DELIMITED_FORMATS = ("csv", "tsv")  # header or schema column order; delimiter, quotes, null tokens
 _DELIMITERS = {"csv": ",", "tsv": "\t"}
 
 
@@ -162,11 +161,11 @@ def read_file(
     null_values: Sequence[str] | None = None,
     feature_null_values: Mapping[str, Sequence[str]] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Streams one log file as record batches with `schema.arrow_schema()`.
+    r"""Streams one log file as record batches with `schema.arrow_schema()`.
 
     Args:
       path: a local path or any URL Beam's FileSystems can open.
-      format: one of `FORMATS`.
+      format: one of `LOG_FORMATS`.
       schema: what to read; defaults to `criteo_schema()` for "criteo",
         required otherwise.
       batch_size: most rows per batch (and lines held in memory at once).
@@ -178,7 +177,7 @@ def read_file(
       dead_letters: receives bad records and the record count. When None,
         any bad record raises `ErrorBudgetExceeded` after the file is read.
       max_line_bytes: text formats: a line longer than this (without its
-        "\\n") is a dead letter whose reason gives its length and the limit;
+        "\n") is a dead letter whose reason gives its length and the limit;
         it is read past in chunks, never held whole (default 16 MiB; None:
         no limit).
       delimiter: "csv" only: the field delimiter, any one character
@@ -243,18 +242,19 @@ def _read_text(path, format, schema, batch_size, strict, list_separator, skip_he
             header = lines[0].as_py()
             first_lines = [(first_line + 1, lines.slice(1))] if len(lines) > 1 else []
         fast = None
+        describe: Callable[[Exception], str]
         if format == "criteo":
             parse, describe = functools.partial(parse_criteo_block, schema=schema, strict=strict), str
             fast = functools.partial(parse_criteo_bytes, schema=schema)
         elif format == "jsonl":
             parse, describe = functools.partial(parse_jsonl_block, schema=schema), describe_json_failure
         else:
-            names = header_columns(header, delimiter, path, layout.quote_char) if header is not None else None
+            names = header_columns(header, layout.delimiter, path, layout.quote_char) if header is not None else None
             parse = functools.partial(
                 parse_csv_block,
                 schema=schema,
                 columns=file_columns(schema, names, path),
-                delimiter=delimiter,
+                delimiter=layout.delimiter,
                 list_separator=list_separator,
                 quote_char=layout.quote_char,
                 null_values=layout.null_values,
@@ -309,7 +309,17 @@ def read_logs(
       errors: a `DeadLetterSink` to collect bad records into (then write
         them with `errors.write_jsonl(path)`); a private one when None.
       error_budget: allowed fraction of bad records over all files.
-      (others as in `read_file`)
+      format: as in `read_file`.
+      schema: as in `read_file`.
+      batch_size: as in `read_file`.
+      strict: as in `read_file`.
+      list_separator: as in `read_file`.
+      skip_header: as in `read_file`.
+      max_line_bytes: as in `read_file`.
+      delimiter: as in `read_file`.
+      quote_char: as in `read_file`.
+      null_values: as in `read_file`.
+      feature_null_values: as in `read_file`.
 
     Raises:
       ErrorBudgetExceeded: once every file is read, if the fraction of bad

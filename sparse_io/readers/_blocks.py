@@ -60,10 +60,10 @@ def parse_lines(
     sink: DeadLetterSink,
     describe_failure: Callable[[Exception], str] = str,
 ) -> pa.RecordBatch | None:
-    """Parses one block of records; bad ones go to `sink`. Returns the good rows or None.
+    r"""Parses one block of records; bad ones go to `sink`. Returns the good rows or None.
 
     Args:
-      lines: the block's lines, without "\\n" (a trailing "\\r" is dropped here).
+      lines: the block's lines, without "\n" (a trailing "\r" is dropped here).
       first_line: 1-based line number of `lines[0]`.
       parse: the format's block parser.
       source: file name for dead letters.

@@ -141,7 +141,7 @@ def _from_text(values: pa.Array, spec: FeatureSpec, *, hex32: bool):
     values = values.cast(pa.string())
     n = len(values)
     if spec.time_unit is not None:
-        return _timestamps_from_text(values, spec)
+        return _timestamps_from_text(values, spec, spec.time_unit)
     if spec.dtype == "string":
         if not hex32:
             return values, np.zeros(n, dtype=bool), None
@@ -215,9 +215,8 @@ def _rounded_integers(exact: np.ndarray, typed: pa.Array) -> np.ndarray:
     return integral & (narrowed != exact)
 
 
-def _timestamps_from_text(values: pa.Array, spec: FeatureSpec):
-    """Unix numbers (already in `spec.time_unit`) or ISO-8601 text to int64 in that unit."""
-    unit = spec.time_unit
+def _timestamps_from_text(values: pa.Array, spec: FeatureSpec, unit: str):
+    """Unix numbers (already in `unit`, the spec's time unit) or ISO-8601 text to int64 in that unit."""
     n = len(values)
     why = lambda i: f"{_show(values, i)} is not a timestamp (unix {unit}, or ISO-8601 in whole {unit})"  # noqa: E731
     numeric = np_mask(pc.match_substring_regex(values, r"^[+-]?\d+$"), null_as=False)
@@ -290,7 +289,7 @@ def _from_arrow(values: pa.Array, spec: FeatureSpec, column: str):
         raise ColumnTypeError(f"{column}: expected strings, got {t}")
     if spec.time_unit is not None:
         if pa.types.is_string(t) or pa.types.is_large_string(t):
-            return _timestamps_from_text(values, spec)
+            return _timestamps_from_text(values, spec, spec.time_unit)
         if pa.types.is_timestamp(t):
             nanos = pc.cast(values, pa.timestamp("ns", tz=t.tz)).cast(pa.int64())
             raw = pc.fill_null(nanos, 0).to_numpy(zero_copy_only=False)

@@ -13,12 +13,21 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import io
 import zlib
-from typing import IO
+from typing import IO, Protocol
 
 from sparse_io.errors import CorruptFileError, first_line
 
 __all__ = ["ZstdFrameCheck", "ZstdLayoutError", "checked_stream"]
+
+
+class _Stream(Protocol):
+    """What `_CheckedStream` needs of a decompressor: `read(size)` and `close()`."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+    def close(self) -> None: ...
 
 
 def checked_stream(path: str, kind: str, raw: IO[bytes]):
@@ -29,6 +38,7 @@ def checked_stream(path: str, kind: str, raw: IO[bytes]):
     """
     counted = _CountedSource(raw)
     frames = None
+    stream: _Stream
     if kind == "gzip":
         stream = gzip.GzipFile(fileobj=counted, mode="rb")
     elif kind == "bz2":
@@ -37,7 +47,8 @@ def checked_stream(path: str, kind: str, raw: IO[bytes]):
         import zstandard
 
         frames = ZstdFrameCheck(counted)
-        stream = zstandard.ZstdDecompressor().stream_reader(frames, read_across_frames=True)
+        # The stub asks for IO[bytes]; the reader only ever calls `read`, which ZstdFrameCheck has.
+        stream = zstandard.ZstdDecompressor().stream_reader(frames, read_across_frames=True)  # type: ignore[arg-type]
     else:
         raise ValueError(f"unknown compression {kind!r}")
     return _CheckedStream(path, kind, stream, counted, frames)
@@ -55,6 +66,13 @@ class _CountedSource:
         if not data and size != 0:
             self.exhausted = True
         return data
+
+    def seekable(self) -> bool:
+        return False
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        # The decompressors only rewind seekable files; a stream read once forward is not one.
+        raise io.UnsupportedOperation("a compressed log is read once, forward")
 
     def close(self) -> None:  # the opener closes the file
         pass
@@ -164,7 +182,7 @@ def _corruption_errors() -> tuple[type[BaseException], ...]:
 class _CheckedStream:
     """A decompressing stream whose damage and early end become `CorruptFileError` naming the file."""
 
-    def __init__(self, path: str, kind: str, stream, source: _CountedSource, frames: ZstdFrameCheck | None):
+    def __init__(self, path: str, kind: str, stream: _Stream, source: _CountedSource, frames: ZstdFrameCheck | None):
         self._path, self._kind, self._stream = path, kind, stream
         self._source, self._frames = source, frames
         self._delivered = 0
@@ -178,18 +196,18 @@ class _CheckedStream:
             truncated = isinstance(e, EOFError)
             raise self._error("truncated" if truncated else "damaged", first_line(e)) from None
         if not data and size != 0 and self._frames is not None:
-            self._check_zstd_end()
+            self._check_zstd_end(self._frames)
         self._delivered += len(data)
         return data
 
-    def _check_zstd_end(self) -> None:
+    def _check_zstd_end(self, frames: ZstdFrameCheck) -> None:
         if not self._source.exhausted:
             # The reader stopped before the input did: bytes follow that are not a frame it reads.
             raise self._error("damaged", f"the stream stops at byte {self._source.offset} of a longer file")
-        if not self._frames.at_boundary:
+        if not frames.at_boundary:
             raise self._error(
                 "truncated",
-                f"the frame starting at byte {self._frames.frame_start} has no end "
+                f"the frame starting at byte {frames.frame_start} has no end "
                 f"(the file ends at byte {self._source.offset})",
             )
 

@@ -24,11 +24,11 @@ _NEWLINE = 0x0A
 
 @dataclasses.dataclass(frozen=True)
 class LongLine:
-    """A line longer than the limit, left out of the blocks.
+    r"""A line longer than the limit, left out of the blocks.
 
     Attributes:
       line: 1-based line number (set by the block cutter; 0 until then).
-      length: bytes in the line, without its "\\n".
+      length: bytes in the line, without its "\n".
       limit: the `max_line_bytes` it exceeds.
       head: its first `RAW_LIMIT` bytes.
     """
@@ -73,11 +73,11 @@ def _head(pieces: list[memoryview], extra: memoryview | None = None) -> bytes:
 def bounded_pieces(
     chunks: Iterable[bytes], max_line_bytes: int | None
 ) -> Iterator[tuple[memoryview, np.ndarray] | LongLine]:
-    """Yields `(piece, newline_offsets)` of lines within the limit, and a `LongLine` for each other line.
+    r"""Yields `(piece, newline_offsets)` of lines within the limit, and a `LongLine` for each other line.
 
     The pieces between two markers join into whole lines, in order; only the
-    last piece of the stream may end without "\\n" (a last line without one).
-    A piece's offsets are those of its "\\n" bytes. `max_line_bytes` None: no
+    last piece of the stream may end without "\n" (a last line without one).
+    A piece's offsets are those of its "\n" bytes. `max_line_bytes` None: no
     limit (every line is held, however long).
     """
     limit = max_line_bytes if max_line_bytes is not None else float("inf")

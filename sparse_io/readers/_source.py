@@ -36,7 +36,7 @@ def is_local(path: str) -> bool:
     return FileSystems.get_scheme(path) is None
 
 
-def expand_paths(pattern: str | Sequence[str]) -> list[str]:
+def expand_paths(pattern: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str]:
     """Sorted files matching a path, a directory, a glob, or a list of those.
 
     A directory stands for the files directly in it, leaving out hidden ones
@@ -47,7 +47,7 @@ def expand_paths(pattern: str | Sequence[str]) -> list[str]:
     """
     patterns = [pattern] if isinstance(pattern, (str, os.PathLike)) else list(pattern)
     paths: list[str] = []
-    for p in map(os.fspath, patterns):
+    for p in (os.fspath(q) for q in patterns):
         if is_local(p):
             if os.path.isdir(p):
                 found = [
@@ -93,6 +93,7 @@ def open_binary(path: str) -> Iterator[IO[bytes]]:
     Raises:
       CorruptFileError: from `read`, for a truncated or damaged stream.
     """
+    raw: IO[bytes]
     if is_local(path):
         raw = open(path, "rb")
     else:
@@ -110,7 +111,7 @@ def open_binary(path: str) -> Iterator[IO[bytes]]:
 
 
 def split_lines(data: bytes) -> pa.BinaryArray:
-    """The lines of `data` (without their "\\n"); a final "\\n" ends the last line.
+    r"""The lines of `data` (without their "\n"); a final "\n" ends the last line.
 
     Raises:
       ValueError: `data` is too large for one Arrow binary array.
@@ -161,7 +162,7 @@ def iter_byte_blocks(
     chunk_bytes: int = _CHUNK_BYTES,
     max_line_bytes: int | None = None,
 ) -> Iterator[tuple[int, bytes] | LongLine]:
-    """Yields `(first_line_number, data)`: the bytes of at most `lines_per_block` whole lines.
+    r"""Yields `(first_line_number, data)`: the bytes of at most `lines_per_block` whole lines.
 
     Every block but the last ends with its last line's "\n"; the last may
     lack it when the file does. Line numbers are 1-based. Lines keep any

@@ -1,4 +1,4 @@
-"""CSV/TSV logs: one column per schema column, id lists joined by a separator (`a|b|c`).
+r"""CSV/TSV logs: one column per schema column, id lists joined by a separator (`a|b|c`).
 
 Columns are found by the header line when there is one (extra columns are
 ignored), else taken in `schema.arrow_schema()` order (a weighted feature's
@@ -6,7 +6,7 @@ ignored), else taken in `schema.arrow_schema()` order (a weighted feature's
 rules (any single-character delimiter; the quote character is `"` unless
 chosen otherwise, and `""` inside quotes is one quote). A field equal to one
 of the null tokens (by default only the empty field; for example `NA`,
-`NULL`, `\\N`), chosen for all columns or per feature, is a missing value:
+`NULL`, `\N`), chosen for all columns or per feature, is a missing value:
 an empty id list for a sparse feature, a null for a dense one. Integers
 written as floats (`260.0`, as pandas writes them) are accepted for integer
 features; `2.5` is not.

@@ -101,10 +101,6 @@ class CountTable:
         if state["packed"] is not None:
             self._parts = [_unpack(state["packed"])]
 
-    def add_counts(self, values: pa.Array, counts: np.ndarray) -> None:
-        if len(values):
-            self._push(pa.table({"value": _normalize(values), "count": pa.array(counts, pa.int64())}))
-
     def merge(self, other: CountTable) -> None:
         other._flush()
         for part in other._parts:

@@ -19,7 +19,8 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 
 from sparse_io.dead_letters import DeadLetterSink, ErrorBudgetExceeded
-from sparse_io.readers import DEFAULT_MAX_LINE_BYTES, LOG_FORMATS, csv_options, read_file
+from sparse_io.formats import LOG_FORMATS
+from sparse_io.readers import DEFAULT_MAX_LINE_BYTES, csv_options, read_file
 from sparse_io.schema import Schema, criteo_schema
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
 from transforms.beam._read_ahead import read_ahead

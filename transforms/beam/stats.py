@@ -79,6 +79,11 @@ class FeatureStats:
         self.ids = BoundedCounts(exact_limit)
 
     def add(self, column: pa.Array) -> None:
+        """Counts the row lengths and ids of one batch's list column.
+
+        Raises:
+          ValueError: `column` is not a list column.
+        """
         if isinstance(column, pa.ChunkedArray):
             column = column.combine_chunks()
         if not (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)):
@@ -92,10 +97,18 @@ class FeatureStats:
         self.ids.add(list_values(column, self.feature, "ComputeStats"))
 
     def merge(self, other: FeatureStats) -> None:
+        """Adds another partial count of the same feature (the Beam combiner's merge)."""
         self.lengths.merge(other.lengths)
         self.ids.merge(other.ids)
 
     def result(self, batch_sizes: Sequence[int], top_k: int = 20, seed: int = 0) -> dict:
+        """The feature's stats.json entry: rows, lengths, distinct and top ids, and per-batch-size capacities.
+
+        Args:
+          batch_sizes: the batch sizes to give COO capacities for.
+          top_k: how many of the most frequent ids to list.
+          seed: seeds the batches sampled for the capacities.
+        """
         h = self.lengths
         rows = h.rows
         capacity = {}

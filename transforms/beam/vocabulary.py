@@ -59,7 +59,7 @@ class VocabularyFile:
 
 
 def _writable(values: pa.Array) -> np.ndarray:
-    """bool mask: tokens a TensorFlow text-file vocabulary can hold as one line."""
+    """A bool mask of the tokens a TensorFlow text-file vocabulary can hold as one line."""
     if pa.types.is_integer(values.type):
         return np.ones(len(values), dtype=bool)
     text = values.cast(pa.large_binary())
@@ -206,5 +206,6 @@ class ComputeVocabulary(beam.PTransform):
 
 
 def check_int(name: str, value, low: int) -> None:
+    """Raises ValueError naming `name` unless `value` is an integer (not a bool) >= `low`."""
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")

@@ -42,8 +42,9 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 
 from sparse_io.atomic import atomic_write_text, remove_stale_temporaries
+from sparse_io.formats import SHARD_FORMATS, SHARD_SUFFIX
 from sparse_io.hashing import hash_strings
-from sparse_io.schema import SCHEMA_FILE, WEIGHTS_SUFFIX, FeatureSpec, Schema
+from sparse_io.schema import SCHEMA_FILE, Schema
 from sparse_io.shards import (
     DEFAULT_PARQUET_CODEC,
     DEFAULT_ROW_GROUP_SIZE,
@@ -63,7 +64,6 @@ __all__ = ["WriteShards", "infer_schema", "default_write_threads", "DEFAULT_STAT
 # gives the same shard bytes whatever order the runner delivers the parts in.
 _ORDER = "__sparseflow_order"
 _SHARD = "__sparseflow_shard"  # each row's shard, until the spill files it under that shard
-_SUFFIX = {"parquet": ".parquet", "tfrecord": ".tfrecord"}
 DEFAULT_STATS_BATCH_SIZES = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 _METRICS = "sparseflow.WriteShards"
 _LOGGER = logging.getLogger("sparseflow.WriteShards")
@@ -77,39 +77,16 @@ def default_write_threads() -> int:
 
 
 def infer_schema(arrow_schema: pa.Schema, label: str | None = "label") -> Schema:
-    """A Schema for record batches of `arrow_schema` (when none is given).
+    """A Schema for record batches of `arrow_schema` (when none is given): `Schema.from_arrow`'s rule.
 
-    list columns are sparse features (dtype of their values), a
-    `<f>__weights` column marks `f` weighted, the scalar column named `label`
-    is the label, other scalar columns are dense.
+    List columns are sparse features, a `<f>__weights` column marks `f`
+    weighted, the scalar column named `label` is the label, other scalar
+    columns are dense.
 
     Raises:
       ValueError: a column type the shard formats cannot hold.
     """
-    dtypes = {pa.int64(): "int64", pa.int32(): "int32", pa.float32(): "float32", pa.float64(): "float64",
-              pa.string(): "string"}
-    names = set(arrow_schema.names)
-    features = []
-    for field in arrow_schema:
-        if field.name.endswith(WEIGHTS_SUFFIX) and field.name[: -len(WEIGHTS_SUFFIX)] in names:
-            continue
-        is_list = pa.types.is_list(field.type) or pa.types.is_large_list(field.type)
-        value_type = field.type.value_type if is_list else field.type
-        if pa.types.is_large_string(value_type):
-            value_type = pa.string()
-        if pa.types.is_floating(value_type) and value_type != pa.float32() and (is_list or value_type != pa.float64()):
-            value_type = pa.float32()  # a scalar float64 column stays float64: narrowing it would round
-        if value_type not in dtypes:
-            raise ValueError(
-                f"WriteShards: column {field.name!r} has type {field.type}, which shards cannot hold"
-            )
-        if is_list:
-            weighted = field.name + WEIGHTS_SUFFIX in names
-            features.append(FeatureSpec(field.name, "sparse", dtypes[value_type], weighted=weighted))
-        else:
-            kind = "label" if field.name == label else "dense"
-            features.append(FeatureSpec(field.name, kind, dtypes[value_type]))
-    return Schema(features)
+    return Schema.from_arrow(arrow_schema, label)
 
 
 _DIGEST_MUL = np.uint64(0x9E3779B97F4A7C15)
@@ -284,7 +261,7 @@ class _WriteShardFn(beam.DoFn):
         return written
 
     def _write_shard(self, index: int, fragments: list[str], shards: int, schema: Schema) -> tuple[int, str, int]:
-        path = FileSystems.join(self._output_dir, shard_name(index, shards, _SUFFIX[self._format]))
+        path = FileSystems.join(self._output_dir, shard_name(index, shards, SHARD_SUFFIX[self._format]))
         rows = _write(
             path,
             self._format,
@@ -329,7 +306,7 @@ def _finalize(
     schema = schema or inferred_schema
     if late_updates:
         schema, stats = _apply_late_updates(schema, stats, late_updates, output_dir)
-    suffix = _SUFFIX[format]
+    suffix = SHARD_SUFFIX[format]
     done = {index: (path, rows) for index, path, rows in written}
     done, shards = _fit_to_rows(done, shards, output_dir, suffix)
     for index in range(shards):
@@ -472,8 +449,8 @@ class WriteShards(beam.PTransform):
     ):
         super().__init__()
         self._late_updates = late_updates
-        if format not in _SUFFIX:
-            raise ValueError(f"WriteShards: format must be one of {sorted(_SUFFIX)}, got {format!r}")
+        if format not in SHARD_FORMATS:
+            raise ValueError(f"WriteShards: format must be one of {sorted(SHARD_FORMATS)}, got {format!r}")
         if not output_dir:
             raise ValueError("WriteShards: output_dir must be a directory path")
         for name, value in (

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 import apache_beam as beam
 import pyarrow as pa
 
+from sparse_io.formats import LOG_FORMATS, LOG_SUFFIXES
 from sparse_io.schema import Schema
 from transforms.beam.read_logs import _COUNTS, DEAD_LETTERS, ReadLogs, _ReadFileFn
 
@@ -26,7 +27,6 @@ __all__ = ["CreateLogs", "MEMORY_SOURCE", "encode_logs"]
 
 # The `source` of a dead letter from CreateLogs (the staged file's name would change every run).
 MEMORY_SOURCE = "<memory>"
-_SUFFIXES = {"criteo": ".tsv", "tsv": ".tsv", "csv": ".csv", "jsonl": ".jsonl", "parquet": ".parquet"}
 
 
 def _line(item, index: int, format: str) -> bytes:
@@ -55,8 +55,8 @@ def encode_logs(lines_or_records, format: str, schema: Schema | None = None) -> 
       TypeError: an item of a kind the format cannot take (its index named).
       ValueError: a line holding a newline, an unknown format.
     """
-    if format not in _SUFFIXES:
-        raise ValueError(f"CreateLogs: format {format!r} is not one of {tuple(_SUFFIXES)}")
+    if format not in LOG_FORMATS:
+        raise ValueError(f"CreateLogs: format {format!r} is not one of {LOG_FORMATS}")
     if format == "parquet":
         return _parquet_bytes(lines_or_records, schema)
     if isinstance(lines_or_records, str):
@@ -110,7 +110,7 @@ class _ReadBytesFn(_ReadFileFn):
 
     def __init__(self, format: str, schema: Schema, options: dict):
         super().__init__(format, schema, options)
-        self._suffix = _SUFFIXES[format]
+        self._suffix = LOG_SUFFIXES[format]
 
     def process(self, data: bytes):
         with tempfile.TemporaryDirectory(prefix="sparseflow-createlogs-") as staging:
@@ -122,7 +122,7 @@ class _ReadBytesFn(_ReadFileFn):
 
 
 class CreateLogs(ReadLogs):
-    """An in-memory log source for tests: `ReadLogs` over lines or records given in the test.
+    r"""An in-memory log source for tests: `ReadLogs` over lines or records given in the test.
 
     What comes out is what `ReadLogs` makes of a file holding
     `lines_or_records`: `pa.RecordBatch`es with `schema.arrow_schema()`, at
@@ -136,7 +136,7 @@ class CreateLogs(ReadLogs):
     Args:
       lines_or_records: see `encode_logs` (lines for text formats, dicts
         also for "jsonl", a table or dicts for "parquet").
-      log_format: one of `sparse_io.FORMATS`.
+      log_format: one of `sparse_io.LOG_FORMATS`.
       schema: as in `ReadLogs` (default `criteo_schema()` for "criteo").
       reader_options: any keyword `ReadLogs` takes (`batch_size`, `strict`,
         `list_separator`, `skip_header`, `dead_letters_path`, `error_budget`,
@@ -149,7 +149,7 @@ class CreateLogs(ReadLogs):
 
     Example:
       >>> with test_pipeline() as p:  # doctest: +SKIP
-      ...     batches, dead = p | CreateLogs(["1\\t5\\ta9"], "tsv", schema, error_budget=None,
+      ...     batches, dead = p | CreateLogs(["1\t5\ta9"], "tsv", schema, error_budget=None,
       ...                                     with_dead_letters=True)
     """
 

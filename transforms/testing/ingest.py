@@ -15,8 +15,9 @@ from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 
+from sparse_io.formats import LOG_FORMATS, LOG_SUFFIXES
 from sparse_io.schema import SCHEMA_FILE, Schema
-from transforms.testing.create_logs import _SUFFIXES, encode_logs
+from transforms.testing.create_logs import encode_logs
 
 __all__ = ["IngestOutput", "ingest_in_memory"]
 
@@ -118,9 +119,9 @@ def ingest_in_memory(
     with tempfile.TemporaryDirectory(prefix="sparseflow-ingest-") as scratch:
         config_path = _config_file(config, scratch)
         fmt, read_schema = _read_as(config_path, log_format)
-        if fmt not in _SUFFIXES:
-            raise ValueError(f"ingest_in_memory: format {fmt!r} is not one of {tuple(_SUFFIXES)}")
-        log = os.path.join(scratch, "logs", "log" + _SUFFIXES[fmt])
+        if fmt not in LOG_FORMATS:
+            raise ValueError(f"ingest_in_memory: format {fmt!r} is not one of {LOG_FORMATS}")
+        log = os.path.join(scratch, "logs", "log" + LOG_SUFFIXES[fmt])
         os.makedirs(os.path.dirname(log))
         with open(log, "wb") as f:
             f.write(encode_logs(lines_or_records, fmt, read_schema))

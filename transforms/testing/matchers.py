@@ -88,6 +88,7 @@ class equal_to_rows:
         self._ordered = ordered
 
     def __call__(self, actual: Iterable) -> None:
+        """Checks the PCollection's contents (what `assert_that` hands a matcher); raises on a difference."""
         tables = _tables(actual, "equal_to_rows")
         if not tables and self._expected:
             raise BeamAssertException(f"equal_to_rows: expected {len(self._expected)} rows, the PCollection is empty")
@@ -197,6 +198,7 @@ class has_schema:
         self._allow_empty = allow_empty
 
     def __call__(self, actual: Iterable) -> None:
+        """Checks the PCollection's contents (what `assert_that` hands a matcher); raises on a difference."""
         tables = _tables(actual, "has_schema")
         if not tables and not self._allow_empty:
             raise BeamAssertException("has_schema: the PCollection holds no batch to check")
@@ -281,6 +283,7 @@ class dead_letters:
             raise ValueError(f"dead_letters: count {self._count} is less than the {len(self._reasons)} reasons given")
 
     def __call__(self, actual: Iterable) -> None:
+        """Checks the PCollection's contents (what `assert_that` hands a matcher); raises on a difference."""
         letters = list(actual)
         reasons = [_reason_of(d) for d in letters]
         shown = "; ".join(str(d) for d in letters[:_SHOWN]) or "none"

@@ -22,8 +22,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
+from sparse_io.formats import SHARD_FORMATS, SHARD_SUFFIXES
 from sparse_io.manifest import check_verify_level, verify_directory, verify_paths
-from sparse_io.schema import FeatureSpec, Schema, weights_column
+from sparse_io.schema import Schema
 from transforms.tfdata._exit_drain import reader_call
 from transforms.tfdata.columns import Column, select_columns
 from transforms.tfdata.coo import Coo, capacity_from_stats, load_stats
@@ -40,7 +41,7 @@ __all__ = ["make_dataset", "finish_batches", "OUTPUTS"]
 OUTPUTS = ("coo", "ragged", "sparse")
 POSITION = "__position__"
 _ENDLESS = 1 << 62
-_SUFFIXES = {"parquet": (".parquet",), "tfrecord": (".tfrecord", ".tfrecords")}
+_SUFFIXES = {f: tuple(s for s, g in SHARD_SUFFIXES.items() if g == f) for f in SHARD_FORMATS}
 
 
 def make_dataset(
@@ -290,33 +291,13 @@ def _capacities(capacities, directory: str, columns: Sequence[Column], batch_siz
 
 
 def _schema_from_parquet(path: str) -> Schema:
-    """A schema guessed from a shard's Arrow schema when no schema.json exists.
+    """A schema guessed from a shard's Arrow schema when no schema.json exists (`Schema.from_arrow`).
 
-    List columns are sparse features (weighted when a `f__weights` column
-    exists), a scalar column named "label" is the label, other scalar columns
-    are dense.
+    Columns no feature can describe are left out: only the selected ones must be readable.
     """
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    arrow = pq.read_schema(path)
-    names = set(arrow.names)
-    specs = []
-    for field in arrow:
-        t = field.type
-        if pa.types.is_list(t) or pa.types.is_large_list(t):
-            if field.name.endswith("__weights"):
-                continue
-            inner = t.value_type
-            dtype = "int64" if pa.types.is_int64(inner) else "int32" if pa.types.is_int32(inner) else "string"
-            specs.append(FeatureSpec(field.name, "sparse", dtype, weighted=weights_column(field.name) in names))
-        else:
-            dtype = "int64" if pa.types.is_integer(t) else "float64" if pa.types.is_float64(t) else "float32"
-            kind = "label" if field.name == "label" else "dense"
-            if kind == "label" and dtype == "float64":
-                dtype = "float32"
-            specs.append(FeatureSpec(field.name, kind, dtype))
-    return Schema(specs)
+    return Schema.from_arrow(pq.read_schema(path), skip_unsupported=True)
 
 
 def _tensor(array: np.ndarray):

@@ -20,7 +20,8 @@ from collections.abc import Mapping, Sequence
 import tensorflow as tf
 
 from sparse_io.errors import CorruptFileError
-from sparse_io.readers import LOG_FORMATS, csv_options
+from sparse_io.formats import LOG_FORMATS
+from sparse_io.readers import csv_options
 from sparse_io.schema import Schema, criteo_schema
 from transforms.tfdata.columns import Column, select_columns
 from transforms.tfdata.dataset import _capacities, _check_args, _column_parts, _combiners, finish_batches

@@ -7,11 +7,12 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
+from sparse_io.formats import SHARD_SUFFIXES
 from sparse_io.schema import SCHEMA_FILE, Schema
 
 __all__ = ["NoInputFilesError", "list_files", "shard_format", "read_schema"]
 
-_FORMATS = {".parquet": "parquet", ".tfrecord": "tfrecord", ".tfrecords": "tfrecord"}
+_FORMATS = SHARD_SUFFIXES
 
 
 class NoInputFilesError(FileNotFoundError, ValueError):
