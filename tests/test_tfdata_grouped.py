@@ -37,6 +37,33 @@ def test_a_group_converts_like_each_feature_on_its_own(features, combiner, weigh
         oracles.assert_entries(out[n], oracles.coo(f, w if weighted else None, combiner))
 
 
+one_hot = st.lists(st.lists(st.integers(0, 4), max_size=1), min_size=3, max_size=3)  # the one-id-per-row path
+
+
+@settings(max_examples=20)
+@given(
+    features=st.lists(one_hot, min_size=1, max_size=3),
+    combiner=st.sampled_from(["sum", "mean", "sqrtn"]),
+    weighting=st.sampled_from(["none", "scalar", "per-id"]),
+    data=st.data(),
+)
+def test_one_hot_groups_and_shared_scalar_weights_follow_the_rule(features, combiner, weighting, data):
+    names = [f"f{k}" for k in range(len(features))]
+    ids = {n: _ragged(f, tf.int64) for n, f in zip(names, features)}
+    if weighting == "per-id":
+        values = st.sampled_from([0.0, -1.5, 0.25, 2.0])
+        weights = [[data.draw(st.lists(values, min_size=len(r), max_size=len(r))) for r in f] for f in features]
+        ws = {n: _ragged(w, tf.float32) for n, w in zip(names, weights)}
+    else:
+        shared = -0.5 if weighting == "scalar" else None
+        weights = [shared] * len(features)
+        ws = {} if shared is None else dict.fromkeys(names, shared)
+    (group,) = group_ragged(ids, ws, combiner)
+    out = convert_group(group)
+    for n, f, w in zip(names, features, weights):
+        oracles.assert_entries(out[n], oracles.coo(f, w, combiner))
+
+
 def test_the_concatenated_layout_converts_and_slices_like_the_ragged_one():
     a, b = [[1, 1, 2], [], [3]], [[4], [5, 5], []]
     splits = tf.constant([0, 3, 3, 4, 5, 7, 7], tf.int64)
