@@ -120,13 +120,15 @@ def sources(tmp_path_factory):
     return dirs
 
 
-def _dataset(sources, fmt: str, **kwargs):
+def _dataset(sources, fmt: str, batch_size: int = BATCH, **kwargs):
     if fmt == "log":
         capacities = kwargs.pop("capacities", None)
         if capacities == "stats":  # logs have no stats.json: the same capacities, given explicitly
-            capacities = {name: capacity_for(_stats()["features"][name], BATCH) for name in SPARSE}
-        return transforms.make_log_dataset(sources["log"], "csv", BATCH, schema=SCHEMA, capacities=capacities, **kwargs)
-    return transforms.make_dataset(sources[fmt], BATCH, shuffle=False, **kwargs)
+            capacities = {name: capacity_for(_stats()["features"][name], batch_size) for name in SPARSE}
+        return transforms.make_log_dataset(
+            sources["log"], "csv", batch_size, schema=SCHEMA, capacities=capacities, **kwargs
+        )
+    return transforms.make_dataset(sources[fmt], batch_size, shuffle=False, **kwargs)
 
 
 def _want(rows: list[dict], name: str, combiner: str, weights=None):
@@ -174,6 +176,21 @@ def test_padded_coo_follows_the_padding_rule_at_the_derived_capacity(sources, fm
             assert got.row_ids.shape == [capacities[name]]
             want, _ = pad(_want(rows, name, combiners[name]), capacities[name], len(rows))
             assert_entries(got, want)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_capacities_below_the_need_drop_the_tail_of_each_feature_and_count_it(sources, fmt):
+    # Half the sound capacity for batches of 4: most batches overflow in some feature.
+    capacities = {name: capacity_max([len(row[name]) for row in ROWS], 4) // 2 for name in SPARSE}
+    dropped = tf.Variable(0, dtype=tf.int64)
+    ds = _dataset(sources, fmt, 4, combiner="mean", capacities=capacities, overflow="drop", dropped=dropped)
+    lost = 0
+    for features, rows in _batches(ds):
+        for name in SPARSE:
+            want, cut = pad(_want(rows, name, "mean"), capacities[name], len(rows), overflow="drop")
+            assert_entries(features[name], want)
+            lost += cut
+    assert lost > 0 and int(dropped.numpy()) == lost
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
