@@ -38,6 +38,8 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import NamedTuple
 
+import numpy as np
+
 COMBINERS = ("sum", "mean", "sqrtn")
 
 
@@ -213,8 +215,6 @@ def capacity_for(entry: dict, batch_size: int, kind: str = "max") -> int:
 
 def assert_entries(got, want: Entries, *, rtol: float = 1e-5, atol: float = 1e-6) -> None:
     """Row and col ids exactly, gains within float32 rounding; `got` holds tensors, arrays or lists."""
-    import numpy as np
-
     rows, cols, gains = (np.asarray(t.numpy() if hasattr(t, "numpy") else t) for t in got[:3])
     assert rows.tolist() == list(want.row_ids), f"row ids {rows.tolist()} != {list(want.row_ids)}"
     assert cols.tolist() == list(want.col_ids), f"col ids {cols.tolist()} != {list(want.col_ids)}"
