@@ -1,19 +1,19 @@
 """A plain-Python reference of the convert_to_coo contract, hypothesis batches to feed it,
 and a check that a traced graph uses only ops with GPU kernels.
 
-The reference is written from the contract text, one id at a time, with
-float64 sums; it shares no code with `ops`.
+The reference is `tests.oracles`, written from the contract text, one id at
+a time, with float64 sums; it shares no code with `ops`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 
 import numpy as np
 import tensorflow as tf
 from hypothesis import strategies as st
+from oracles import coo
 from tensorflow.python.framework import kernels
 
 # Dyadic weights (and zero) sum exactly in float32 and float64, so "the row sum is 0"
@@ -22,30 +22,20 @@ EXACT_WEIGHTS = (-2.0, -1.0, -0.5, 0.0, 0.25, 0.5, 1.0, 1.5, 3.0)
 
 
 def reference_coo(rows, ids, weights, sample_count: int, combiner: str):
-    """rows: the row of each id; weights: one float per id. Returns (rows, ids, gains) arrays."""
-    out_rows, out_ids, out_gains = [], [], []
-    row_total = [0.0] * sample_count
+    """rows: the (sorted) row of each id; weights: one float per id. Returns (rows, ids, gains) arrays.
+
+    The COO rule itself is `oracles.coo`; this only regroups flat ids by row.
+    """
+    ids_of = [[] for _ in range(sample_count)]
+    weights_of = [[] for _ in range(sample_count)]
     for r, i, w in zip(rows, ids, weights):
-        r, i, w = int(r), int(i), float(w)
-        row_total[r] += w if combiner == "mean" else w * w
-        if out_rows and out_rows[-1] == r and out_ids[-1] == i:
-            out_gains[-1] += w
-        else:
-            out_rows.append(r)
-            out_ids.append(i)
-            out_gains.append(w)
-    if combiner != "sum":
-        scale = []
-        for total in row_total:
-            if total == 0:
-                scale.append(0.0)
-            else:
-                scale.append(1.0 / total if combiner == "mean" else 1.0 / math.sqrt(total))
-        out_gains = [g * scale[r] for r, g in zip(out_rows, out_gains)]
+        ids_of[int(r)].append(int(i))
+        weights_of[int(r)].append(float(w))
+    out = coo(ids_of, weights_of, combiner)
     return (
-        np.array(out_rows, dtype=np.int64),
-        np.array(out_ids, dtype=np.int64),
-        np.array(out_gains, dtype=np.float64),
+        np.array(out.row_ids, dtype=np.int64),
+        np.array(out.col_ids, dtype=np.int64),
+        np.array(out.gains, dtype=np.float64),
     )
 
 

@@ -96,10 +96,11 @@ def test_whole_step_compiles_under_an_outer_xla_function():
     _check_products(plan, layout, 16, 20, rng, jit_outer=True)
 
 
-def test_gates_scale_blocks_and_receive_gradients():
+@pytest.mark.parametrize("implementation", ["composition", "native"])
+def test_gates_scale_blocks_and_receive_gradients(implementation):
     rng = np.random.default_rng(12)
     layout = ops.random_layout(3, 3, 0.6, seed=1)
-    plan = ops.BlockSparseMatMul(layout, 8, jit_compile=False)
+    plan = ops.BlockSparseMatMul(layout, 8, jit_compile=False, implementation=implementation)
     x = tf.constant(rng.standard_normal((5, 24)).astype(np.float32))
     w = rng.standard_normal(plan.weight_shape).astype(np.float32)
     gates = tf.Variable(rng.uniform(0.5, 2.0, plan.nnz_blocks).astype(np.float32))

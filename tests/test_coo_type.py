@@ -1,9 +1,10 @@
 """ops.Coo: the one COO batch type; a COO batch carries its sample count, so no embedding bag returns [B + 1, dim]."""
 
 import numpy as np
+import oracles
 import pytest
 import tensorflow as tf
-from tfdata_data import random_rows, write_parquet_shards, write_tfrecord_shards
+from tfdata_data import random_rows, reference_coo, write_parquet_shards, write_tfrecord_shards
 
 import ops
 import transforms
@@ -24,13 +25,9 @@ def shard_dirs(tmp_path_factory):
 
 
 def _expected_bags(table: np.ndarray, rows: list[dict]) -> np.ndarray:
-    """Mean of weight * table[id] per row over the weighted `items`, straight from the rows."""
-    out = np.zeros((len(rows), table.shape[1]))
-    for r, row in enumerate(rows):
-        ids, weights = row["items"], row["items__weights"]
-        if ids:
-            out[r] = sum(w * table[i].astype(np.float64) for i, w in zip(ids, weights)) / sum(weights)
-    return out
+    """The bags of the oracle's mean COO of the weighted `items`, straight from the rows."""
+    want = reference_coo(rows, "items", weighted=True, combiner="mean")
+    return np.array(oracles.bags(table, want, len(rows))).reshape(len(rows), table.shape[1])
 
 
 def test_the_tfdata_coo_type_is_ops_coo():
@@ -54,7 +51,9 @@ def test_padded_batches_from_make_dataset_carry_their_sample_count_into_the_embe
         rows = int(label.shape[0])
         assert int(coo.sample_count) == rows
         assert int(tf.reduce_max(coo.row_ids)) == rows  # padding entries point at row `rows`
-        want = _expected_bags(table, ROWS[seen : seen + rows])
+        batch = ROWS[seen : seen + rows]
+        want = _expected_bags(table, batch)
+        oracles.assert_entries(coo, oracles.pad(reference_coo(batch, "items", True, "mean"), 120, rows)[0])
         for out in (layer(coo), ops.embedding_bag(table, coo), ops.embedding_bag(table, *coo)):
             assert out.shape == [rows, DIM]
             np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-6)

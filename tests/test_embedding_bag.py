@@ -1,6 +1,7 @@
-"""ops.embedding_bag against tf.nn.embedding_lookup_sparse and a numpy reference written from the contract."""
+"""ops.embedding_bag against tf.nn.embedding_lookup_sparse and the plain reference of tests/oracles.py."""
 
 import numpy as np
+import oracles
 import pytest
 import tensorflow as tf
 from hypothesis import given, settings
@@ -13,11 +14,7 @@ IMPLEMENTATIONS = ["segment", "csr", "native"]
 
 def _reference(table, rows, cols, gains, sample_count):
     """out[r] = sum of gains[k] * table[cols[k]] over entries with rows[k] == r; row S is padding."""
-    out = np.zeros((sample_count, table.shape[1]))
-    for r, c, g in zip(rows, cols, gains):
-        if r < sample_count:
-            out[r] += g * table[c].astype(np.float64)
-    return out
+    return np.array(oracles.bags(table, (rows, cols, gains), sample_count)).reshape(sample_count, table.shape[1])
 
 
 def _random_batch(rng, sample_count, vocab, max_len, last_row_filled=True):
@@ -29,16 +26,6 @@ def _random_batch(rng, sample_count, vocab, max_len, last_row_filled=True):
     cols = rng.integers(0, vocab, rows.size)
     weights = rng.uniform(0.1, 2.0, rows.size).astype(np.float32)
     return lengths, rows, cols, weights
-
-
-def _coo_gains(lengths, rows, weights, combiner):
-    """The combiner folded into per-entry gains, as convert_to_coo defines it."""
-    if combiner == "sum":
-        return weights
-    per_row = np.zeros(lengths.size)
-    np.add.at(per_row, rows, weights if combiner == "mean" else weights.astype(np.float64) ** 2)
-    scale = per_row if combiner == "mean" else np.sqrt(per_row)
-    return (weights / scale[rows]).astype(np.float32)
 
 
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
@@ -57,9 +44,12 @@ def test_matches_embedding_lookup_sparse(implementation, combiner, weighted):
     sp_weights = tf.SparseTensor(indices, weights, shape) if weighted else None
     expected = tf.nn.embedding_lookup_sparse(table, ids, sp_weights, combiner=combiner).numpy()
 
-    gains = _coo_gains(lengths, rows, weights, combiner)
-    out = ops.embedding_bag(table, rows, cols, gains, 17, implementation=implementation)
+    coo = oracles.coo_of_row_lengths(lengths, cols.tolist(), weights.tolist(), combiner)
+    gains = np.array(coo.gains, np.float32)
+    out = ops.embedding_bag(table, coo.row_ids, coo.col_ids, gains, 17, implementation=implementation)
     np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-6)
+    plain = _reference(table, coo.row_ids, coo.col_ids, gains, 17)
+    np.testing.assert_allclose(out.numpy(), plain, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)

@@ -164,7 +164,7 @@ def test_dataflow_graph_serialises_without_network():
         assert step in names
     # Every DoFn was pickled into the proto; round-tripping proves they unpickle too.
     restored = beam.Pipeline.from_runner_api(proto, pipeline.runner, options)
-    assert restored is not None
+    assert {t.unique_name for t in restored.to_runner_api().components.transforms.values()} == names
 
 
 def test_output_write_threads_and_compression_reach_write_shards(monkeypatch):

@@ -2,6 +2,7 @@
 
 import keras
 import numpy as np
+import oracles
 import pytest
 import tensorflow as tf
 
@@ -20,15 +21,9 @@ def _bags(rng, rows=6, max_len=4):
 
 
 def _expected(table, ids, weights, combiner):
-    """out[s] = combine over the ids of sample s of weight * table[id], straight from the definitions."""
-    out = np.zeros((len(ids), table.shape[1]))
-    for s, (row, w) in enumerate(zip(ids, weights)):
-        if not row:
-            continue
-        total = sum(wi * table[i].astype(np.float64) for i, wi in zip(row, w))
-        norm = {"sum": 1.0, "mean": sum(w), "sqrtn": np.sqrt(sum(wi * wi for wi in w))}[combiner]
-        out[s] = total / norm
-    return out
+    """out[s] = the bag of sample s: the oracle's COO of the samples, summed over gain * table[id]."""
+    bags = oracles.bags(table, oracles.coo(ids, weights, combiner), len(ids))
+    return np.array(bags).reshape(len(ids), table.shape[1])
 
 
 def _sparse(ids, values):

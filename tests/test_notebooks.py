@@ -8,13 +8,13 @@ matches the ConvertToCooTensor rule computed here in plain Python from the
 notebook's own input table.
 """
 
-import math
 import os
 import pathlib
 import re
 
 import nbclient
 import nbformat
+import oracles
 import pytest
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -79,23 +79,13 @@ def test_committed_notebook_has_no_outputs(name):
 
 
 def _reference_gains(entries: list[tuple[int, int, float]]) -> dict[str, list[tuple[int, int, float]]]:
-    """ConvertToCooTensor from its contract: merge adjacent equal ids of a row, scale by all of the row's weights."""
-    sum_w: dict[int, float] = {}
-    sum_w2: dict[int, float] = {}
-    merged: list[list] = []
+    """The oracle's COO of the table's (row, id, weight) entries (sorted by row), per combiner."""
+    ids: list[list[int]] = [[] for _ in range(1 + max((r for r, _, _ in entries), default=-1))]
+    weights: list[list[float]] = [[] for _ in ids]
     for row, col, weight in entries:
-        sum_w[row] = sum_w.get(row, 0.0) + weight
-        sum_w2[row] = sum_w2.get(row, 0.0) + weight * weight
-        if merged and merged[-1][0] == row and merged[-1][1] == col:
-            merged[-1][2] += weight
-        else:
-            merged.append([row, col, weight])
-    scales = {
-        "sum": lambda r: 1.0,
-        "mean": lambda r: 1.0 / sum_w[r] if sum_w[r] != 0 else 0.0,
-        "sqrtn": lambda r: 1.0 / math.sqrt(sum_w2[r]) if sum_w2[r] != 0 else 0.0,
-    }
-    return {name: [(r, c, w * scale(r)) for r, c, w in merged] for name, scale in scales.items()}
+        ids[row].append(col)
+        weights[row].append(weight)
+    return {name: list(zip(*oracles.coo(ids, weights, name))) for name in oracles.COMBINERS}
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
+from oracles import capacity_max, capacity_quantile
 
 from transforms.beam import ComputeStats
 from transforms.beam.stats import FeatureStats
@@ -20,7 +21,6 @@ def _reference(rows, batch_sizes, top_k):
     ids = [v for r in rows if r for v in r]
     counts = collections.Counter(ids)
     top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top_k]
-    desc = np.sort(lengths)[::-1]
     return {
         "rows": len(rows),
         "empty_rows": int((lengths == 0).sum()),
@@ -34,7 +34,7 @@ def _reference(rows, batch_sizes, top_k):
         "distinct_ids_exact": True,
         "top_ids": [[v, c] for v, c in top],
         "top_ids_exact": True,
-        "capacity_max": {str(b): int(desc[:b].sum()) for b in batch_sizes},
+        "capacity_max": {str(b): capacity_max(lengths.tolist(), b) for b in batch_sizes},
     }
 
 
@@ -70,7 +70,16 @@ def test_p99_9_tracks_random_batches():
     cap = stats.result([128])["capacity"]["128"]
     sampled = [rng.permutation(lengths)[:128].sum() for _ in range(3000)]
     assert cap["p99_9"] == pytest.approx(np.quantile(sampled, 0.999), rel=0.05)
-    assert cap["max"] == np.sort(lengths)[::-1][:128].sum()
+    assert cap["max"] == capacity_max(lengths.tolist(), 128)
+
+
+@pytest.mark.parametrize("lengths", [[0] * 8 + [1] * 4, [2] * 5 + [3] * 7, [4] * 9])
+def test_capacities_of_features_with_at_most_two_row_lengths_are_exact(lengths):
+    stats = FeatureStats("f")
+    stats.add(pa.array([[7] * n for n in lengths], pa.list_(pa.int64())))
+    capacity = stats.result([1, 3, 4, 11, 12, 40])["capacity"]
+    for b, cap in capacity.items():
+        assert cap == {"max": capacity_max(lengths, int(b)), "p99_9": capacity_quantile(lengths, int(b))}, b
 
 
 def test_pipeline_writes_contract_stats_json(tmp_path):

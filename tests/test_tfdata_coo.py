@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 import tensorflow as tf
+from oracles import assert_entries, capacity_for, pad
 from tfdata_data import random_rows, reference_coo
 
 from transforms.tfdata.coo import Coo, capacity_from_stats, load_stats, pad_to_capacity, to_coo
@@ -34,27 +35,21 @@ def test_to_coo_converts_every_sparse_feature_and_folds_in_the_weights_column():
     assert sorted(out) == ["items", "price", "user"]  # items__weights consumed, price passed through
     assert isinstance(out["user"], Coo) and isinstance(out["price"], tf.Tensor)
     for name, weighted in (("user", False), ("items", True)):
-        rows_ref, cols_ref, gains_ref = reference_coo(rows, name, weighted)
-        got_rows, got_cols, got_gains = _lists(out[name])
-        assert got_rows == rows_ref and got_cols == cols_ref
-        np.testing.assert_allclose(got_gains, gains_ref, rtol=1e-6)
+        assert_entries(out[name], reference_coo(rows, name, weighted), rtol=1e-6)
 
 
 def test_to_coo_applies_a_per_feature_combiner():
     rows = random_rows(30, seed=4)
     out = to_coo(_batch(rows), combiner={"items": "mean"})
-    rows_ref, cols_ref, gains_ref = reference_coo(rows, "items", True)
-    totals = [sum(r["items__weights"]) for r in rows]
-    expected = [g / totals[r] for r, g in zip(rows_ref, gains_ref)]
-    np.testing.assert_allclose(out["items"].gains.numpy(), expected, rtol=1e-5)
-    assert _lists(out["user"])[2] == [1.0] * len(reference_coo(rows, "user", False)[0])
+    assert_entries(out["items"], reference_coo(rows, "items", True, "mean"))
+    assert_entries(out["user"], reference_coo(rows, "user", False, "sum"))
 
 
 def test_to_coo_runs_inside_a_dataset_map_on_batched_elements():
     rows = random_rows(25, seed=5)
     ds = tf.data.Dataset.from_tensors(_batch(rows)).map(lambda b: to_coo(b, validate=False))
     out = next(iter(ds))
-    assert list(_lists(out["user"])[:2]) == list(reference_coo(rows, "user", False)[:2])
+    assert_entries(out["user"], reference_coo(rows, "user", False))
 
 
 def test_to_coo_refuses_string_ids_and_unknown_names():
@@ -90,6 +85,10 @@ def test_capacity_from_stats_uses_the_exact_entry_or_a_sound_derivation():
     assert capacity_from_stats(stats, "items", 5) == 30  # a larger window bounds a smaller one
     assert capacity_from_stats(stats, "items", 16) == 60  # two windows of 8, below 16 * 6 and 90
     assert capacity_from_stats(stats, "user", 100) == 100  # 100 rows * at most 1 id
+    for feature in ("user", "items"):
+        for batch_size in (1, 4, 7, 8, 9, 16, 31, 32, 33, 100):
+            want = capacity_for(stats["features"][feature], batch_size)
+            assert capacity_from_stats(stats, feature, batch_size) == want, (feature, batch_size)
     with pytest.raises(ValueError, match="only 'max' can be derived"):
         capacity_from_stats(stats, "items", 16, kind="p99_9")
     with pytest.raises(ValueError, match="no feature 'nope'"):
@@ -99,12 +98,11 @@ def test_capacity_from_stats_uses_the_exact_entry_or_a_sound_derivation():
 def test_pad_to_capacity_gives_static_lengths_from_stats_json(tmp_path):
     rows = random_rows(8, seed=6)
     coo = to_coo(_batch(rows))
-    padded = pad_to_capacity(coo, str(tmp_path if _stats(tmp_path) else tmp_path), batch_size=8)
+    _stats(tmp_path)
+    padded = pad_to_capacity(coo, str(tmp_path), batch_size=8)
     assert padded["items"].row_ids.shape == [30] and padded["user"].col_ids.shape == [8]
-    n = len(reference_coo(rows, "items", True)[0])
-    got_rows, got_cols, got_gains = _lists(padded["items"])
-    assert got_rows[n:] == [8] * (30 - n) and got_gains[n:] == [0.0] * (30 - n) and got_cols[n:] == [0] * (30 - n)
-    assert got_cols[:n] == reference_coo(rows, "items", True)[1]
+    assert_entries(padded["items"], pad(reference_coo(rows, "items", True), 30, sample_count=8)[0])
+    assert_entries(padded["user"], pad(reference_coo(rows, "user", False), 8, sample_count=8)[0])
     assert load_stats(str(tmp_path / "stats.json"))["num_rows"] == 100
 
 

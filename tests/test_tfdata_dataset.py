@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from oracles import assert_entries, capacity_max, pad
 from tfdata_data import (
     SCHEMA,
     batch_rows,
@@ -26,11 +27,9 @@ ROWS = random_rows(150, seed=21)
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _window_max(rows, feature, size):
-    """Most ids in any `size` consecutive rows (what stats.json's capacity max bounds)."""
-    counts = np.array([len(r[feature]) for r in rows])
-    sums = np.convolve(counts, np.ones(size, dtype=int), mode="valid") if len(counts) >= size else [counts.sum()]
-    return int(max(sums))
+def _capacity(rows, feature, size):
+    """stats.json's capacity max for `size` rows, as ComputeStats writes it."""
+    return capacity_max([len(r[feature]) for r in rows], size)
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +45,7 @@ def shard_dirs(tmp_path_factory):
             f: {
                 "rows": len(ROWS),
                 "ids_per_row": {"max": max(len(r[f]) for r in ROWS)},
-                "capacity": {str(b): {"max": _window_max(ROWS, f, b), "p99_9": _window_max(ROWS, f, b)} for b in (16,)},
+                "capacity": {str(b): {"max": _capacity(ROWS, f, b), "p99_9": _capacity(ROWS, f, b)} for b in (16,)},
             }
             for f in ("user", "items")
         },
@@ -96,31 +95,25 @@ def test_drop_remainder_gives_static_shapes_and_the_element_spec_is_exact(shard_
 
 def test_coo_output_is_padded_to_stats_capacity_and_matches_the_reference(shard_dirs):
     ds = make_dataset(shard_dirs["parquet"], 16, capacities="stats", drop_remainder=True, shuffle=False)
-    cap = _window_max(ROWS, "items", 16)
+    cap = _capacity(ROWS, "items", 16)
     features, label = ds.element_spec
     assert features["items"].row_ids == tf.TensorSpec([cap], tf.int32)
-    assert features["user"].col_ids.shape == [_window_max(ROWS, "user", 16)]
+    assert features["user"].col_ids.shape == [_capacity(ROWS, "user", 16)]
+    batches = 0
     for k, (features, label) in enumerate(ds):
         rows = ROWS[16 * k : 16 * (k + 1)]
         assert label.numpy().tolist() == [r["label"] for r in rows]
-        want_rows, want_cols, want_gains = reference_coo(rows, "items", weighted=True)
-        n = len(want_rows)
-        coo = features["items"]
-        assert coo.row_ids.numpy()[:n].tolist() == want_rows and coo.col_ids.numpy()[:n].tolist() == want_cols
-        np.testing.assert_allclose(coo.gains.numpy()[:n], want_gains, rtol=1e-6)
-        assert set(coo.row_ids.numpy()[n:].tolist()) <= {16} and not coo.gains.numpy()[n:].any()
+        assert_entries(features["items"], pad(reference_coo(rows, "items", weighted=True), cap, 16)[0], rtol=1e-6)
+        batches += 1
+    assert batches == 150 // 16
 
 
 def test_coo_output_without_capacities_has_the_combiner_folded_in(shard_dirs):
     ds = make_dataset(shard_dirs["tfrecord"], 50, shuffle=False, combiner={"items": "sqrtn"})
     features, label = next(iter(ds))
     rows = ROWS[:50]
-    want_rows, want_cols, want_gains = reference_coo(rows, "items", weighted=True)
-    norms = [np.sqrt(sum(w * w for w in r["items__weights"])) for r in rows]
-    assert features["items"].col_ids.numpy().tolist() == want_cols
-    np.testing.assert_allclose(
-        features["items"].gains.numpy(), [g / norms[r] for r, g in zip(want_rows, want_gains)], rtol=1e-5
-    )
+    assert_entries(features["items"], reference_coo(rows, "items", weighted=True, combiner="sqrtn"))
+    assert_entries(features["user"], reference_coo(rows, "user", weighted=False))
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "tfrecord"])
@@ -323,8 +316,7 @@ def test_padding_of_a_last_partial_batch_points_at_its_own_row_count(shard_dirs,
     *_, (features, label) = list(ds)
     rows = int(label.shape[0])
     assert rows == 150 - 2 * 64
-    n = len(reference_coo(ROWS[128:], "items", weighted=True)[0])
-    assert features["items"].row_ids.numpy()[n:].tolist() == [rows] * (400 - n)
+    assert_entries(features["items"], pad(reference_coo(ROWS[128:], "items", weighted=True), 400, rows)[0])
     assert features["items"].row_ids.shape == [400]
 
 

@@ -1,6 +1,7 @@
 """Grouped conversion and padding: many features in one call give what the contract gives per feature."""
 
 import numpy as np
+import oracles
 import pytest
 import tensorflow as tf
 from hypothesis import given, settings
@@ -8,24 +9,6 @@ from hypothesis import strategies as st
 
 from transforms.tfdata.coo import Coo
 from transforms.tfdata.grouped import SparseGroup, convert_group, group_ragged, pad_coo_features
-
-
-def _reference(rows, weights, combiner):
-    """COO of one feature from the contract: adjacent equal ids in a row merge; mean/sqrtn scale per row."""
-    out_rows, out_cols, out_gains = [], [], []
-    for r, (ids, ws) in enumerate(zip(rows, weights)):
-        total = sum(ws) if combiner == "mean" else np.sqrt(sum(w * w for w in ws)) if combiner == "sqrtn" else 1.0
-        scale = 1.0 if combiner == "sum" else (0.0 if total == 0 else 1.0 / total)
-        previous = None
-        for i, w in zip(ids, ws):
-            if i == previous:
-                out_gains[-1] += w * scale
-            else:
-                out_rows.append(r)
-                out_cols.append(i)
-                out_gains.append(w * scale)
-            previous = i
-    return out_rows, out_cols, out_gains
 
 
 def _ragged(rows, dtype):
@@ -51,10 +34,34 @@ def test_a_group_converts_like_each_feature_on_its_own(features, combiner, weigh
     (group,) = group_ragged(ids, ws, combiner)
     out = convert_group(group)
     for n, f, w in zip(names, features, weights):
-        want = _reference(f, w if weighted else [[1.0] * len(r) for r in f], combiner)
-        got = out[n]
-        assert got.row_ids.numpy().tolist() == want[0] and got.col_ids.numpy().tolist() == want[1]
-        np.testing.assert_allclose(got.gains.numpy(), want[2], rtol=1e-5)
+        oracles.assert_entries(out[n], oracles.coo(f, w if weighted else None, combiner))
+
+
+one_hot = st.lists(st.lists(st.integers(0, 4), max_size=1), min_size=3, max_size=3)  # the one-id-per-row path
+
+
+@settings(max_examples=20)
+@given(
+    features=st.lists(one_hot, min_size=1, max_size=3),
+    combiner=st.sampled_from(["sum", "mean", "sqrtn"]),
+    weighting=st.sampled_from(["none", "scalar", "per-id"]),
+    data=st.data(),
+)
+def test_one_hot_groups_and_shared_scalar_weights_follow_the_rule(features, combiner, weighting, data):
+    names = [f"f{k}" for k in range(len(features))]
+    ids = {n: _ragged(f, tf.int64) for n, f in zip(names, features)}
+    if weighting == "per-id":
+        values = st.sampled_from([0.0, -1.5, 0.25, 2.0])
+        weights = [[data.draw(st.lists(values, min_size=len(r), max_size=len(r))) for r in f] for f in features]
+        ws = {n: _ragged(w, tf.float32) for n, w in zip(names, weights)}
+    else:
+        shared = -0.5 if weighting == "scalar" else None
+        weights = [shared] * len(features)
+        ws = {} if shared is None else dict.fromkeys(names, shared)
+    (group,) = group_ragged(ids, ws, combiner)
+    out = convert_group(group)
+    for n, f, w in zip(names, features, weights):
+        oracles.assert_entries(out[n], oracles.coo(f, w, combiner))
 
 
 def test_the_concatenated_layout_converts_and_slices_like_the_ragged_one():
@@ -80,6 +87,36 @@ def test_padding_many_features_at_once_follows_the_pad_rule_per_feature():
     assert out["b"].row_ids.numpy().tolist() == [3, 3] and out["b"].gains.numpy().tolist() == [0.0, 0.0]
     assert out["c"].col_ids.numpy().tolist() == [1, 2, 3] and out["c"].row_ids.shape == [3]
     assert out["dense"] is coo["dense"]
+
+
+@settings(max_examples=20)
+@given(
+    features=st.lists(st.lists(st.integers(0, 3), max_size=4), min_size=1, max_size=3).flatmap(
+        lambda f: st.tuples(st.just(f), st.lists(st.integers(0, 5), min_size=len(f), max_size=len(f)))
+    ),
+    sample_count=st.integers(0, 4),
+    col_dtype=st.sampled_from([tf.int32, tf.int64]),
+)
+def test_padding_many_features_with_drops_follows_the_pad_rule_per_feature(features, sample_count, col_dtype):
+    """Each feature's entries are (row, col) pairs taken from `rows_of`; capacities may cut them."""
+    rows_of, caps = features
+    names = [f"f{k}" for k in range(len(rows_of))]
+    coo = {}
+    for name, rows in zip(names, rows_of):
+        cols = [10 * k + 1 for k in range(len(rows))]
+        gains = [0.5 + k for k in range(len(rows))]
+        coo[name] = Coo(tf.constant(rows, tf.int32), tf.constant(cols, col_dtype), tf.constant(gains, tf.float32))
+    dropped = tf.Variable(0, dtype=tf.int64)
+    out = pad_coo_features(
+        coo, dict(zip(names, caps)), sample_count=sample_count, overflow="drop", dropped=dropped
+    )
+    lost = 0
+    for name, cap in zip(names, caps):
+        want, cut = oracles.pad(tuple(t.numpy().tolist() for t in coo[name][:3]), cap, sample_count, "drop")
+        oracles.assert_entries(out[name], want, rtol=0, atol=0)
+        assert out[name].col_ids.dtype == col_dtype and out[name].row_ids.shape == [cap]
+        lost += cut
+    assert int(dropped.numpy()) == lost
 
 
 def test_overflow_names_the_feature_or_drops_and_counts():

@@ -1,9 +1,11 @@
-"""The Parquet reader's numpy COO gives what ops.convert_to_coo gives, on random batches."""
+"""The Parquet reader's numpy COO follows the COO rule: checked against the plain oracle on random batches
+(and, additionally, against ops.convert_to_coo, the other fast path, on the same batches)."""
 
 import numpy as np
 import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracles import Entries, assert_entries, coo
 
 import ops
 from transforms.tfdata.numpy_coo import piece_coo
@@ -11,23 +13,35 @@ from transforms.tfdata.numpy_coo import piece_coo
 rows_strategy = st.lists(st.lists(st.integers(0, 3), max_size=5), min_size=0, max_size=8)
 
 
-def _check(rows, weights, combiner):
+def _got(rows, weights, combiner) -> tuple:
     lengths = np.array([len(r) for r in rows], dtype=np.int64)
     ids = np.array([v for r in rows for v in r], dtype=np.int64)
-    splits = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     got = piece_coo(lengths, ids, weights, combiner)
-    w = tf.constant([weights], tf.float32) if np.isscalar(weights) else tf.constant(weights, tf.float32)
-    want = ops.convert_to_coo(tf.constant(splits), tf.constant(ids), w, sample_count=len(rows), combiner=combiner)
-    cols = got.ids if got.starts is None else got.ids[got.starts]
-    assert got.rows.tolist() == want[0].numpy().tolist()
-    assert cols.tolist() == want[1].numpy().tolist()
-    np.testing.assert_allclose(got.gains, want[2].numpy(), rtol=2e-6, atol=1e-7)
     assert got.rows.dtype == np.int32 and got.gains.dtype == np.float32
+    cols = got.ids if got.starts is None else got.ids[got.starts]
+    return got.rows, cols, got.gains
+
+
+def _check(rows, weights, combiner):
+    """`weights`: one float, or float32 per-id weights in row order."""
+    if isinstance(weights, np.ndarray):
+        flat = iter(weights.tolist())
+        per_row = [[next(flat) for _ in r] for r in rows]
+    else:
+        per_row = float(weights)
+    got = _got(rows, weights, combiner)
+    assert_entries(got, coo(rows, per_row, combiner), rtol=2e-6, atol=1e-7)
+    # The graph fast path agrees too (an additional check: both follow the same rule).
+    splits = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
+    ids = np.array([v for r in rows for v in r], dtype=np.int64)
+    w = tf.constant([weights], tf.float32) if np.isscalar(weights) else tf.constant(weights, tf.float32)
+    graph = ops.convert_to_coo(tf.constant(splits), tf.constant(ids), w, sample_count=len(rows), combiner=combiner)
+    assert_entries(got, Entries(*(t.numpy().tolist() for t in graph)), rtol=2e-6, atol=1e-7)
 
 
 @settings(max_examples=40)
 @given(rows=rows_strategy, combiner=st.sampled_from(["sum", "mean", "sqrtn"]), data=st.data())
-def test_per_id_weights_match_convert_to_coo(rows, combiner, data):
+def test_per_id_weights_follow_the_coo_rule(rows, combiner, data):
     n = sum(len(r) for r in rows)
     weights = data.draw(st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0, -1.5, 3.25]), min_size=n, max_size=n))
     _check(rows, np.array(weights, dtype=np.float32), combiner)
@@ -35,12 +49,21 @@ def test_per_id_weights_match_convert_to_coo(rows, combiner, data):
 
 @settings(max_examples=25)
 @given(rows=rows_strategy, combiner=st.sampled_from(["sum", "mean", "sqrtn"]), w=st.sampled_from([1.0, 2.5, 0.0]))
-def test_a_scalar_weight_matches_convert_to_coo(rows, combiner, w):
+def test_a_scalar_weight_follows_the_coo_rule(rows, combiner, w):
     _check(rows, w, combiner)
 
 
-def test_one_hot_rows_skip_the_merge_and_still_match():
+def test_one_hot_rows_skip_the_merge_and_still_follow_the_rule():
     rows = [[5], [], [7], [7], []]
     _check(rows, 1.0, "mean")
     _check(rows, np.array([2.0, 0.0, -3.0], np.float32), "sqrtn")
+    # Hand-worked: rows 0, 2, 3 hold one id each; sqrtn gives w / |w|, and 0 for a zero weight.
+    got = _got(rows, np.array([2.0, 0.0, -3.0], np.float32), "sqrtn")
+    assert_entries(got, Entries([0, 2, 3], [5, 7, 7], [1.0, 0.0, -1.0]))
     assert piece_coo(np.array([1, 0, 1]), np.array([5, 7]), 1.0, "sum").starts is None
+
+
+def test_a_hand_worked_batch_with_merges_and_an_empty_row():
+    # Rows [7, 7, 2], [], [5]; weights 1, 3, 4 | - | 2; mean: row 0 sums to 8, row 2 to 2.
+    got = _got([[7, 7, 2], [], [5]], np.array([1.0, 3.0, 4.0, 2.0], np.float32), "mean")
+    assert_entries(got, Entries([0, 0, 2], [7, 2, 5], [0.5, 0.5, 1.0]))

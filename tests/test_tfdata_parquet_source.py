@@ -9,7 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tfdata_data import SCHEMA, random_rows, to_table, write_parquet_shards
+from oracles import coo
+from tfdata_data import SCHEMA, random_rows, reference_coo, to_table, write_parquet_shards
 
 from sparse_io.schema import FeatureSpec, Schema
 from transforms.tfdata.columns import select_columns
@@ -192,18 +193,13 @@ def test_null_lists_are_empty_rows_and_null_prices_are_nan(tmp_path):
 
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_coo_batches_follow_the_contract_for_the_rows_they_hold(shards, shuffle):
-    from tfdata_data import reference_coo
-
     source = _source(shards, 13, shuffle=shuffle, seed=6, coo={"user": "sum", "items": "mean"})
     for i in range(source.num_batches(1)):
         flat = source.read(i)
         batch = [ROWS[int(y)] for y in flat[9]]  # label after two groups of 4 arrays and the price block
         for g, (name, weighted) in enumerate((("user", False), ("items", True))):
             rows, cols, gains, counts = flat[4 * g : 4 * g + 4]
-            want_rows, want_cols, want_gains = reference_coo(batch, name, weighted)
-            if name == "items":
-                totals = [sum(r["items__weights"]) for r in batch]
-                want_gains = [gain / totals[r] for r, gain in zip(want_rows, want_gains)]
+            want_rows, want_cols, want_gains = reference_coo(batch, name, weighted, "mean" if weighted else "sum")
             assert counts.tolist() == [len(want_rows)]
             assert rows.tolist() == want_rows and cols.tolist() == want_cols
             np.testing.assert_allclose(gains, want_gains, rtol=1e-5)
@@ -235,14 +231,6 @@ def _one_hot_rows(n: int, seed: int, two_ids_at: int | None) -> list[dict]:
     if two_ids_at is not None:
         rows[two_ids_at]["w1"], rows[two_ids_at]["w1__weights"] = [7, 9], [0.5, 1.5]
     return rows
-
-
-def _reference_gains(ws: list[float], combiner: str) -> list[float]:
-    """A row's gains from its weights (distinct ids): w, w / sum(w) or w / sqrt(sum(w^2)); 0 when that sum is 0."""
-    total = sum(ws) if combiner == "mean" else math.sqrt(sum(w * w for w in ws))
-    if combiner == "sum":
-        return list(ws)
-    return [0.0 if total == 0 else w / total for w in ws]
 
 
 @pytest.mark.parametrize("combiner", ["sum", "mean", "sqrtn"])
@@ -290,14 +278,12 @@ def test_one_hot_groups_give_the_contract_coo_for_every_feature(tmp_path, monkey
             got_rows, got_cols, got_gains, counts = flat[4 * g : 4 * g + 4]
             want_rows, want_cols, want_gains, want_counts = [], [], [], []
             for name in names:
-                weighted = name.startswith("w")
-                before = len(want_rows)
-                for r, row in enumerate(batch):
-                    ws = row[name + "__weights"] if weighted else [1.0] * len(row[name])
-                    want_rows += [r] * len(row[name])
-                    want_cols += row[name]
-                    want_gains += _reference_gains(ws, combiner)
-                want_counts.append(len(want_rows) - before)
+                weights = [row[name + "__weights"] for row in batch] if name.startswith("w") else None
+                want = coo([row[name] for row in batch], weights, combiner)
+                want_rows += want.row_ids
+                want_cols += want.col_ids
+                want_gains += want.gains
+                want_counts.append(len(want.row_ids))
             assert counts.tolist() == want_counts
             assert got_rows.tolist() == want_rows and got_cols.tolist() == want_cols
             np.testing.assert_allclose(got_gains, want_gains, rtol=1e-6)

@@ -4,7 +4,8 @@ import math
 
 import pytest
 import tensorflow as tf
-from tfdata_data import SCHEMA, batch_rows, example_bytes, random_rows, write_tfrecord_shards
+from oracles import assert_entries
+from tfdata_data import SCHEMA, batch_rows, example_bytes, random_rows, reference_coo, write_tfrecord_shards
 
 from transforms import make_dataset
 from transforms.tfdata.columns import select_columns
@@ -58,8 +59,11 @@ def test_the_tfrecord_dataset_runs_inside_the_tf_data_service(tmp_path):
     )
     labels = []
     for features, label in distributed:
+        batch = [rows[int(y)] for y in label.numpy()]
         labels += label.numpy().tolist()
         assert features["items"].row_ids.dtype == tf.int32
+        assert_entries(features["items"], reference_coo(batch, "items", weighted=True))
+        assert_entries(features["user"], reference_coo(batch, "user", weighted=False))
     assert sorted(labels) == list(range(60))
     del worker
 

@@ -12,6 +12,7 @@ import math
 import os
 
 import numpy as np
+import oracles
 import pyarrow as pa
 
 from sparse_io import shard_name, write_parquet_shard, write_tfrecord_shard
@@ -121,20 +122,7 @@ def batch_rows(features: dict, label) -> list[dict]:
     return out
 
 
-def reference_coo(rows: list[dict], feature: str, weighted: bool) -> tuple[list, list, list]:
-    """COO of one feature for a batch of rows, sum combiner, from the contract:
-    walk ids in order, merging equal ids that are adjacent within a row (gains add up)."""
-    row_ids, col_ids, gains = [], [], []
-    for r, row in enumerate(rows):
-        ids = row[feature]
-        ws = row[feature + "__weights"] if weighted else [1.0] * len(ids)
-        previous = None
-        for i, w in zip(ids, ws):
-            if previous == i:
-                gains[-1] += w
-            else:
-                row_ids.append(r)
-                col_ids.append(i)
-                gains.append(w)
-            previous = i
-    return row_ids, col_ids, gains
+def reference_coo(rows: list[dict], feature: str, weighted: bool, combiner: str = "sum") -> oracles.Entries:
+    """The oracle's COO of one feature for a batch of rows (weights from `<feature>__weights` when weighted)."""
+    ids = [row[feature] for row in rows]
+    return oracles.coo(ids, [row[feature + "__weights"] for row in rows] if weighted else None, combiner)
