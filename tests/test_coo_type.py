@@ -92,8 +92,9 @@ def test_a_padded_coo_without_sample_count_is_an_error_naming_the_fix():
 
 
 def test_an_unpadded_three_tuple_still_counts_its_rows():
-    rows, cols, gains = ops.convert_to_coo(tf.constant([0, 2, 3, 5], tf.int64), tf.constant([1, 4, 2, 7, 0], tf.int64),
-                                           1.0, sample_count=3, combiner="sum")
+    rows, cols, gains, _ = ops.convert_to_coo(
+        tf.constant([0, 2, 3, 5], tf.int64), tf.constant([1, 4, 2, 7, 0], tf.int64), 1.0, sample_count=3, combiner="sum"
+    )
     layer = EmbeddingBag(10, DIM, combiner="sum")
     out = layer((rows, cols, gains))
     table = layer.shards[0].numpy()

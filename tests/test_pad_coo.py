@@ -36,6 +36,10 @@ def test_pads_or_drops_to_exactly_capacity(nnz, capacity, sample_count, overflow
             ops.pad_coo(rows, cols, gains, capacity, sample_count=sample_count)
         return
     got = ops.pad_coo(rows, cols, gains, capacity, sample_count=sample_count, overflow=overflow)
+    if overflow == "drop":
+        got, dropped = got
+        assert int(dropped) == nnz - min(nnz, capacity)
+    assert isinstance(got, ops.Coo) and got.sample_count == sample_count
     kept = min(nnz, capacity)
     pad = capacity - kept
     want_rows = np.concatenate([rows[:kept], np.full(pad, sample_count)])
@@ -46,10 +50,6 @@ def test_pads_or_drops_to_exactly_capacity(nnz, capacity, sample_count, overflow
     np.testing.assert_array_equal(got[0].numpy(), want_rows)
     np.testing.assert_array_equal(got[1].numpy(), want_cols)
     np.testing.assert_array_equal(got[2].numpy(), want_gains)
-    if overflow == "drop":
-        assert len(got) == 4 and int(got[3]) == nnz - kept
-    else:
-        assert len(got) == 3
 
 
 def test_static_shape_is_capacity_even_when_inputs_have_unknown_length():
@@ -62,11 +62,11 @@ def test_static_shape_is_capacity_even_when_inputs_have_unknown_length():
         ]
     )
     def pad(rows, cols, gains, sample_count):
-        padded = ops.pad_coo(rows, cols, gains, 16, sample_count=sample_count, overflow="drop")
+        padded, dropped = ops.pad_coo(rows, cols, gains, 16, sample_count=sample_count, overflow="drop")
         assert [t.shape.as_list() for t in padded[:3]] == [[16]] * 3
-        return padded
+        return padded, dropped
 
-    rows, cols, gains, dropped = pad([0, 1, 1], [4, 5, 6], [1.0, 1.0, 1.0], 2)
+    (rows, cols, gains, _), dropped = pad([0, 1, 1], [4, 5, 6], [1.0, 1.0, 1.0], 2)
     assert rows.numpy().tolist() == [0, 1, 1] + [2] * 13
     assert int(dropped) == 0
 
@@ -96,12 +96,12 @@ def test_jit_compiled_consumer_traces_once_across_batches_of_different_nnz():
         splits = np.concatenate([[0], np.cumsum(lengths)])
         coo = ops.convert_to_coo(splits, ids, 1.0, sample_count=sample_count, combiner="mean")
         nnz_seen.add(int(coo[0].shape[0]))
-        padded = ops.pad_coo(*coo, capacity, sample_count=sample_count)
-        out = bag(table, *padded, sample_count)
-        want = _dense_reference(table.numpy(), *(t.numpy() for t in coo), sample_count)
+        padded = ops.pad_coo(coo, capacity=capacity)
+        out = bag(table, *padded)
+        want = _dense_reference(table.numpy(), *(t.numpy() for t in coo[:3]), sample_count)
         np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
         if len(nnz_seen) <= 3:  # the contrast: unpadded input retraces as nnz changes
-            unpadded_bag(table, *coo, sample_count)
+            unpadded_bag(table, *coo)
     assert len(nnz_seen) > 10
     assert bag.experimental_get_tracing_count() == 1
     assert unpadded_bag.experimental_get_tracing_count() >= 2
@@ -113,7 +113,7 @@ def test_padding_contributes_nothing_even_when_table_row_zero_is_nan():
     table = np.random.default_rng(1).normal(size=(50, 3)).astype(np.float32)
     table[0] = np.nan
     padded = ops.pad_coo(rows, cols, gains, 20, sample_count=sample_count)
-    got = _embedding_bag(tf.constant(table), *padded, sample_count)
+    got = _embedding_bag(tf.constant(table), *padded)
     want = _dense_reference(table[1:], rows, cols - 1, gains, sample_count)
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
 

@@ -61,7 +61,7 @@ def test_dataset_map_with_ragged_ids_and_weights():
     ds = tf.data.Dataset.from_tensor_slices((ids, weights)).batch(3)
     ds = ds.map(lambda x, w: ops.to_coo(x, w, combiner="mean"))
     got = [tuple(np.round(t.numpy(), 6).tolist() for t in coo) for coo in ds]
-    assert got == [([0, 0, 2], [4, 1, 2], [0.5, 0.5, 1.0]), ([0], [7], [1.0])]
+    assert got == [([0, 0, 2], [4, 1, 2], [0.5, 0.5, 1.0], 3), ([0], [7], [1.0], 1)]
 
 
 def test_sparse_tensor_in_tf_function_with_unknown_batch_size():
@@ -76,7 +76,8 @@ def test_sparse_tensor_in_tf_function_with_unknown_batch_size():
 
     x = tf.SparseTensor([[0, 0], [0, 1], [2, 0]], tf.constant([5, 5, 6], tf.int64), [4, 2])
     w = tf.SparseTensor([[0, 0], [0, 1], [2, 0]], [0.5, 0.25, 2.0], [4, 2])
-    rows, cols, gains = convert(x, w)
+    rows, cols, gains, samples = convert(x, w)
+    assert int(samples) == 4
     assert (rows.numpy().tolist(), cols.numpy().tolist(), gains.numpy().tolist()) == (
         [0, 2],
         [5, 6],
@@ -86,7 +87,7 @@ def test_sparse_tensor_in_tf_function_with_unknown_batch_size():
 
 def test_csr_batch_single_weight_stays_a_scalar():
     csr = CsrBatch(np.array([0, 2, 3]), np.array([1, 1, 9], np.int32), 0.5)
-    rows, cols, gains = ops.to_coo(csr, combiner="sum")
+    rows, cols, gains, _ = ops.to_coo(csr, combiner="sum")
     assert cols.dtype == tf.int32
     assert (rows.numpy().tolist(), cols.numpy().tolist(), gains.numpy().tolist()) == (
         [0, 1],

@@ -88,7 +88,9 @@ def to_coo(
         if isinstance(combiner, Mapping):
             raise ValueError("to_coo: a single feature takes a combiner string, not a dict")
         _check_ids(features, "<input>")
-        return Coo(*ops.to_coo(features, weights, combiner=combiner, validate=validate), _sample_count(features))
+        return ops.to_coo(features, weights, combiner=combiner, validate=validate)._replace(
+            sample_count=_sample_count(features)
+        )
     if not isinstance(features, Mapping):
         raise ValueError(
             f"to_coo: expected a RaggedTensor, a SparseTensor or a dict of them, got {type(features).__name__}"
@@ -116,7 +118,8 @@ def to_coo(
         w = overrides.get(name, features.get(name + WEIGHTS_SUFFIX))
         if isinstance(value, tf.SparseTensor) or isinstance(w, tf.SparseTensor):
             how = combiner.get(name, "sum") if isinstance(combiner, Mapping) else combiner
-            sparse[name] = Coo(*ops.to_coo(value, w, combiner=how, validate=validate, name=name), _sample_count(value))
+            coo = ops.to_coo(value, w, combiner=how, validate=validate, name=name)
+            sparse[name] = coo._replace(sample_count=_sample_count(value))
             continue
         if validate and isinstance(w, tf.RaggedTensor):
             # Grouping reads weights by position: they must line up with the ids.

@@ -126,7 +126,7 @@ def convert_group(group: SparseGroup, *, validate: bool = False) -> dict:
         # Nothing can merge: convert_to_coo's dense path (one id per sample) over the
         # rows that have an id, then those samples mapped back to their rows.
         present = tf.where(lengths > 0)[:, 0]
-        rows, cols, gains = ops.convert_to_coo(
+        rows, cols, gains, _ = ops.convert_to_coo(
             tf.zeros([0], tf.int64),
             values,
             w,
@@ -140,7 +140,7 @@ def convert_group(group: SparseGroup, *, validate: bool = False) -> dict:
     def general():
         return ops.convert_to_coo(
             splits, values, w, sample_count=n * count, combiner=group.combiner, validate=validate, name=name
-        )
+        )[:3]
 
     # One-hot features (Criteo's) take the cheap path; a batch with any longer row the general one.
     longest = tf.reduce_max(tf.concat([lengths, tf.zeros([1], tf.int64)], 0))
