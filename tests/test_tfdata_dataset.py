@@ -313,7 +313,7 @@ def test_bad_arguments_are_refused_with_clear_messages(shard_dirs, tmp_path):
         make_dataset(str(tmp_path), 8)
     with pytest.raises(ValueError, match="feature 'nope' is not in the schema"):
         make_dataset(shard_dirs["parquet"], 8, features=["nope"])
-    with pytest.raises(ValueError, match="no capacity for sparse feature"):
+    with pytest.raises(ValueError, match="no capacity for feature"):
         make_dataset(shard_dirs["parquet"], 8, capacities={"user": 4})
 
 

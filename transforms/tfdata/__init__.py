@@ -6,8 +6,9 @@ reads raw Criteo/CSV logs graph-natively. The map functions (`to_coo`,
 for any tf.data pipeline.
 """
 
+from transforms.tfdata.capacity import capacity_from_stats, load_stats
 from transforms.tfdata.columns import MISSING_INT
-from transforms.tfdata.coo import Coo, capacity_from_stats, load_stats, pad_to_capacity, to_coo
+from transforms.tfdata.coo import Coo, pad_to_capacity, to_coo
 from transforms.tfdata.dataset import make_dataset
 from transforms.tfdata.ids import hash_ids, lookup_ids, truncate, vocabulary_table
 from transforms.tfdata.log_dataset import make_log_dataset

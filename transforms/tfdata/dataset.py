@@ -22,13 +22,16 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
+from ops.convert_to_coo import COMBINERS
+from ops.coo import Coo
 from sparse_io.manifest import check_verify_level, verify_directory, verify_paths
 from sparse_io.schema import FeatureSpec, Schema, weights_column
 from transforms.tfdata._exit_drain import reader_call
+from transforms.tfdata.capacity import check_overflow, resolve_capacities
 from transforms.tfdata.columns import Column, select_columns
-from transforms.tfdata.coo import Coo, capacity_from_stats, load_stats
+from transforms.tfdata.csr_group import CsrGroup
 from transforms.tfdata.epochs import draw_seed, plain
-from transforms.tfdata.grouped import SparseGroup, convert_group, group_ragged, pad_coo_features
+from transforms.tfdata.grouped import convert_group, group_ragged, pad_coo_features
 from transforms.tfdata.parquet_source import ALIGNMENT, ParquetSource
 from transforms.tfdata.paths import list_files, read_schema, shard_format
 from transforms.tfdata.sharding import resolve_worker
@@ -251,8 +254,7 @@ def _check_args(batch_size, output, num_epochs, capacities, shuffle_buffer, over
         raise ValueError("capacities pad COO batches: they need output='coo'")
     if not isinstance(shuffle_buffer, int) or shuffle_buffer < 1:
         raise ValueError(f"shuffle_buffer must be a positive integer, got {shuffle_buffer!r}")
-    if overflow not in ("error", "drop"):
-        raise ValueError(f"overflow must be 'error' or 'drop', got {overflow!r}")
+    check_overflow(overflow)
 
 
 def _combiners(combiner, columns: Sequence[Column]) -> dict[str, str]:
@@ -267,9 +269,9 @@ def _combiners(combiner, columns: Sequence[Column]) -> dict[str, str]:
         chosen = {name: combiner.get(name, "sum") for name in sparse}
     else:
         raise ValueError(f"combiner must be a string or a dict feature -> string, got {combiner!r}")
-    bad = sorted({c for c in chosen.values() if c not in ("sum", "mean", "sqrtn")})
+    bad = sorted({c for c in chosen.values() if c not in COMBINERS})
     if bad:
-        raise ValueError(f"unknown combiner(s) {bad}; expected 'sum', 'mean' or 'sqrtn'")
+        raise ValueError(f"unknown combiner(s) {bad}; expected one of {COMBINERS}")
     return chosen
 
 
@@ -277,16 +279,7 @@ def _capacities(capacities, directory: str, columns: Sequence[Column], batch_siz
     if capacities is None:
         return None
     sparse = [c.name for c in columns if c.is_sparse]
-    if isinstance(capacities, str):
-        capacities = load_stats(directory if capacities == "stats" else capacities)
-    if isinstance(capacities, Mapping) and "format_version" in capacities and "features" in capacities:
-        return {name: capacity_from_stats(capacities, name, batch_size, kind=kind) for name in sparse}
-    if not isinstance(capacities, Mapping):
-        raise ValueError(f"capacities: expected 'stats', a path or a dict, got {type(capacities).__name__}")
-    missing = sorted(set(sparse) - set(capacities))
-    if missing:
-        raise ValueError(f"capacities: no capacity for sparse feature(s) {missing}")
-    return {name: int(capacities[name]) for name in sparse}
+    return resolve_capacities(capacities, sparse, batch_size, kind=kind, directory=directory)
 
 
 def _schema_from_parquet(path: str) -> Schema:
@@ -387,17 +380,14 @@ def _flat_parts(source: ParquetSource, combiners: Mapping[str, str], static_rows
             count = len(members)
             splits = tf.ensure_shape(flat[at], [None if static_rows is None else count * static_rows + 1])
             weighted = members[0].weighted
-            groups.append(
-                SparseGroup(
-                    [c.name for c in members],
-                    combiners.get(members[0].name, "sum"),
-                    rows,
-                    row_splits=splits,
-                    values=tf.ensure_shape(flat[at + 1], [None]),
-                    weights=tf.ensure_shape(flat[at + 2], [None]) if weighted else None,
-                    weighted=weighted,
-                )
+            group = CsrGroup(
+                [c.name for c in members],
+                splits,
+                tf.ensure_shape(flat[at + 1], [None]),
+                tf.ensure_shape(flat[at + 2], [None]) if weighted else 1.0,
+                num_rows=rows,
             )
+            groups.append((group, combiners.get(members[0].name, "sum")))
             at += 3 if weighted else 2
         return groups, dense, label, position, rows
 
@@ -444,7 +434,7 @@ def finish_batches(
     """Turns raw batches into the delivered elements, the same for every reader.
 
     `parts(element)` gives `(sparse groups, dense dict, label or None,
-    position or None, rows)`; a group is a `SparseGroup` (CSR) or, from the
+    position or None, rows)`; a group is a `(CsrGroup, combiner)` pair or, from the
     Parquet reader with output="coo", a dict of finished `Coo`s. Elements are `(features, label)`, `features` alone
     when there is no label, plus the position when asked.
     """
@@ -456,12 +446,12 @@ def finish_batches(
         feats = {}
         if output == "coo":
             for group in groups:
-                feats.update(group if isinstance(group, dict) else convert_group(group))
+                feats.update(group if isinstance(group, dict) else convert_group(*group))
             feats.update(dense)
             if capacities:
                 feats = pad_coo_features(feats, capacities, sample_count=rows, overflow=overflow, dropped=dropped)
         else:
-            for group in groups:
+            for group, _ in groups:
                 for name, (ids, weights) in zip(group.names, group.features(static_rows)):
                     feats[name] = _to_sparse(ids) if output == "sparse" else ids
                     if weights is not None:

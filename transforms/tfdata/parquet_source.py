@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 from sparse_io.arrow import csr_from_arrow
 from sparse_io.csr import SparseValidationError
 from transforms.tfdata.columns import DENSE_DTYPES, MISSING_INT, Column, dense_dtype
+from transforms.tfdata.csr_group import CsrGroup
 from transforms.tfdata.numpy_coo import one_id_gains, piece_coo
 from transforms.tfdata.sharding import Unit, plan_units
 from transforms.tfdata.state import InputState, fingerprint
@@ -53,38 +54,26 @@ _OPEN_FILES = 8
 
 
 @dataclasses.dataclass
-class _Sparse:
-    splits: np.ndarray  # int64 [rows + 1], from 0
-    values: np.ndarray  # ids (a view of the Arrow buffer), or an object array of str
-    weights: np.ndarray | None  # float32 view, or None
-
-
-@dataclasses.dataclass
-class _OneHotUnit:
-    """A unit's group of one-hot features: which rows hold an id, as a mask and as row numbers."""
-
-    presence: np.ndarray  # bool [F, rows]
-    rows: list[np.ndarray]  # per feature: int32, the row of each of its ids (ascending)
-
-
-@dataclasses.dataclass
 class _Loaded:
-    """One unit decoded: per column a `_Sparse` or a 1-D array."""
+    """One unit decoded: per sparse column a one-feature `CsrGroup` (row_splits int64 from 0;
+    values a view of the Arrow buffer, or an object array of str; weights a float32 view or
+    the float every id weighs), per other column a 1-D array."""
 
     num_rows: int
-    columns: dict[str, _Sparse | np.ndarray]
-    one_hot: dict[int, _OneHotUnit | None] = dataclasses.field(default_factory=dict)
+    columns: dict[str, CsrGroup | np.ndarray]
+    one_hot: dict[int, tuple[np.ndarray, list[np.ndarray]] | None] = dataclasses.field(default_factory=dict)
 
-    def one_hot_group(self, key: int, group: Sequence[Column]) -> _OneHotUnit | None:
-        """The group's presence when every feature has at most one id per row in this unit,
-        else None; computed once per unit."""
+    def one_hot_group(self, key: int, group: Sequence[Column]) -> tuple[np.ndarray, list[np.ndarray]] | None:
+        """`(presence bool [F, rows], per feature the int32 rows that hold an id)` when every
+        feature of the group has at most one id per row in this unit, else None; computed once
+        per unit."""
         if key not in self.one_hot:
-            lengths = np.stack([np.diff(self.columns[c.name].splits) for c in group])
+            lengths = np.stack([np.diff(self.columns[c.name].row_splits) for c in group])
             if lengths.size and lengths.max() > 1:
                 self.one_hot[key] = None
             else:
                 presence = lengths.astype(bool)
-                self.one_hot[key] = _OneHotUnit(presence, [np.flatnonzero(p).astype(np.int32) for p in presence])
+                self.one_hot[key] = (presence, [np.flatnonzero(p).astype(np.int32) for p in presence])
         return self.one_hot[key]
 
 
@@ -343,7 +332,7 @@ class ParquetSource:
         if unit.start or unit.stop != table.num_rows:
             table = table.slice(unit.start, unit.stop - unit.start)
         where = f"{self.files[unit.file]} row group {unit.row_group}"
-        columns: dict[str, _Sparse | np.ndarray] = {}
+        columns: dict[str, CsrGroup | np.ndarray] = {}
         try:
             for c in self.columns:
                 if c.is_sparse:
@@ -357,7 +346,7 @@ class ParquetSource:
         return _Loaded(table.num_rows, columns)
 
     @staticmethod
-    def _sparse(table: pa.Table, c: Column) -> _Sparse:
+    def _sparse(table: pa.Table, c: Column) -> CsrGroup:
         if c.dtype == "string":
             array = table[c.name].combine_chunks()
             splits = np.asarray(array.offsets, dtype=np.int64)
@@ -366,10 +355,10 @@ class ParquetSource:
                 lengths = np.where(array.is_valid().to_numpy(zero_copy_only=False), np.diff(splits), 0)
                 values = array.flatten()
                 splits = np.concatenate([[0], np.cumsum(lengths)])
-            return _Sparse(splits - splits[0], values.to_numpy(zero_copy_only=False), None)
+            return CsrGroup([c.name], splits - splits[0], values.to_numpy(zero_copy_only=False))
         weights = table[c.weights_name] if c.weighted else None
         csr = csr_from_arrow(table[c.name], weights, feature=c.name)
-        return _Sparse(csr.row_splits, csr.values, None if csr.has_scalar_weight else csr.weights)
+        return CsrGroup([c.name], csr.row_splits, csr.values, csr.weights, num_rows=csr.num_rows)
 
     def _future(self, unit_id: int) -> concurrent.futures.Future:
         with self._lock:
@@ -529,8 +518,8 @@ class ParquetSource:
                 for loaded, rows in pieces:
                     for f, c in enumerate(group):
                         lengths, ids, weights = _piece_csr(loaded.columns[c.name], rows)
-                        p = piece_coo(lengths, ids, weights, combiner)
-                        plan[f].append((offset, p.rows, (p.ids, p.starts), p.gains))
+                        piece_rows, piece_ids, starts, piece_gains = piece_coo(lengths, ids, weights, combiner)
+                        plan[f].append((offset, piece_rows, (piece_ids, starts), piece_gains))
                     offset += (rows.stop - rows.start) if isinstance(rows, slice) else len(rows)
                 total = sum(len(item[1]) for items in plan for item in items)
             else:
@@ -574,7 +563,7 @@ class _OneHot:
     """A batch's entries of a group of one-hot features (at most one id per row in every unit).
 
     No merge can happen, so a feature's entries in a piece of contiguous rows are its ids
-    between two splits, each at the row `_OneHotUnit.rows` gives: three slice copies per
+    between two splits, each at the row `_Loaded.one_hot_group` gives: three slice copies per
     feature and piece and one pass over all rows, where masking and offsetting each feature's
     entries separately costs several times more Python per Criteo batch. Shuffled pieces take
     the rows that hold an id, feature by feature.
@@ -582,7 +571,7 @@ class _OneHot:
 
     group: Sequence[Column]
     combiner: str
-    units: list[_OneHotUnit]  # per piece
+    units: list[tuple[np.ndarray, list[np.ndarray]]]  # per piece: its unit's `_Loaded.one_hot_group`
     masks: list[list[np.ndarray] | None]  # per piece: per feature, bool over the piece's rows (shuffled pieces)
     counts: list[list[int]]  # per piece: per feature, its entries in that piece
 
@@ -596,11 +585,11 @@ class _OneHot:
                 return None
             units.append(unit)
             if isinstance(rows, slice):
-                splits = [loaded.columns[c.name].splits for c in group]
+                splits = [loaded.columns[c.name].row_splits for c in group]
                 masks.append(None)
                 counts.append([int(s[rows.stop]) - int(s[rows.start]) for s in splits])
             else:
-                chosen = [present[rows] for present in unit.presence]
+                chosen = [present[rows] for present in unit[0]]
                 masks.append(chosen)
                 counts.append([int(np.count_nonzero(m)) for m in chosen])
         return cls(group, combiner, units, masks, counts)
@@ -619,30 +608,30 @@ class _OneHot:
             first = at
             for (loaded, piece_rows), unit, masks, piece_counts in zip(pieces, self.units, self.masks, self.counts):
                 count = piece_counts[f]
-                sparse: _Sparse = loaded.columns[c.name]
+                sparse: CsrGroup = loaded.columns[c.name]
+                scalar = sparse.scalar_weight
                 seg = slice(at, at + count)
                 if masks is None:
-                    begin = int(sparse.splits[piece_rows.start])
+                    begin = int(sparse.row_splits[piece_rows.start])
                     source = slice(begin, begin + count)
-                    np.copyto(rows[seg], unit.rows[f][source])
+                    np.copyto(rows[seg], unit[1][f][source])
                     shifts.append((seg, offset - piece_rows.start))
                     np.copyto(cols[seg], sparse.values[source])
-                    if sparse.weights is not None:
+                    if not scalar:
                         np.copyto(gains[seg], sparse.weights[source])
                     offset += piece_rows.stop - piece_rows.start
                 else:
                     chosen = np.flatnonzero(masks[f])
                     np.add(chosen, offset, out=rows[seg], casting="unsafe")
                     # The id of a row that has one sits at that row's split.
-                    where = sparse.splits[piece_rows[chosen]]
+                    where = sparse.row_splits[piece_rows[chosen]]
                     np.take(sparse.values, where, out=cols[seg], mode="clip")
-                    if sparse.weights is not None:
+                    if not scalar:
                         np.take(sparse.weights, where, out=gains[seg], mode="clip")
                     offset += len(piece_rows)
-                if sparse.weights is None:
-                    gains[seg] = 1.0
-                else:
-                    weighted = True
+                if scalar:
+                    gains[seg] = sparse.weights
+                weighted = weighted or not scalar or sparse.weights != 1.0
                 at += count
             counts[f] = at - first
         if len(pieces) == 1 and shifts:  # one piece of contiguous rows: one pass over every feature
@@ -651,7 +640,7 @@ class _OneHot:
         else:
             for seg, shift in shifts:
                 rows[seg] += np.int32(shift)
-        # A gain of 1 (no weights) stays 1 under every combiner.
+        # A gain of 1 (every weight 1) stays 1 under every combiner.
         if weighted and self.combiner != "sum":
             gains[:] = one_id_gains(gains, self.combiner)
 
@@ -702,9 +691,9 @@ def _label(column: pa.ChunkedArray, label: Column) -> np.ndarray:
     return array.to_numpy(zero_copy_only=False)
 
 
-def _sparse_layout(sparse: _Sparse, rows: slice | np.ndarray) -> tuple:
+def _sparse_layout(sparse: CsrGroup, rows: slice | np.ndarray) -> tuple:
     """`(kind, info, nnz)` of one piece: contiguous rows or gathered rows."""
-    splits = sparse.splits
+    splits = sparse.row_splits
     if isinstance(rows, slice):
         sub = splits[rows.start : rows.stop + 1]
         return ("slice", sub, int(sub[-1] - sub[0]))
@@ -720,7 +709,7 @@ def _fill_sparse(pieces, name, per_piece, splits, ids, weights, start: int) -> n
     row, base = 0, 0
     strings = []
     for (loaded, _rows), (kind, info, count) in zip(pieces, per_piece):
-        sparse: _Sparse = loaded.columns[name]
+        sparse: CsrGroup = loaded.columns[name]
         if kind == "slice":
             sub = info
             r = len(sub) - 1
@@ -752,18 +741,19 @@ def _fill_sparse(pieces, name, per_piece, splits, ids, weights, start: int) -> n
     return ids
 
 
-def _piece_csr(sparse: _Sparse, rows: slice | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | float]:
-    """`(row lengths, ids, weights or 1.0)` of some rows: views for a slice, gathered copies for an index."""
-    splits = sparse.splits
+def _piece_csr(sparse: CsrGroup, rows: slice | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | float]:
+    """`(row lengths, ids, weights or the shared float)` of some rows: views for a slice, gathered copies
+    for an index."""
+    splits = sparse.row_splits
     if isinstance(rows, slice):
         sub = splits[rows.start : rows.stop + 1]
         src = slice(int(sub[0]), int(sub[-1]))
-        weights = 1.0 if sparse.weights is None else sparse.weights[src]
+        weights = sparse.weights if sparse.scalar_weight else sparse.weights[src]
         return np.diff(sub), sparse.values[src], weights
     starts = splits[rows]
     lengths = splits[rows + 1] - starts
     index = _gather_index(starts, lengths, int(lengths.sum()))
-    weights = 1.0 if sparse.weights is None else sparse.weights[index]
+    weights = sparse.weights if sparse.scalar_weight else sparse.weights[index]
     return lengths, sparse.values[index], weights
 
 
