@@ -287,9 +287,9 @@ def test_two_multi_worker_mirrored_workers_on_localhost_split_the_data(shard_dir
 
 
 def test_dlpack_hand_over_aliases_aligned_arrays_and_copies_others():
-    from transforms.tfdata.parquet_source import _Arena
+    from transforms.tfdata.batch_arrays import Arena
 
-    aligned = _Arena([(4, np.dtype(np.int64))]).arrays[0]
+    aligned = Arena([(4, np.dtype(np.int64))]).arrays[0]
     aligned[:] = [1, 2, 3, 4]
     tensor = _tensor(aligned)
     aligned[0] = 99  # the tensor sees it: same memory, no copy

@@ -65,8 +65,9 @@ class CsrGroup:
         them, or one float for every id; n is the first feature's row count."""
         if not ids:
             raise ValueError("CsrGroup.from_ragged: a group needs at least one feature")
-        group = cls(names, weights=weights if isinstance(weights, float) else None,
-                    num_rows=ids[0].nrows(out_type=tf.int64))
+        group = cls(
+            names, weights=weights if isinstance(weights, float) else None, num_rows=ids[0].nrows(out_type=tf.int64)
+        )
         group._ragged = list(ids)
         if not isinstance(weights, float):
             group._ragged_weights = list(weights)

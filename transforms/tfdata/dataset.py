@@ -348,47 +348,36 @@ def _parquet_batches(source: ParquetSource, num_epochs) -> tf.data.Dataset:
 
 
 def _flat_parts(source: ParquetSource, combiners: Mapping[str, str], static_rows: int | None):
-    """Turns `ParquetSource.read`'s flat tensors into (sparse groups, dense, label, position, rows)."""
+    """Turns `ParquetSource.read`'s flat tensors (see `BatchLayout`) into (sparse groups, dense, label,
+    position, rows)."""
+    layout = source.layout
 
     def parts(*flat):
-        flat = list(flat)
-        position = tf.ensure_shape(flat.pop(), [4])
-        rows = tf.reshape(flat.pop(), [])
-        if static_rows is not None:
-            rows = static_rows
-        label = None
-        if source.label is not None:
-            label = tf.ensure_shape(flat.pop(), [static_rows])
+        batch = layout.unflatten(flat)
+        position = tf.ensure_shape(batch.position, [4])
+        rows = static_rows if static_rows is not None else tf.reshape(batch.rows, [])
+        label = None if layout.label is None else tf.ensure_shape(batch.label, [static_rows])
         dense = {}
-        for _, members in reversed(source.dense_blocks):
+        for (_, members), block in zip(layout.dense_blocks, batch.dense):
             count = len(members)
-            block = tf.ensure_shape(flat.pop(), [None if static_rows is None else count * static_rows])
+            block = tf.ensure_shape(block, [None if static_rows is None else count * static_rows])
             for c, column in zip(members, tf.unstack(tf.reshape(block, [count, -1]), num=count)):
                 dense[c.name] = tf.ensure_shape(column, [static_rows])
-        dense = {c.name: dense[c.name] for c in source.dense}
-        groups, at = [], 0
-        if source.coo is not None:
-            for members in source.groups:
-                row_ids, cols, gains, counts = (tf.ensure_shape(t, [None]) for t in flat[at : at + 4])
-                count = len(members)
+        dense = {c.name: dense[c.name] for c in layout.dense}
+        groups = []
+        for members, arrays in zip(layout.groups, batch.groups):
+            count = len(members)
+            if layout.coo:
+                row_ids, cols, gains, counts = (tf.ensure_shape(t, [None]) for t in arrays)
                 split = [tf.split(t, counts, num=count) for t in (row_ids, cols, gains)]
                 samples = tf.cast(rows, tf.int32)
                 groups.append({c.name: Coo(*(s[f] for s in split), samples) for f, c in enumerate(members)})
-                at += 4
-            return groups, dense, label, position, rows
-        for members in source.groups:
-            count = len(members)
-            splits = tf.ensure_shape(flat[at], [None if static_rows is None else count * static_rows + 1])
-            weighted = members[0].weighted
-            group = CsrGroup(
-                [c.name for c in members],
-                splits,
-                tf.ensure_shape(flat[at + 1], [None]),
-                tf.ensure_shape(flat[at + 2], [None]) if weighted else 1.0,
-                num_rows=rows,
-            )
+                continue
+            splits = tf.ensure_shape(arrays[0], [None if static_rows is None else count * static_rows + 1])
+            weights = tf.ensure_shape(arrays[2], [None]) if members[0].weighted else 1.0
+            group = CsrGroup([c.name for c in members], splits, tf.ensure_shape(arrays[1], [None]), weights,
+                             num_rows=rows)
             groups.append((group, combiners.get(members[0].name, "sum")))
-            at += 3 if weighted else 2
         return groups, dense, label, position, rows
 
     return parts
