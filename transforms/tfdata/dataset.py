@@ -22,26 +22,23 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from ops.convert_to_coo import COMBINERS
 from ops.coo import Coo
 from sparse_io.manifest import check_verify_level, verify_directory, verify_paths
 from sparse_io.schema import FeatureSpec, Schema, weights_column
 from transforms.tfdata._exit_drain import reader_call
-from transforms.tfdata.capacity import check_overflow, resolve_capacities
-from transforms.tfdata.columns import Column, select_columns
+from transforms.tfdata.columns import select_columns
 from transforms.tfdata.csr_group import CsrGroup
 from transforms.tfdata.epochs import draw_seed, plain
-from transforms.tfdata.grouped import convert_group, group_ragged, pad_coo_features
+from transforms.tfdata.finish import RawBatch, column_batch, finish_batches
+from transforms.tfdata.options import BatchOptions, OutputOptions
 from transforms.tfdata.parquet_source import ALIGNMENT, ParquetSource
 from transforms.tfdata.paths import list_files, read_schema, shard_format
 from transforms.tfdata.sharding import resolve_worker
 from transforms.tfdata.state import InputState
 from transforms.tfdata.tfrecord_source import tfrecord_dataset
 
-__all__ = ["make_dataset", "finish_batches", "OUTPUTS"]
+__all__ = ["make_dataset"]
 
-OUTPUTS = ("coo", "ragged", "sparse")
-POSITION = "__position__"
 _ENDLESS = 1 << 62
 _SUFFIXES = {"parquet": (".parquet",), "tfrecord": (".tfrecord", ".tfrecords")}
 
@@ -139,7 +136,8 @@ def make_dataset(
       >>> features["C1"].row_ids.shape  # doctest: +SKIP
       TensorShape([3815])
     """
-    _check_args(batch_size, output, num_epochs, capacities, shuffle_buffer, overflow)
+    batching = BatchOptions(batch_size, num_epochs, drop_remainder, deterministic, shuffle_buffer)
+    outputs = OutputOptions(output, combiner, capacities, overflow, capacity_kind, dropped)
     if format is not None and format not in _SUFFIXES:
         raise ValueError(f"format must be 'parquet' or 'tfrecord', got {format!r}")
     suffixes = _SUFFIXES[format] if format else _SUFFIXES["parquet"] + _SUFFIXES["tfrecord"]
@@ -160,7 +158,7 @@ def make_dataset(
         schema = _schema_from_parquet(files[0])
     columns, label_column = select_columns(schema, features, label)
     shards, worker = resolve_worker(input_context, num_shards, index)
-    caps = _capacities(capacities, directory, columns, batch_size, capacity_kind) if output == "coo" else None
+    caps = outputs.capacities_for(columns, batch_size, directory)
 
     if output == "coo":
         strings = [c.name for c in columns if c.is_sparse and c.dtype == "string"]
@@ -169,7 +167,7 @@ def make_dataset(
                 f"feature(s) {strings} hold string ids; output='coo' needs integer ids "
                 "(hash them in the Beam stage, or read output='ragged' and apply hash_ids)"
             )
-    combiners = _combiners(combiner, columns)
+    combiners = outputs.combiners(columns)
     if fmt == "parquet":
         if shuffle and seed is None:
             if start is not None:
@@ -194,7 +192,7 @@ def make_dataset(
             coo=combiners if output == "coo" else None,
         )
         raw = _parquet_batches(source, num_epochs)
-        parts = _flat_parts(source, combiners, batch_size if drop_remainder else None)
+        to_raw_batch = _parquet_raw_batch(source, combiners, batching.static_rows)
     else:
         if start is not None or return_position:
             raise ValueError(
@@ -215,18 +213,14 @@ def make_dataset(
             deterministic=deterministic,
             shuffle_buffer=shuffle_buffer,
         )
-        parts = _column_parts(columns, label_column, combiners)
+        to_raw_batch = column_batch(columns, label_column, combiners)
     out = finish_batches(
         raw,
-        parts,
+        to_raw_batch,
         columns,
-        batch_size,
-        output=output,
-        drop_remainder=drop_remainder,
-        deterministic=deterministic,
+        batching,
+        outputs,
         capacities=caps,
-        overflow=overflow,
-        dropped=dropped,
         has_label=label_column is not None,
         return_position=return_position,
     )
@@ -241,45 +235,6 @@ def make_dataset(
         # which every dataset derived from it and every iterator over it references, holds it.
         out._sparseflow_parquet_source = source
     return out
-
-
-def _check_args(batch_size, output, num_epochs, capacities, shuffle_buffer, overflow) -> None:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    if output not in OUTPUTS:
-        raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
-    if num_epochs is not None and (isinstance(num_epochs, bool) or not isinstance(num_epochs, int) or num_epochs < 1):
-        raise ValueError(f"num_epochs must be a positive integer or None, got {num_epochs!r}")
-    if capacities is not None and output != "coo":
-        raise ValueError("capacities pad COO batches: they need output='coo'")
-    if not isinstance(shuffle_buffer, int) or shuffle_buffer < 1:
-        raise ValueError(f"shuffle_buffer must be a positive integer, got {shuffle_buffer!r}")
-    check_overflow(overflow)
-
-
-def _combiners(combiner, columns: Sequence[Column]) -> dict[str, str]:
-    """feature -> combiner; raises ValueError for unknown combiners or features."""
-    sparse = [c.name for c in columns if c.is_sparse]
-    if isinstance(combiner, str):
-        chosen = dict.fromkeys(sparse, combiner)
-    elif isinstance(combiner, Mapping):
-        unknown = sorted(set(combiner) - set(sparse))
-        if unknown:
-            raise ValueError(f"combiner names feature(s) that are not sparse features read: {unknown}")
-        chosen = {name: combiner.get(name, "sum") for name in sparse}
-    else:
-        raise ValueError(f"combiner must be a string or a dict feature -> string, got {combiner!r}")
-    bad = sorted({c for c in chosen.values() if c not in COMBINERS})
-    if bad:
-        raise ValueError(f"unknown combiner(s) {bad}; expected one of {COMBINERS}")
-    return chosen
-
-
-def _capacities(capacities, directory: str, columns: Sequence[Column], batch_size: int, kind: str):
-    if capacities is None:
-        return None
-    sparse = [c.name for c in columns if c.is_sparse]
-    return resolve_capacities(capacities, sparse, batch_size, kind=kind, directory=directory)
 
 
 def _schema_from_parquet(path: str) -> Schema:
@@ -347,9 +302,8 @@ def _parquet_batches(source: ParquetSource, num_epochs) -> tf.data.Dataset:
     return ds.map(plain(lambda i: tuple(tf.py_function(read, [i], dtypes))))
 
 
-def _flat_parts(source: ParquetSource, combiners: Mapping[str, str], static_rows: int | None):
-    """Turns `ParquetSource.read`'s flat tensors (see `BatchLayout`) into (sparse groups, dense, label,
-    position, rows)."""
+def _parquet_raw_batch(source: ParquetSource, combiners: Mapping[str, str], static_rows: int | None):
+    """Turns `ParquetSource.read`'s flat tensors (see `BatchLayout`) into a `RawBatch`."""
     layout = source.layout
 
     def parts(*flat):
@@ -378,80 +332,6 @@ def _flat_parts(source: ParquetSource, combiners: Mapping[str, str], static_rows
             group = CsrGroup([c.name for c in members], splits, tf.ensure_shape(arrays[1], [None]), weights,
                              num_rows=rows)
             groups.append((group, combiners.get(members[0].name, "sum")))
-        return groups, dense, label, position, rows
+        return RawBatch(groups, dense, label, position, rows)
 
     return parts
-
-
-def _column_parts(columns: Sequence[Column], label: Column | None, combiner):
-    """Turns a dict of per-feature columns (TFRecord, logs) into (sparse groups, dense, label, None, rows)."""
-
-    def parts(raw):
-        sparse = {c.name: raw[c.name] for c in columns if c.is_sparse}
-        weights = {c.name: raw[c.weights_name] for c in columns if c.is_sparse and c.weighted}
-        dense = {c.name: raw[c.name] for c in columns if not c.is_sparse}
-        groups = group_ragged(sparse, weights, combiner)
-        y = raw[label.name] if label else None
-        first = next(iter(raw.values()))
-        rows = first.nrows() if isinstance(first, tf.RaggedTensor) else tf.shape(first, out_type=tf.int64)[0]
-        return groups, dense, y, None, rows
-
-    return parts
-
-
-def _to_sparse(ragged: tf.RaggedTensor) -> tf.SparseTensor:
-    sparse = ragged.to_sparse()
-    sparse.set_shape(ragged.shape)  # keep the static batch size
-    return sparse
-
-
-def finish_batches(
-    raw: tf.data.Dataset,
-    parts,
-    columns: Sequence[Column],
-    batch_size: int,
-    *,
-    output: str,
-    drop_remainder: bool,
-    deterministic: bool,
-    capacities: Mapping[str, int] | None,
-    overflow: str,
-    dropped: tf.Variable | None,
-    has_label: bool,
-    return_position: bool = False,
-) -> tf.data.Dataset:
-    """Turns raw batches into the delivered elements, the same for every reader.
-
-    `parts(element)` gives `(sparse groups, dense dict, label or None,
-    position or None, rows)`; a group is a `(CsrGroup, combiner)` pair or, from the
-    Parquet reader with output="coo", a dict of finished `Coo`s. Elements are `(features, label)`, `features` alone
-    when there is no label, plus the position when asked.
-    """
-    static_rows = batch_size if drop_remainder else None
-    weights_name = {c.name: c.weights_name for c in columns if c.is_sparse}
-
-    def convert(*raw_batch):
-        groups, dense, label, position, rows = parts(*raw_batch)
-        feats = {}
-        if output == "coo":
-            for group in groups:
-                feats.update(group if isinstance(group, dict) else convert_group(*group))
-            feats.update(dense)
-            if capacities:
-                feats = pad_coo_features(feats, capacities, sample_count=rows, overflow=overflow, dropped=dropped)
-        else:
-            for group, _ in groups:
-                for name, (ids, weights) in zip(group.names, group.features(static_rows)):
-                    feats[name] = _to_sparse(ids) if output == "sparse" else ids
-                    if weights is not None:
-                        feats[weights_name[name]] = _to_sparse(weights) if output == "sparse" else weights
-            feats.update(dense)
-        out = [feats]
-        if has_label:
-            out.append(label)
-        if return_position:
-            out.append(position)
-        return tuple(out) if len(out) > 1 else feats
-
-    ds = raw.map(plain(convert), num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
-    return ds.prefetch(tf.data.AUTOTUNE)

@@ -23,10 +23,11 @@ from sparse_io.errors import CorruptFileError
 from sparse_io.readers import LOG_FORMATS, csv_options
 from sparse_io.schema import Schema, criteo_schema
 from transforms.tfdata.columns import Column, select_columns
-from transforms.tfdata.dataset import _capacities, _check_args, _column_parts, _combiners, finish_batches
 from transforms.tfdata.epochs import draw_seed, epoch_seed, over_epochs, plain, seeded_shuffle
+from transforms.tfdata.finish import column_batch, finish_batches
 from transforms.tfdata.ids import hash_ids, lookup_ids, vocabulary_table
 from transforms.tfdata.log_parsing import LineFormat, LineParser
+from transforms.tfdata.options import BatchOptions, OutputOptions
 from transforms.tfdata.paths import list_files
 from transforms.tfdata.rebatch import rebatch
 from transforms.tfdata.sharding import resolve_worker, split_files
@@ -138,7 +139,8 @@ def make_log_dataset(
     """
     if format not in TEXT_FORMATS:
         raise ValueError(f"format must be one of {TEXT_FORMATS}, got {format!r}")
-    _check_args(batch_size, output, num_epochs, capacities, shuffle_buffer, overflow)
+    batching = BatchOptions(batch_size, num_epochs, drop_remainder, deterministic, shuffle_buffer)
+    outputs = OutputOptions(output, combiner, capacities, overflow, dropped=dropped)
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     for what, var in (("bad_lines", bad_lines), ("padded_lines", padded_lines)):
@@ -260,18 +262,13 @@ def make_log_dataset(
         return lines.map(plain(parse), num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
 
     batches = over_epochs(num_epochs, one_epoch)
-    caps = _capacities(capacities, "", out_columns, batch_size, "max") if output == "coo" else None
     out = finish_batches(
         batches,
-        _column_parts(out_columns, label_column, _combiners(combiner, out_columns)),
+        column_batch(out_columns, label_column, outputs.combiners(out_columns)),
         out_columns,
-        batch_size,
-        output=output,
-        drop_remainder=drop_remainder,
-        deterministic=deterministic,
-        capacities=caps,
-        overflow=overflow,
-        dropped=dropped,
+        batching,
+        outputs,
+        capacities=outputs.capacities_for(out_columns, batch_size),
         has_label=label_column is not None,
     )
     options = tf.data.Options()
