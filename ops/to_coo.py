@@ -18,13 +18,17 @@ __all__ = ["to_coo"]
 @tf.autograph.experimental.do_not_convert
 def to_coo(
     x: tf.RaggedTensor | tf.SparseTensor | CsrBatch,
-    weights: tf.RaggedTensor | tf.SparseTensor | float | None = None,
     *,
+    weights: tf.RaggedTensor | tf.SparseTensor | float | None = None,
     combiner: str = "sum",
     validate: bool = True,
     name: str | None = None,
 ) -> Coo:
     """`convert_to_coo` on a whole batch; the sample count is the batch's row count.
+
+    Everything after `x` is keyword-only, as in `transforms.to_coo` (which
+    converts a dict of features), so neither is called with the other's
+    argument order.
 
     Args:
       x: a `[S, None]` `tf.RaggedTensor` (ragged_rank 1), a 2-D `tf.SparseTensor`

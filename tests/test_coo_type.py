@@ -108,3 +108,14 @@ def test_to_coo_counts_trailing_empty_rows():
     coo = transforms.to_coo({"f": ids})["f"]
     assert int(coo.sample_count) == 3
     assert ops.embedding_bag(tf.ones([5, 2]), coo).shape == [3, 2]
+
+
+def test_the_two_to_coos_take_everything_but_their_input_by_keyword():
+    ids = tf.ragged.constant([[1, 1], [2]], dtype=tf.int64)
+    with pytest.raises(TypeError):
+        ops.to_coo(ids, 2.0)  # weights by position
+    with pytest.raises(TypeError):
+        transforms.to_coo({"f": ids}, "mean")  # combiner by position
+    by_ops = ops.to_coo(ids, weights=2.0, combiner="mean")
+    by_transforms = transforms.to_coo({"f": ids}, weights={"f": 2.0}, combiner="mean")["f"]
+    assert by_ops.gains.numpy().tolist() == by_transforms.gains.numpy().tolist() == [1.0, 1.0]

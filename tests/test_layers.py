@@ -77,7 +77,7 @@ def test_embedding_bag_accepts_coo_tuples_with_padding_and_sample_count():
     ids, weights = _bags(rng)
     ragged = tf.ragged.constant(ids, dtype=tf.int64, ragged_rank=1)
     ragged_weights = tf.ragged.constant(weights, dtype=tf.float32, ragged_rank=1)
-    rows, cols, gains, _ = ops.to_coo(ragged, ragged_weights, combiner="mean")
+    rows, cols, gains, _ = ops.to_coo(ragged, weights=ragged_weights, combiner="mean")
     padded = ops.pad_coo(rows, cols, gains, int(rows.shape[0]) + 5, sample_count=len(ids))
     assert isinstance(padded, ops.Coo) and padded.sample_count == len(ids)
 

@@ -55,8 +55,11 @@ def test_without_a_label_there_is_no_label_array_and_a_wrong_length_is_refused()
 
 def _rows_of(plan, epoch, begin, end):
     """The (unit, row) pairs of rows [begin, end) of an epoch, as the plan lays them out."""
-    return [(unit, int(r)) for unit, _, rows in plan.segments(epoch, begin, end)
-            for r in (range(rows.start, rows.stop) if isinstance(rows, slice) else rows)]
+    return [
+        (unit, int(r))
+        for unit, _, rows in plan.segments(epoch, begin, end)
+        for r in (range(rows.start, rows.stop) if isinstance(rows, slice) else rows)
+    ]
 
 
 @pytest.mark.parametrize("shuffle", [False, True])
@@ -78,12 +81,14 @@ def test_a_position_resumes_at_the_next_row():
     unit_rows = np.array([3, 5, 2], np.int64)
     plan = RowPlan(unit_rows, 4, shuffle=True, seed=3, drop_remainder=False, fingerprint=9)
     epoch, _, end = plan.locate(1)
-    resumed = RowPlan(unit_rows, 4, shuffle=True, seed=3, drop_remainder=False, fingerprint=9,
-                      start=plan.position(epoch, end))
+    resumed = RowPlan(
+        unit_rows, 4, shuffle=True, seed=3, drop_remainder=False, fingerprint=9, start=plan.position(epoch, end)
+    )
     assert _rows_of(resumed, *resumed.locate(0)) == _rows_of(plan, *plan.locate(2))
     with pytest.raises(ValueError, match="another reading plan"):
-        RowPlan(unit_rows, 4, shuffle=True, seed=3, drop_remainder=False, fingerprint=8,
-                start=plan.position(epoch, end))
+        RowPlan(
+            unit_rows, 4, shuffle=True, seed=3, drop_remainder=False, fingerprint=8, start=plan.position(epoch, end)
+        )
 
 
 def test_docstring_examples_run():

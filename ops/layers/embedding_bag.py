@@ -208,4 +208,4 @@ class EmbeddingBag(keras.layers.Layer):
         return row_ids, tf.cast(last, tf.int32) + 1
 
     def _combined(self, ids, weights):
-        return tuple(to_coo(ids, weights, combiner=self.combiner, name=self.name))
+        return tuple(to_coo(ids, weights=weights, combiner=self.combiner, name=self.name))

@@ -41,12 +41,15 @@ def _check_ids(x, name: str) -> None:
 
 def to_coo(
     features,
+    *,
     combiner: str | Mapping[str, str] = "sum",
     weights=None,
-    *,
     validate: bool = True,
 ) -> dict | Coo:
     """Converts ragged or sparse id batches to COO (`ops.to_coo` per feature).
+
+    Everything after `features` is keyword-only, as in `ops.to_coo`, so
+    neither is called with the other's argument order.
 
     Args:
       features: a `[B, None]` `tf.RaggedTensor` or 2-D `tf.SparseTensor` of
@@ -84,7 +87,7 @@ def to_coo(
         if isinstance(combiner, Mapping):
             raise ValueError("to_coo: a single feature takes a combiner string, not a dict")
         _check_ids(features, "<input>")
-        return ops.to_coo(features, weights, combiner=combiner, validate=validate)._replace(
+        return ops.to_coo(features, weights=weights, combiner=combiner, validate=validate)._replace(
             sample_count=_sample_count(features)
         )
     if not isinstance(features, Mapping):
@@ -114,7 +117,7 @@ def to_coo(
         w = overrides.get(name, features.get(name + WEIGHTS_SUFFIX))
         if isinstance(value, tf.SparseTensor) or isinstance(w, tf.SparseTensor):
             how = combiner.get(name, "sum") if isinstance(combiner, Mapping) else combiner
-            coo = ops.to_coo(value, w, combiner=how, validate=validate, name=name)
+            coo = ops.to_coo(value, weights=w, combiner=how, validate=validate, name=name)
             sparse[name] = coo._replace(sample_count=_sample_count(value))
             continue
         if validate and isinstance(w, tf.RaggedTensor):
