@@ -20,7 +20,7 @@ from tfdata_data import (
 
 from sparse_io.manifest import commit_directory
 from transforms import InputState, make_dataset
-from transforms.tfdata.dataset import _tensor
+from transforms.tfdata.parquet_dataset import _tensor
 
 ROWS = random_rows(150, seed=21)
 HERE = os.path.dirname(os.path.abspath(__file__))

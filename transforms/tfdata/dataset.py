@@ -16,22 +16,16 @@ Which reader runs depends on the shard format (the README has the full table):
 from __future__ import annotations
 
 import os
-import weakref
 from collections.abc import Mapping, Sequence
 
-import numpy as np
 import tensorflow as tf
 
-from ops.coo import Coo
 from sparse_io.manifest import check_verify_level, verify_directory, verify_paths
 from sparse_io.schema import FeatureSpec, Schema, weights_column
-from transforms.tfdata._exit_drain import reader_call
 from transforms.tfdata.columns import select_columns
-from transforms.tfdata.csr_group import CsrGroup
-from transforms.tfdata.epochs import draw_seed, plain
-from transforms.tfdata.finish import RawBatch, column_batch, finish_batches
+from transforms.tfdata.finish import column_batch, finish_batches
 from transforms.tfdata.options import BatchOptions, OutputOptions
-from transforms.tfdata.parquet_source import ALIGNMENT, ParquetSource
+from transforms.tfdata.parquet_dataset import parquet_batches
 from transforms.tfdata.paths import list_files, read_schema, shard_format
 from transforms.tfdata.sharding import resolve_worker
 from transforms.tfdata.state import InputState
@@ -39,7 +33,6 @@ from transforms.tfdata.tfrecord_source import tfrecord_dataset
 
 __all__ = ["make_dataset"]
 
-_ENDLESS = 1 << 62
 _SUFFIXES = {"parquet": (".parquet",), "tfrecord": (".tfrecord", ".tfrecords")}
 
 
@@ -128,7 +121,7 @@ def make_dataset(
         different plan.
 
     The Parquet reader runs Python (pyarrow) per batch, not per row; see
-    `parquet_source`. Use TFRecord shards for the tf.data service.
+    `parquet_dataset` and `parquet_source`. Use TFRecord shards for the tf.data service.
 
     Example (C1's capacity for 4096 rows in stats.json being 3815):
       >>> ds = make_dataset("/data/shards", 4096, capacities="stats", drop_remainder=True)  # doctest: +SKIP
@@ -169,30 +162,19 @@ def make_dataset(
             )
     combiners = outputs.combiners(columns)
     if fmt == "parquet":
-        if shuffle and seed is None:
-            if start is not None:
-                raise ValueError("start: resuming a shuffled Parquet dataset needs the seed it was made with")
-            seed = draw_seed()
-        keyed: dict[tuple, list[str]] = {}
-        for c in columns:
-            if c.is_sparse:
-                keyed.setdefault((c.dtype, c.weighted, combiners.get(c.name, "sum")), []).append(c.name)
-        source = ParquetSource(
+        raw, to_raw_batch, source = parquet_batches(
             files,
             columns,
             label_column,
-            batch_size,
+            batching,
+            combiners,
+            coo=output == "coo",
             shuffle=shuffle,
-            seed=seed or 0,
+            seed=seed,
+            start=start,
             num_shards=shards,
             index=worker,
-            drop_remainder=drop_remainder,
-            start=start,
-            groups=list(keyed.values()),
-            coo=combiners if output == "coo" else None,
         )
-        raw = _parquet_batches(source, num_epochs)
-        to_raw_batch = _parquet_raw_batch(source, combiners, batching.static_rows)
     else:
         if start is not None or return_position:
             raise ValueError(
@@ -231,7 +213,7 @@ def make_dataset(
     options.deterministic = deterministic
     out = out.with_options(options)
     if fmt == "parquet":
-        # The reader's py_function holds the source weakly (see _parquet_batches); the dataset,
+        # The reader's py_function holds the source weakly (see parquet_batches); the dataset,
         # which every dataset derived from it and every iterator over it references, holds it.
         out._sparseflow_parquet_source = source
     return out
@@ -265,73 +247,3 @@ def _schema_from_parquet(path: str) -> Schema:
                 dtype = "float32"
             specs.append(FeatureSpec(field.name, kind, dtype))
     return Schema(specs)
-
-
-def _tensor(array: np.ndarray):
-    if array.dtype == object:
-        return array  # strings: py_function converts (and copies) them
-    if array.ctypes.data % ALIGNMENT == 0 and array.flags.writeable and array.flags.c_contiguous:
-        # Aliases the arena: no copy. Only for aligned memory (TF aborts otherwise).
-        return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
-    return tf.convert_to_tensor(array)
-
-
-def _parquet_batches(source: ParquetSource, num_epochs) -> tf.data.Dataset:
-    """`range -> map(py_function(source.read))`: flat tuples of tensors, see `ParquetSource.read`.
-
-    The caller must keep `source` alive as long as the dataset: the py_function holds it only
-    weakly. TensorFlow ties a py_function built in eager mode to the global graph, which is
-    never freed, so a strong reference would keep every reader ever built, with its decoded
-    row groups (~100 MB for a Criteo shard's), for the life of the process.
-    """
-    dtypes = [tf.string if d == "string" else tf.as_dtype(d) for d in source.output_dtypes()]
-    total = source.num_batches(num_epochs)
-    source_ref = weakref.ref(source)
-
-    def read(i):
-        with reader_call():  # see _exit_drain: lets the process exit with an iterator still alive
-            alive = source_ref()
-            if alive is None:
-                raise RuntimeError(
-                    "make_dataset: this Parquet dataset's reader was released with the dataset; keep "
-                    "the dataset returned by make_dataset (or an iterator over it) alive while reading"
-                )
-            return [_tensor(a) for a in alive.read(int(i))]
-
-    ds = tf.data.Dataset.range(_ENDLESS if total is None else total)
-    return ds.map(plain(lambda i: tuple(tf.py_function(read, [i], dtypes))))
-
-
-def _parquet_raw_batch(source: ParquetSource, combiners: Mapping[str, str], static_rows: int | None):
-    """Turns `ParquetSource.read`'s flat tensors (see `BatchLayout`) into a `RawBatch`."""
-    layout = source.layout
-
-    def parts(*flat):
-        batch = layout.unflatten(flat)
-        position = tf.ensure_shape(batch.position, [4])
-        rows = static_rows if static_rows is not None else tf.reshape(batch.rows, [])
-        label = None if layout.label is None else tf.ensure_shape(batch.label, [static_rows])
-        dense = {}
-        for (_, members), block in zip(layout.dense_blocks, batch.dense):
-            count = len(members)
-            block = tf.ensure_shape(block, [None if static_rows is None else count * static_rows])
-            for c, column in zip(members, tf.unstack(tf.reshape(block, [count, -1]), num=count)):
-                dense[c.name] = tf.ensure_shape(column, [static_rows])
-        dense = {c.name: dense[c.name] for c in layout.dense}
-        groups = []
-        for members, arrays in zip(layout.groups, batch.groups):
-            count = len(members)
-            if layout.coo:
-                row_ids, cols, gains, counts = (tf.ensure_shape(t, [None]) for t in arrays)
-                split = [tf.split(t, counts, num=count) for t in (row_ids, cols, gains)]
-                samples = tf.cast(rows, tf.int32)
-                groups.append({c.name: Coo(*(s[f] for s in split), samples) for f, c in enumerate(members)})
-                continue
-            splits = tf.ensure_shape(arrays[0], [None if static_rows is None else count * static_rows + 1])
-            weights = tf.ensure_shape(arrays[2], [None]) if members[0].weighted else 1.0
-            group = CsrGroup([c.name for c in members], splits, tf.ensure_shape(arrays[1], [None]), weights,
-                             num_rows=rows)
-            groups.append((group, combiners.get(members[0].name, "sum")))
-        return RawBatch(groups, dense, label, position, rows)
-
-    return parts
