@@ -33,7 +33,8 @@ class CsrGroup:
         Parquet reader's string columns).
       weights: float32 `[nnz]`, or a Python float every id weighs.
       num_rows: n, the rows of each feature (an int or an int scalar tensor);
-        derived from `row_splits` when omitted.
+        derived from the length of `row_splits` when omitted (numpy arrays
+        and lists; give it for tensors).
 
     `CsrGroup.from_ragged` builds a group from per-feature `[n, None]`
     RaggedTensors without concatenating them: the arrays above are made on
