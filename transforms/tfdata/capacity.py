@@ -50,12 +50,12 @@ def load_stats(path: str) -> dict:
         stats = json.loads(text)
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not valid JSON: {e}") from e
-    if not is_stats(stats) or stats["format_version"] != 1:
+    if not _is_stats(stats) or stats["format_version"] != 1:
         raise ValueError(f"{path}: expected a stats.json with format_version 1 and 'features'")
     return stats
 
 
-def is_stats(value) -> bool:
+def _is_stats(value) -> bool:
     """True for a stats.json dict (rather than a dict feature -> capacity)."""
     return isinstance(value, Mapping) and "format_version" in value and "features" in value
 
@@ -148,7 +148,7 @@ def resolve_capacities(
         if capacities == "stats" and directory is not None:
             capacities = directory
         capacities = load_stats(capacities)
-    if is_stats(capacities):
+    if _is_stats(capacities):
         if batch_size is None:
             raise ValueError(f"{where}: capacities from stats.json need batch_size (the batch's row count)")
         return {n: capacity_from_stats(capacities, n, batch_size, kind=kind) for n in names}
