@@ -102,7 +102,7 @@ def _convert_all(convert, features, per_id: bool, combiner: str):
     return [
         convert(
             splits, values, weights if per_id else tf.constant(1.0), sample_count=BATCH, combiner=combiner
-        )
+        )[:3]  # ours is an ops.Coo that also carries the (static) sample count
         for splits, values, weights in features
     ]
 

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from ops import _coo_core as core
 from ops._coo_checks import ID_DTYPES, Checks, as_tensor, first_true, label, require, scope_name, static_count
+from ops.coo import Coo
 
 __all__ = ["convert_to_coo", "COMBINERS"]
 
@@ -37,7 +38,7 @@ def convert_to_coo(
     combiner: str = "sum",
     validate: bool = True,
     name: str | None = None,
-) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+) -> Coo:
     """Turns a dense, sparse or ragged id batch into COO with the combiner folded into gains.
 
     Args:
@@ -60,8 +61,10 @@ def convert_to_coo(
       name: feature name, used in error messages and the name scope.
 
     Returns:
-      `(row_ids, col_ids, gains)`, all `[M]` with M <= N, in input order:
-      row_ids int32, col_ids with the dtype of `values`, gains float32.
+      An `ops.Coo(row_ids, col_ids, gains, sample_count)`: the three arrays
+      all `[M]` with M <= N, in input order: row_ids int32, col_ids with the
+      dtype of `values`, gains float32; sample_count as given (a Python int
+      when known while tracing, else an int32 scalar tensor).
       Consecutive ids that are equal and in the same row become one entry
       whose gain is the sum of their weights (adjacent duplicates only: this
       is not a full dedup). For "mean" each row r is then scaled by
@@ -89,7 +92,7 @@ def convert_to_coo(
     not for `jit_compile=True` functions: pad its result with `ops.pad_coo`.
 
     Example:
-      >>> rows, cols, gains = convert_to_coo(
+      >>> rows, cols, gains, samples = convert_to_coo(
       ...     tf.constant([0, 3, 3, 4], tf.int64), tf.constant([7, 7, 2, 5]), 1.0,
       ...     sample_count=3, combiner="mean")
       >>> rows.numpy().tolist(), cols.numpy().tolist(), gains.numpy().tolist()
@@ -99,10 +102,11 @@ def convert_to_coo(
     if combiner not in COMBINERS:
         raise ValueError(f"{where}: unknown combiner {combiner!r}; expected one of {COMBINERS}")
     with tf.name_scope(scope_name(name, "convert_to_coo")):
+        count = static_count(sample_count, "sample_count", where)
         call = _Call(
             values=_ids(values, where),
             weights=_weights(weights, where),
-            count=static_count(sample_count, "sample_count", where),
+            count=count,
             combiner=combiner,
             validate=validate,
             where=where,
@@ -110,16 +114,17 @@ def convert_to_coo(
         index = _index(indices_or_row_splits, where)
         kind = call.kind_of(index)
         if kind is not None:
-            return call.by_weights(kind, index)
+            return Coo(*call.by_weights(kind, index), count)
         # A rank-1 index of unknown size: empty means dense, anything else is row_splits
         # (row_splits always has sample_count + 1 >= 1 elements).
-        return core.cond(
+        rows, cols, gains = core.cond(
             tf.equal(tf.size(core.as_bits(index)), 0),
             lambda index, values: call.with_values(values).by_weights("dense", index),
             lambda index, values: call.with_values(values).by_weights("ragged", index),
             index,
             call.values,
         )
+        return Coo(rows, cols, gains, count)
 
 
 def _ids(values, where: str) -> tf.Tensor:

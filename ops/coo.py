@@ -7,7 +7,9 @@ together: `row_ids`, `col_ids`, `gains` (the combiner folded in, as
 padded COO (`ops.pad_coo`, `make_dataset(capacities=...)`) points its padding
 entries at row `sample_count`, so `max(row_ids) + 1` would be one too many,
 and trailing samples without ids leave no entry at all. So the count travels
-with the entries.
+with the entries: `ops.convert_to_coo`, `ops.to_coo`, `ops.pad_coo` and
+`make_dataset(output="coo")` return a `Coo`, and `ops.embedding_bag` and
+`ops.layers.EmbeddingBag` take one whole.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from ops._coo_checks import ID_DTYPES, Checks, as_tensor, label, static_count
+from ops.coo import Coo
 
 __all__ = ["pad_coo", "OVERFLOW_MODES"]
 
@@ -29,18 +30,20 @@ OVERFLOW_MODES = ("error", "drop")
 @tf.autograph.experimental.do_not_convert
 def pad_coo(
     row_ids,
-    col_ids,
-    gains,
-    capacity: int,
+    col_ids=None,
+    gains=None,
+    capacity: int | None = None,
     *,
-    sample_count: int | tf.Tensor,
+    sample_count: int | tf.Tensor | None = None,
     overflow: str = "error",
     name: str | None = None,
-) -> tuple[tf.Tensor, ...]:
+) -> Coo | tuple[Coo, tf.Tensor]:
     """Pads (or truncates) COO tensors to exactly `capacity` entries.
 
     Args:
-      row_ids: int32 (or int64) `[M]`; returned as int32.
+      row_ids: int32 (or int64) `[M]`; returned as int32. Or a whole
+        `ops.Coo` (then col_ids and gains are omitted, capacity is given by
+        keyword, and sample_count defaults to the Coo's own).
       col_ids: int32 or int64 `[M]`; dtype kept.
       gains: float32 `[M]`.
       capacity: the fixed output length, a Python int >= 0 (it becomes the
@@ -55,23 +58,37 @@ def pad_coo(
       name: feature name for error messages.
 
     Returns:
-      `(row_ids, col_ids, gains)`, each with static shape `[capacity]`; with
-      `overflow="drop"` also `dropped`, an int32 scalar (M - capacity, or 0).
+      An `ops.Coo(row_ids, col_ids, gains, sample_count)` whose arrays have
+      static shape `[capacity]`; with `overflow="drop"` the pair
+      `(coo, dropped)`, dropped an int32 scalar (M - capacity, or 0).
 
     Raises:
-      ValueError: capacity not a non-negative int, unknown overflow mode,
+      ValueError: capacity not a non-negative int, no sample_count, an
+        `ops.Coo` given together with col_ids or gains, unknown overflow mode,
         wrong dtypes, or lengths that differ in their static shapes.
       tf.errors.InvalidArgumentError: lengths that differ at run time, or
         M > capacity with overflow="error".
 
     Example:
-      >>> rows, cols, gains = pad_coo(
+      >>> padded = pad_coo(
       ...     tf.constant([0, 2], tf.int32), tf.constant([5, 9]), tf.constant([1.0, 0.5]),
       ...     4, sample_count=3)
-      >>> rows.numpy().tolist(), cols.numpy().tolist(), gains.numpy().tolist()
+      >>> padded.row_ids.numpy().tolist(), padded.col_ids.numpy().tolist(), padded.gains.numpy().tolist()
       ([0, 2, 3, 3], [5, 9, 0, 0], [1.0, 0.5, 0.0, 0.0])
+      >>> pad_coo(padded, capacity=6).row_ids.numpy().tolist()
+      [0, 2, 3, 3, 3, 3]
     """
     where = label("pad_coo", name)
+    if isinstance(row_ids, Coo):
+        if col_ids is not None or gains is not None:
+            raise ValueError(f"{where}: give either an ops.Coo or row_ids, col_ids and gains, not both")
+        row_ids, col_ids, gains, carried = row_ids
+        if sample_count is None:
+            sample_count = carried
+    elif col_ids is None or gains is None:
+        raise ValueError(f"{where}: col_ids and gains are required (or pass one ops.Coo)")
+    if sample_count is None:
+        raise ValueError(f"{where}: sample_count is required (the row id given to padding entries)")
     if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
         raise ValueError(f"{where}: capacity must be a Python int >= 0, got {capacity!r}")
     if overflow not in OVERFLOW_MODES:
@@ -113,14 +130,15 @@ def pad_coo(
     # The padding length waits for the checks too: a negative one would fail first, in Fill.
     missing = tf.cast(capacity - kept, tf.int64)
     row_bits, col_bits, gains, missing = checks.guard(row_bits, col_bits, gains, missing)
-    padded = (
+    padded = Coo(
         _signed(_append(row_bits, missing, count), tf.int32),
         _signed(_append(col_bits, missing, 0), col_dtype),
         _append(gains, missing, 0.0),
+        count,
     )
-    for t in padded:
+    for t in padded[:3]:
         t.set_shape([capacity])
-    return padded if dropped is None else (*padded, dropped)
+    return padded if dropped is None else (padded, dropped)
 
 
 def _bits(x: tf.Tensor) -> tf.Tensor:

@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from ops._coo_checks import Checks, label
 from ops.convert_to_coo import convert_to_coo
+from ops.coo import Coo
 from sparse_io.csr import CsrBatch
 
 __all__ = ["to_coo"]
@@ -17,13 +18,17 @@ __all__ = ["to_coo"]
 @tf.autograph.experimental.do_not_convert
 def to_coo(
     x: tf.RaggedTensor | tf.SparseTensor | CsrBatch,
-    weights: tf.RaggedTensor | tf.SparseTensor | float | None = None,
     *,
+    weights: tf.RaggedTensor | tf.SparseTensor | float | None = None,
     combiner: str = "sum",
     validate: bool = True,
     name: str | None = None,
-) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+) -> Coo:
     """`convert_to_coo` on a whole batch; the sample count is the batch's row count.
+
+    Everything after `x` is keyword-only, as in `transforms.to_coo` (which
+    converts a dict of features), so neither is called with the other's
+    argument order.
 
     Args:
       x: a `[S, None]` `tf.RaggedTensor` (ragged_rank 1), a 2-D `tf.SparseTensor`
@@ -39,7 +44,9 @@ def to_coo(
       name: feature name for error messages.
 
     Returns:
-      `(row_ids int32, col_ids, gains float32)` as `convert_to_coo` returns them.
+      An `ops.Coo(row_ids int32, col_ids, gains float32, sample_count)` as
+      `convert_to_coo` returns it; sample_count is the batch's row count (a
+      Python int when the static shape knows it, else an int32 scalar tensor).
 
     Raises:
       ValueError: an unsupported type, rank or dtype, or weights whose static
@@ -49,7 +56,7 @@ def to_coo(
 
     Example:
       >>> ids = tf.ragged.constant([[3, 3, 1], [], [2]], dtype=tf.int64)
-      >>> rows, cols, gains = to_coo(ids, combiner="sqrtn")
+      >>> rows, cols, gains, samples = to_coo(ids, combiner="sqrtn")
       >>> rows.numpy().tolist(), cols.numpy().tolist(), [round(float(g), 4) for g in gains]
       ([0, 0, 2], [3, 1, 2], [1.1547, 0.5774, 1.0])
     """

@@ -110,7 +110,7 @@ def export_history_model(model, schema: Schema, export_dir: str) -> str:
     def serve(raw):
         ids = tf.cast(hashing(_split(raw[item])), tf.int64)
         gains = tf.strings.to_number(_split(raw[weights])) if spec.weighted else None
-        inputs = {item: ops.to_coo(ids, gains, combiner=model.combiner),
+        inputs = {item: ops.to_coo(ids, weights=gains, combiner=model.combiner),
                   target: tf.cast(hashing(raw[target]), tf.float32)}
         output = model(inputs, training=False)
         if model.task == "next_item":

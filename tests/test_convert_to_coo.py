@@ -80,11 +80,11 @@ def test_rows_of_at_most_one_id_match_reference_on_the_one_per_row_path(batch, c
 def test_one_row_of_two_equal_ids_among_one_hot_rows_still_merges():
     splits = tf.constant([0, 1, 1, 3, 4], tf.int64)
     ids = tf.constant([5, 9, 9, 5], tf.int64)
-    rows, cols, gains = ops.convert_to_coo(splits, ids, 2.0, sample_count=4, combiner="mean")
+    rows, cols, gains, _ = ops.convert_to_coo(splits, ids, 2.0, sample_count=4, combiner="mean")
     assert rows.numpy().tolist() == [0, 2, 3]
     assert cols.numpy().tolist() == [5, 9, 5]
     assert gains.numpy().tolist() == [1.0, 1.0, 1.0]
-    rows, cols, gains = ops.convert_to_coo(splits, ids, [1.0, 1.0, 3.0, 0.0], sample_count=4, combiner="sum")
+    rows, cols, gains, _ = ops.convert_to_coo(splits, ids, [1.0, 1.0, 3.0, 0.0], sample_count=4, combiner="sum")
     assert rows.numpy().tolist() == [0, 2, 3]
     assert gains.numpy().tolist() == [1.0, 4.0, 0.0]
 
@@ -132,13 +132,13 @@ def test_dataset_map_converts_each_ragged_batch():
     )
     got = [tuple(t.numpy().tolist() for t in coo) for coo in ds]
     assert got == [
-        ([0, 0, 2, 3], [4, 1, 2, 7], [pytest.approx(2 / 3), pytest.approx(1 / 3), 1.0, 1.0]),
-        ([0], [3], [1.0]),
+        ([0, 0, 2, 3], [4, 1, 2, 7], [pytest.approx(2 / 3), pytest.approx(1 / 3), 1.0, 1.0], 4),
+        ([0], [3], [1.0], 2),
     ]
 
 
 def test_only_adjacent_duplicates_merge_and_runs_do_not_cross_rows():
-    rows, cols, gains = ops.convert_to_coo(
+    rows, cols, gains, _ = ops.convert_to_coo(
         tf.constant([0, 4, 6], tf.int64),
         tf.constant([5, 5, 6, 5, 5, 8]),
         tf.ones([6]),
@@ -191,7 +191,7 @@ def _allocated_bytes(combiner, weights, values):
     with tf.compat.v1.Session(graph=graph) as session:
         metadata = tf.compat.v1.RunMetadata()
         options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
-        session.run(outputs, {feeds[0]: splits, feeds[1]: values, w: weights}, options, metadata)
+        session.run(outputs[:3], {feeds[0]: splits, feeds[1]: values, w: weights}, options, metadata)
     return sum(m.total_bytes for d in metadata.step_stats.dev_stats for s in d.node_stats for m in s.memory)
 
 
@@ -258,7 +258,7 @@ def test_embedding_from_coo_matches_embedding_lookup_sparse(combiner, weighted):
     splits = np.concatenate([[0], np.cumsum(lengths)])
     ragged = tf.RaggedTensor.from_row_splits(ids, splits)
 
-    rows, cols, gains = ops.convert_to_coo(
+    rows, cols, gains, _ = ops.convert_to_coo(
         splits, ids, weights if weighted else 1.0, sample_count=len(lengths), combiner=combiner
     )
     bag = np.zeros((len(lengths), 6))

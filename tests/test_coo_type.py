@@ -91,8 +91,9 @@ def test_a_padded_coo_without_sample_count_is_an_error_naming_the_fix():
 
 
 def test_an_unpadded_three_tuple_still_counts_its_rows():
-    rows, cols, gains = ops.convert_to_coo(tf.constant([0, 2, 3, 5], tf.int64), tf.constant([1, 4, 2, 7, 0], tf.int64),
-                                           1.0, sample_count=3, combiner="sum")
+    rows, cols, gains, _ = ops.convert_to_coo(
+        tf.constant([0, 2, 3, 5], tf.int64), tf.constant([1, 4, 2, 7, 0], tf.int64), 1.0, sample_count=3, combiner="sum"
+    )
     layer = EmbeddingBag(10, DIM, combiner="sum")
     out = layer((rows, cols, gains))
     table = layer.shards[0].numpy()
@@ -106,3 +107,14 @@ def test_to_coo_counts_trailing_empty_rows():
     coo = transforms.to_coo({"f": ids})["f"]
     assert int(coo.sample_count) == 3
     assert ops.embedding_bag(tf.ones([5, 2]), coo).shape == [3, 2]
+
+
+def test_the_two_to_coos_take_everything_but_their_input_by_keyword():
+    ids = tf.ragged.constant([[1, 1], [2]], dtype=tf.int64)
+    with pytest.raises(TypeError):
+        ops.to_coo(ids, 2.0)  # weights by position
+    with pytest.raises(TypeError):
+        transforms.to_coo({"f": ids}, "mean")  # combiner by position
+    by_ops = ops.to_coo(ids, weights=2.0, combiner="mean")
+    by_transforms = transforms.to_coo({"f": ids}, weights={"f": 2.0}, combiner="mean")["f"]
+    assert by_ops.gains.numpy().tolist() == by_transforms.gains.numpy().tolist() == [1.0, 1.0]

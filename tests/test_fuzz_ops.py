@@ -72,7 +72,7 @@ def _non_finite_batches(draw):
 
 @given(batch=_non_finite_batches(), kind=st.sampled_from(["ragged", "sparse"]), combiner=st.sampled_from(COMBINERS))
 def test_convert_to_coo_propagates_non_finite_weights_like_the_reference(batch, kind, combiner):
-    rows, cols, gains = ops.convert_to_coo(
+    rows, cols, gains, _ = ops.convert_to_coo(
         _index(batch, kind), batch.ids, batch.weights, sample_count=batch.sample_count, combiner=combiner
     )
     want_rows, want_cols, want_gains = reference_coo(
@@ -244,11 +244,13 @@ def test_pad_coo_pads_drops_or_rejects_like_the_reference(coo, capacity, overflo
         return
     got = call()
     want, dropped = oracles.pad((rows.tolist(), cols.tolist(), gains.tolist()), capacity, count, overflow)
+    if overflow == "drop":
+        got, got_dropped = got
+        assert int(got_dropped) == dropped
+    assert isinstance(got, ops.Coo) and int(got.sample_count) == count
     for g, w, dtype in zip(got[:3], want, (np.int32, cols.dtype, np.float32)):
         assert g.shape == (capacity,) and g.dtype.as_numpy_dtype == dtype
         assert g.numpy().tolist() == w
-    if overflow == "drop":
-        assert int(got[3]) == dropped
 
 
 @given(coo=_coo(max_len=6), cut=st.sampled_from(["row_ids", "col_ids", "gains"]), by=st.integers(1, 3))

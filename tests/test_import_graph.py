@@ -16,17 +16,8 @@ from __future__ import annotations
 import ast
 import pathlib
 
-import pytest
-
 REPO = pathlib.Path(__file__).resolve().parents[1]
 LAYERS = ("sparse_io", "ops", "transforms", "pipelines")
-
-# Import edges (importer, imported) inside a cycle that is known and being removed; each entry is
-# expected to fail `test_known_cycle_edge_is_gone` until the cycle is broken, then is deleted here.
-# transforms.tfdata.coo imports grouped at module level and grouped imports coo inside functions.
-KNOWN_CYCLE_EDGES: frozenset[tuple[str, str]] = frozenset({
-    ("transforms.tfdata.grouped", "transforms.tfdata.coo"),
-})
 
 # Upward imports that are the point of the module that makes them, with the reason.
 ALLOWED_UPWARD: dict[tuple[str, str], str] = {
@@ -155,7 +146,7 @@ def test_the_scanner_sees_module_function_level_and_lazy_imports():
     assert "sparse_io.tf_bridge" in GRAPH["sparse_io"]  # inside the lazy __getattr__
     assert "ops.layers" in GRAPH["ops"]  # importlib.import_module("ops.layers")
     assert "transforms.tfdata.dataset" in GRAPH["transforms"]  # the lazy public-name table
-    assert "transforms.tfdata.coo" in GRAPH["transforms.tfdata.grouped"]  # inside functions only
+    assert "sparse_io.atomic" in GRAPH["sparse_io.dead_letters"]  # inside a method only
 
 
 def test_the_cycle_finder_finds_cycles():
@@ -165,24 +156,12 @@ def test_the_cycle_finder_finds_cycles():
 
 
 def test_no_import_cycles():
-    cycles = _cycles(_without(GRAPH, KNOWN_CYCLE_EDGES))
+    cycles = _cycles(GRAPH)
     described = [
         " ; ".join(f"{a} -> {b} (line {GRAPH[a][b]})" for a in cycle for b in GRAPH[a] if b in cycle)
         for cycle in cycles
     ]
     assert not cycles, "import cycles: " + " | ".join(described)
-
-
-@pytest.mark.parametrize(
-    "edge",
-    [pytest.param(edge, id=f"{edge[0]}->{edge[1]}",
-                  marks=pytest.mark.xfail(strict=True, reason="a known cycle, being removed"))
-     for edge in sorted(KNOWN_CYCLE_EDGES)],
-)
-def test_known_cycle_edge_is_gone(edge):
-    importer, imported = edge
-    # Passes once the cycle is broken (the strict xfail then fails): delete the entry above.
-    assert not any(importer in cycle and imported in cycle for cycle in _cycles(GRAPH))
 
 
 def test_no_import_goes_up_the_layers():

@@ -72,14 +72,16 @@ def test_embedding_bag_accepts_coo_tuples_with_padding_and_sample_count():
     ids, weights = _bags(rng)
     ragged = tf.ragged.constant(ids, dtype=tf.int64, ragged_rank=1)
     ragged_weights = tf.ragged.constant(weights, dtype=tf.float32, ragged_rank=1)
-    rows, cols, gains = ops.to_coo(ragged, ragged_weights, combiner="mean")
+    rows, cols, gains, _ = ops.to_coo(ragged, weights=ragged_weights, combiner="mean")
     padded = ops.pad_coo(rows, cols, gains, int(rows.shape[0]) + 5, sample_count=len(ids))
+    assert isinstance(padded, ops.Coo) and padded.sample_count == len(ids)
 
     layer = EmbeddingBag(VOCAB, DIM, sample_count=len(ids))
     expected = layer({"ids": ragged, "weights": ragged_weights}).numpy()
     np.testing.assert_allclose(layer(padded).numpy(), expected, rtol=1e-6, atol=1e-7)
     count = tf.constant(len(ids))  # Keras takes only tensors positionally
-    np.testing.assert_allclose(layer((*padded, count)).numpy(), expected, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(layer((*padded[:3], count)).numpy(), expected, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(EmbeddingBag.from_config(layer.get_config())(padded[:3]).shape, expected.shape)
     inferred = EmbeddingBag(VOCAB, DIM)
     inferred.build()
     inferred.set_weights(layer.get_weights())

@@ -38,13 +38,13 @@ def test_pads_or_drops_to_exactly_capacity(nnz, capacity, sample_count, overflow
         return
     got = ops.pad_coo(rows, cols, gains, capacity, sample_count=sample_count, overflow=overflow)
     want, dropped = pad((rows.tolist(), cols.tolist(), gains.tolist()), capacity, sample_count, overflow)
+    if overflow == "drop":
+        got, got_dropped = got
+        assert int(got_dropped) == dropped
+    assert isinstance(got, ops.Coo) and got.sample_count == sample_count
     assert [t.shape.as_list() for t in got[:3]] == [[capacity]] * 3
     assert (got[0].dtype, got[1].dtype, got[2].dtype) == (tf.int32, tf.as_dtype(col_dtype), tf.float32)
     assert [t.numpy().tolist() for t in got[:3]] == list(want)
-    if overflow == "drop":
-        assert len(got) == 4 and int(got[3]) == dropped
-    else:
-        assert len(got) == 3
 
 
 def test_static_shape_is_capacity_even_when_inputs_have_unknown_length():
@@ -57,11 +57,11 @@ def test_static_shape_is_capacity_even_when_inputs_have_unknown_length():
         ]
     )
     def pad(rows, cols, gains, sample_count):
-        padded = ops.pad_coo(rows, cols, gains, 16, sample_count=sample_count, overflow="drop")
+        padded, dropped = ops.pad_coo(rows, cols, gains, 16, sample_count=sample_count, overflow="drop")
         assert [t.shape.as_list() for t in padded[:3]] == [[16]] * 3
-        return padded
+        return padded, dropped
 
-    rows, cols, gains, dropped = pad([0, 1, 1], [4, 5, 6], [1.0, 1.0, 1.0], 2)
+    (rows, cols, gains, _), dropped = pad([0, 1, 1], [4, 5, 6], [1.0, 1.0, 1.0], 2)
     assert rows.numpy().tolist() == [0, 1, 1] + [2] * 13
     assert int(dropped) == 0
 
@@ -91,12 +91,12 @@ def test_jit_compiled_consumer_traces_once_across_batches_of_different_nnz():
         splits = np.concatenate([[0], np.cumsum(lengths)])
         coo = ops.convert_to_coo(splits, ids, 1.0, sample_count=sample_count, combiner="mean")
         nnz_seen.add(int(coo[0].shape[0]))
-        padded = ops.pad_coo(*coo, capacity, sample_count=sample_count)
-        out = bag(table, *padded, sample_count)
-        want = _dense_reference(table.numpy(), *(t.numpy() for t in coo), sample_count)
+        padded = ops.pad_coo(coo, capacity=capacity)
+        out = bag(table, *padded)
+        want = _dense_reference(table.numpy(), *(t.numpy() for t in coo[:3]), sample_count)
         np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
         if len(nnz_seen) <= 3:  # the contrast: unpadded input retraces as nnz changes
-            unpadded_bag(table, *coo, sample_count)
+            unpadded_bag(table, *coo)
     assert len(nnz_seen) > 10
     assert bag.experimental_get_tracing_count() == 1
     assert unpadded_bag.experimental_get_tracing_count() >= 2
@@ -108,7 +108,7 @@ def test_padding_contributes_nothing_even_when_table_row_zero_is_nan():
     table = np.random.default_rng(1).normal(size=(50, 3)).astype(np.float32)
     table[0] = np.nan
     padded = ops.pad_coo(rows, cols, gains, 20, sample_count=sample_count)
-    got = _embedding_bag(tf.constant(table), *padded, sample_count)
+    got = _embedding_bag(tf.constant(table), *padded)
     want = _dense_reference(table[1:], rows, cols - 1, gains, sample_count)
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
 

@@ -8,7 +8,7 @@ import tensorflow as tf
 from oracles import assert_entries, capacity_for, pad
 from tfdata_data import random_rows, reference_coo
 
-from transforms.tfdata.coo import Coo, capacity_from_stats, load_stats, pad_to_capacity, to_coo
+from transforms.tfdata import Coo, capacity_from_stats, load_stats, pad_to_capacity, to_coo
 
 
 def _batch(rows):

@@ -21,7 +21,7 @@ from tfdata_data import (
 
 from sparse_io.manifest import commit_directory
 from transforms import InputState, make_dataset
-from transforms.tfdata.dataset import _tensor
+from transforms.tfdata.parquet_dataset import _tensor
 
 ROWS = random_rows(150, seed=21)
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -280,9 +280,9 @@ def test_two_multi_worker_mirrored_workers_on_localhost_split_the_data(shard_dir
 
 
 def test_dlpack_hand_over_aliases_aligned_arrays_and_copies_others():
-    from transforms.tfdata.parquet_source import _Arena
+    from transforms.tfdata.batch_arrays import Arena
 
-    aligned = _Arena([(4, np.dtype(np.int64))]).arrays[0]
+    aligned = Arena([(4, np.dtype(np.int64))]).arrays[0]
     aligned[:] = [1, 2, 3, 4]
     tensor = _tensor(aligned)
     aligned[0] = 99  # the tensor sees it: same memory, no copy
@@ -306,7 +306,7 @@ def test_bad_arguments_are_refused_with_clear_messages(shard_dirs, tmp_path):
         make_dataset(str(tmp_path), 8)
     with pytest.raises(ValueError, match="feature 'nope' is not in the schema"):
         make_dataset(shard_dirs["parquet"], 8, features=["nope"])
-    with pytest.raises(ValueError, match="no capacity for sparse feature"):
+    with pytest.raises(ValueError, match="no capacity for feature"):
         make_dataset(shard_dirs["parquet"], 8, capacities={"user": 4})
 
 

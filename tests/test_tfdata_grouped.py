@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from transforms.tfdata.coo import Coo
-from transforms.tfdata.grouped import SparseGroup, convert_group, group_ragged, pad_coo_features
+from transforms.tfdata.csr_group import CsrGroup
+from transforms.tfdata.grouped import convert_group, group_ragged, pad_coo_features
 
 
 def _ragged(rows, dtype):
@@ -31,8 +32,9 @@ def test_a_group_converts_like_each_feature_on_its_own(features, combiner, weigh
     names = [f"f{k}" for k in range(len(features))]
     ids = {n: _ragged(f, tf.int64) for n, f in zip(names, features)}
     ws = {n: _ragged(w, tf.float32) for n, w in zip(names, weights)} if weighted else {}
-    (group,) = group_ragged(ids, ws, combiner)
-    out = convert_group(group)
+    ((group, how),) = group_ragged(ids, ws, combiner)
+    assert how == combiner
+    out = convert_group(group, how)
     for n, f, w in zip(names, features, weights):
         oracles.assert_entries(out[n], oracles.coo(f, w if weighted else None, combiner))
 
@@ -68,8 +70,8 @@ def test_the_concatenated_layout_converts_and_slices_like_the_ragged_one():
     a, b = [[1, 1, 2], [], [3]], [[4], [5, 5], []]
     splits = tf.constant([0, 3, 3, 4, 5, 7, 7], tf.int64)
     values = tf.constant([1, 1, 2, 3, 4, 5, 5], tf.int64)
-    group = SparseGroup(["a", "b"], "sum", tf.constant(3, tf.int64), row_splits=splits, values=values)
-    out = convert_group(group)
+    group = CsrGroup(["a", "b"], splits, values, num_rows=tf.constant(3, tf.int64))
+    out = convert_group(group, "sum")
     assert out["a"].col_ids.numpy().tolist() == [1, 2, 3] and out["a"].gains.numpy().tolist() == [2.0, 1.0, 1.0]
     assert out["b"].row_ids.numpy().tolist() == [0, 1] and out["b"].gains.numpy().tolist() == [1.0, 2.0]
     (got_a, _), (got_b, _) = group.features(3)

@@ -16,10 +16,10 @@ rows_strategy = st.lists(st.lists(st.integers(0, 3), max_size=5), min_size=0, ma
 def _got(rows, weights, combiner) -> tuple:
     lengths = np.array([len(r) for r in rows], dtype=np.int64)
     ids = np.array([v for r in rows for v in r], dtype=np.int64)
-    got = piece_coo(lengths, ids, weights, combiner)
-    assert got.rows.dtype == np.int32 and got.gains.dtype == np.float32
-    cols = got.ids if got.starts is None else got.ids[got.starts]
-    return got.rows, cols, got.gains
+    got_rows, got_ids, starts, got_gains = piece_coo(lengths, ids, weights, combiner)
+    assert got_rows.dtype == np.int32 and got_gains.dtype == np.float32
+    cols = got_ids if starts is None else got_ids[starts]
+    return got_rows, cols, got_gains
 
 
 def _check(rows, weights, combiner):
@@ -60,7 +60,8 @@ def test_one_hot_rows_skip_the_merge_and_still_follow_the_rule():
     # Hand-worked: rows 0, 2, 3 hold one id each; sqrtn gives w / |w|, and 0 for a zero weight.
     got = _got(rows, np.array([2.0, 0.0, -3.0], np.float32), "sqrtn")
     assert_entries(got, Entries([0, 2, 3], [5, 7, 7], [1.0, 0.0, -1.0]))
-    assert piece_coo(np.array([1, 0, 1]), np.array([5, 7]), 1.0, "sum").starts is None
+    _, _, starts, _ = piece_coo(np.array([1, 0, 1]), np.array([5, 7]), 1.0, "sum")
+    assert starts is None
 
 
 def test_a_hand_worked_batch_with_merges_and_an_empty_row():

@@ -237,7 +237,7 @@ def _one_hot_rows(n: int, seed: int, two_ids_at: int | None) -> list[dict]:
 @pytest.mark.parametrize("shuffle", [False, True])
 @pytest.mark.parametrize("two_ids_at", [None, 23])
 def test_one_hot_groups_give_the_contract_coo_for_every_feature(tmp_path, monkeypatch, combiner, shuffle, two_ids_at):
-    import transforms.tfdata.parquet_source as source_module
+    import transforms.tfdata.coo_assembly as source_module
 
     rows = _one_hot_rows(61, seed=5, two_ids_at=two_ids_at)
     paths = []

@@ -8,7 +8,7 @@ import tensorflow as tf
 from ops._coo_checks import after, require
 from ops._xla import in_xla_context
 from ops.convert_to_coo import COMBINERS
-from ops.coo import split_coo
+from ops.coo import Coo, split_coo
 from ops.embedding_bag import PARTITION_STRATEGIES, embedding_bag
 from ops.to_coo import to_coo
 
@@ -96,6 +96,14 @@ class EmbeddingBag(keras.layers.Layer):
         self.sample_count = None if sample_count is None else int(sample_count)
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
         self._shard_names: list[str] = []
+
+    def __call__(self, inputs, *args, **kwargs):
+        # Keras refuses an input that mixes tensors with Python values, and an ops.Coo from
+        # ops.pad_coo or ops.to_coo carries a known sample count as a Python int (or None).
+        if isinstance(inputs, Coo) and not tf.is_tensor(inputs.sample_count):
+            count = inputs.sample_count
+            inputs = tuple(inputs[:3]) if count is None else inputs._replace(sample_count=tf.constant(count, tf.int32))
+        return super().__call__(inputs, *args, **kwargs)
 
     def shard_sizes(self) -> list[int]:
         """Rows of each shard: `ceil((vocab - s) / shards)` for "mod", the same counts in order for "div"."""
@@ -200,9 +208,4 @@ class EmbeddingBag(keras.layers.Layer):
         return row_ids, tf.cast(last, tf.int32) + 1
 
     def _combined(self, ids, weights):
-        row_ids, col_ids, gains = to_coo(ids, weights, combiner=self.combiner, name=self.name)
-        if isinstance(ids, tf.RaggedTensor):
-            rows = ids.shape[0] if ids.shape[0] is not None else tf.cast(ids.nrows(), tf.int32)
-        else:
-            rows = ids.shape[0] if ids.shape[0] is not None else tf.cast(ids.dense_shape[0], tf.int32)
-        return row_ids, col_ids, gains, rows
+        return tuple(to_coo(ids, weights=weights, combiner=self.combiner, name=self.name))

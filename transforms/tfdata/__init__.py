@@ -4,10 +4,22 @@
 reads raw Criteo/CSV logs graph-natively. The map functions (`to_coo`,
 `pad_to_capacity`, `hash_ids`, `lookup_ids`, `truncate`) are plain graph code
 for any tf.data pipeline.
+
+How the modules fit, following the data:
+
+  options (BatchOptions, OutputOptions: the arguments, checked once)
+  sources, each ending in a `finish.RawBatch`:
+    parquet_dataset -> parquet_source (row_plan, unit_loader, csr_assembly /
+      coo_assembly into batch_arrays, handed over as batch_layout; arrow_check)
+    tfrecord_source
+    log_source (log_parsing, rebatch)
+  finish: RawBatch -> COO (grouped, over csr_group) or ragged/sparse, padded to
+    capacity (capacity), with label and position
 """
 
+from transforms.tfdata.capacity import capacity_from_stats, load_stats
 from transforms.tfdata.columns import MISSING_INT
-from transforms.tfdata.coo import Coo, capacity_from_stats, load_stats, pad_to_capacity, to_coo
+from transforms.tfdata.coo import Coo, pad_to_capacity, to_coo
 from transforms.tfdata.dataset import make_dataset
 from transforms.tfdata.ids import hash_ids, lookup_ids, truncate, vocabulary_table
 from transforms.tfdata.log_dataset import make_log_dataset

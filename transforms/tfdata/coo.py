@@ -10,9 +10,6 @@ in one call (see `grouped`).
 
 from __future__ import annotations
 
-import json
-import math
-import os
 from collections.abc import Mapping
 
 import tensorflow as tf
@@ -20,11 +17,10 @@ import tensorflow as tf
 import ops
 from ops.coo import Coo  # the one COO type; `transforms.Coo` is the same class
 from sparse_io.schema import WEIGHTS_SUFFIX
+from transforms.tfdata.capacity import check_overflow, resolve_capacities
 from transforms.tfdata.grouped import convert_group, group_ragged, pad_coo_features
 
-__all__ = ["Coo", "to_coo", "pad_to_capacity", "capacity_from_stats", "load_stats", "STATS_FILE"]
-
-STATS_FILE = "stats.json"
+__all__ = ["Coo", "to_coo", "pad_to_capacity"]
 _SPARSE_TYPES = (tf.RaggedTensor, tf.SparseTensor)
 
 
@@ -45,12 +41,15 @@ def _check_ids(x, name: str) -> None:
 
 def to_coo(
     features,
+    *,
     combiner: str | Mapping[str, str] = "sum",
     weights=None,
-    *,
     validate: bool = True,
 ) -> dict | Coo:
     """Converts ragged or sparse id batches to COO (`ops.to_coo` per feature).
+
+    Everything after `features` is keyword-only, as in `ops.to_coo`, so
+    neither is called with the other's argument order.
 
     Args:
       features: a `[B, None]` `tf.RaggedTensor` or 2-D `tf.SparseTensor` of
@@ -88,7 +87,9 @@ def to_coo(
         if isinstance(combiner, Mapping):
             raise ValueError("to_coo: a single feature takes a combiner string, not a dict")
         _check_ids(features, "<input>")
-        return Coo(*ops.to_coo(features, weights, combiner=combiner, validate=validate), _sample_count(features))
+        return ops.to_coo(features, weights=weights, combiner=combiner, validate=validate)._replace(
+            sample_count=_sample_count(features)
+        )
     if not isinstance(features, Mapping):
         raise ValueError(
             f"to_coo: expected a RaggedTensor, a SparseTensor or a dict of them, got {type(features).__name__}"
@@ -116,7 +117,8 @@ def to_coo(
         w = overrides.get(name, features.get(name + WEIGHTS_SUFFIX))
         if isinstance(value, tf.SparseTensor) or isinstance(w, tf.SparseTensor):
             how = combiner.get(name, "sum") if isinstance(combiner, Mapping) else combiner
-            sparse[name] = Coo(*ops.to_coo(value, w, combiner=how, validate=validate, name=name), _sample_count(value))
+            coo = ops.to_coo(value, weights=w, combiner=how, validate=validate, name=name)
+            sparse[name] = coo._replace(sample_count=_sample_count(value))
             continue
         if validate and isinstance(w, tf.RaggedTensor):
             # Grouping reads weights by position: they must line up with the ids.
@@ -131,8 +133,8 @@ def to_coo(
         weights_of[name] = w
     ragged = {n: v for n, v in sparse.items() if isinstance(v, tf.RaggedTensor)}
     converted = {}
-    for group in group_ragged(ragged, weights_of, combiner):
-        converted.update(convert_group(group, validate=validate))
+    for group, how in group_ragged(ragged, weights_of, combiner):
+        converted.update(convert_group(group, how, validate=validate))
     out = {}
     for name, value in features.items():
         if name in consumed:
@@ -144,89 +146,6 @@ def to_coo(
         else:
             out[name] = value
     return out
-
-
-def load_stats(path: str) -> dict:
-    """Reads a stats.json (a file, or the `stats.json` in a shard directory).
-
-    Raises:
-      ValueError: not JSON, or an unsupported `format_version`.
-    """
-    if not path.endswith(".json"):
-        path = os.path.join(path, STATS_FILE)
-    with tf.io.gfile.GFile(path, "r") as f:
-        text = f.read()
-    try:
-        stats = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON: {e}") from e
-    if not isinstance(stats, dict) or stats.get("format_version") != 1 or "features" not in stats:
-        raise ValueError(f"{path}: expected a stats.json with format_version 1 and 'features'")
-    return stats
-
-
-def capacity_from_stats(stats: Mapping, feature: str, batch_size: int, *, kind: str = "max") -> int:
-    """The COO capacity of `feature` for batches of `batch_size` rows, from stats.json.
-
-    `kind="max"` is a sound bound for any `batch_size` consecutive rows (in
-    the order the stats were computed). When stats.json has no entry for
-    `batch_size`, a sound bound is derived from the sizes it has: a larger
-    size's max, k times a smaller size's max (k = ceil(batch_size / size)),
-    or batch_size times the most ids in a row; the smallest of these.
-    `kind="p99_9"` needs an exact entry.
-
-    Raises:
-      ValueError: unknown feature or kind, or no way to derive the capacity.
-
-    Example:
-      >>> s = {"features": {"f": {"ids_per_row": {"max": 3},
-      ...      "capacity": {"1024": {"max": 900, "p99_9": 850}}}}}
-      >>> [capacity_from_stats(s, "f", b) for b in (1024, 512, 2048)]
-      [900, 900, 1800]
-    """
-    if kind not in ("max", "p99_9"):
-        raise ValueError(f"capacity kind must be 'max' or 'p99_9', got {kind!r}")
-    entry = stats.get("features", {}).get(feature)
-    if entry is None:
-        raise ValueError(f"stats.json has no feature {feature!r}; it has {sorted(stats.get('features', {}))}")
-    table = {int(size): value for size, value in entry.get("capacity", {}).items()}
-    if batch_size in table:
-        return int(table[batch_size][kind])
-    if kind != "max":
-        raise ValueError(
-            f"feature {feature!r}: stats.json has no {kind} capacity for batch size {batch_size} "
-            f"(it has {sorted(table)}); only 'max' can be derived for other sizes"
-        )
-    candidates = []
-    for size, value in table.items():
-        if size >= batch_size:
-            candidates.append(int(value["max"]))
-        else:
-            candidates.append(math.ceil(batch_size / size) * int(value["max"]))
-    most = entry.get("ids_per_row", {}).get("max")
-    if most is not None:
-        candidates.append(batch_size * int(most))
-    if not candidates:
-        raise ValueError(f"feature {feature!r}: stats.json gives no capacity and no ids_per_row max")
-    return min(candidates)
-
-
-def _resolve_capacities(capacities, names: list[str], batch_size: int | None, kind: str) -> dict[str, int]:
-    if isinstance(capacities, str):
-        capacities = load_stats(capacities)
-    if isinstance(capacities, Mapping) and "features" in capacities and "format_version" in capacities:
-        if batch_size is None:
-            raise ValueError("pad_to_capacity: capacities from stats.json need batch_size (the batch's row count)")
-        return {n: capacity_from_stats(capacities, n, batch_size, kind=kind) for n in names}
-    if not isinstance(capacities, Mapping):
-        raise ValueError(
-            "pad_to_capacity: capacities must be a dict feature -> int, a stats.json dict or its path, "
-            f"got {type(capacities).__name__}"
-        )
-    missing = sorted(set(names) - set(capacities))
-    if missing:
-        raise ValueError(f"pad_to_capacity: no capacity for feature(s) {missing}")
-    return {n: capacities[n] for n in names}
 
 
 def pad_to_capacity(
@@ -246,7 +165,7 @@ def pad_to_capacity(
         entries pass through), as `to_coo` returns it.
       capacities: a dict feature -> capacity (an int, or for a single `Coo`
         just an int), or a stats.json dict, or the path of stats.json / of a
-        shard directory holding one.
+        shard directory holding one (see `capacity.resolve_capacities`).
       sample_count: the batch's row count (padding entries point at this
         row); defaults to `batch_size`.
       batch_size: rows per batch, to look up stats.json capacities; defaults
@@ -281,14 +200,13 @@ def pad_to_capacity(
         sample_count = batch_size
     if batch_size is None and isinstance(sample_count, int):
         batch_size = sample_count
+    check_overflow(overflow, "pad_to_capacity")
     single = isinstance(coo_features, Coo)
     if single:
         if isinstance(capacities, int):
             capacities = {"<input>": capacities}
         coo_features = {"<input>": coo_features}
     names = [n for n, v in coo_features.items() if isinstance(v, Coo)]
-    caps = _resolve_capacities(capacities, names, batch_size, kind)
-    if overflow not in ("error", "drop"):
-        raise ValueError(f"pad_to_capacity: overflow must be 'error' or 'drop', got {overflow!r}")
+    caps = resolve_capacities(capacities, names, batch_size, kind=kind, where="pad_to_capacity")
     out = pad_coo_features(coo_features, caps, sample_count=sample_count, overflow=overflow, dropped=dropped)
     return out["<input>"] if single else out

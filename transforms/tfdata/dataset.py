@@ -16,31 +16,24 @@ Which reader runs depends on the shard format (the README has the full table):
 from __future__ import annotations
 
 import os
-import weakref
 from collections.abc import Mapping, Sequence
 
-import numpy as np
 import tensorflow as tf
 
 from sparse_io.formats import SHARD_FORMATS, SHARD_SUFFIXES
 from sparse_io.manifest import check_verify_level, verify_directory, verify_paths
 from sparse_io.schema import Schema
-from transforms.tfdata._exit_drain import reader_call
-from transforms.tfdata.columns import Column, select_columns
-from transforms.tfdata.coo import Coo, capacity_from_stats, load_stats
-from transforms.tfdata.epochs import draw_seed, plain
-from transforms.tfdata.grouped import SparseGroup, convert_group, group_ragged, pad_coo_features
-from transforms.tfdata.parquet_source import ALIGNMENT, ParquetSource
+from transforms.tfdata.columns import select_columns
+from transforms.tfdata.finish import column_batch, finish_batches
+from transforms.tfdata.options import BatchOptions, OutputOptions
+from transforms.tfdata.parquet_dataset import parquet_batches
 from transforms.tfdata.paths import list_files, read_schema, shard_format
 from transforms.tfdata.sharding import resolve_worker
 from transforms.tfdata.state import InputState
 from transforms.tfdata.tfrecord_source import tfrecord_dataset
 
-__all__ = ["make_dataset", "finish_batches", "OUTPUTS"]
+__all__ = ["make_dataset"]
 
-OUTPUTS = ("coo", "ragged", "sparse")
-POSITION = "__position__"
-_ENDLESS = 1 << 62
 _SUFFIXES = {f: tuple(s for s, g in SHARD_SUFFIXES.items() if g == f) for f in SHARD_FORMATS}
 
 
@@ -129,7 +122,7 @@ def make_dataset(
         different plan.
 
     The Parquet reader runs Python (pyarrow) per batch, not per row; see
-    `parquet_source`. Use TFRecord shards for the tf.data service.
+    `parquet_dataset` and `parquet_source`. Use TFRecord shards for the tf.data service.
 
     Example (C1's capacity for 4096 rows in stats.json being 3815):
       >>> ds = make_dataset("/data/shards", 4096, capacities="stats", drop_remainder=True)  # doctest: +SKIP
@@ -137,7 +130,8 @@ def make_dataset(
       >>> features["C1"].row_ids.shape  # doctest: +SKIP
       TensorShape([3815])
     """
-    _check_args(batch_size, output, num_epochs, capacities, shuffle_buffer, overflow)
+    batching = BatchOptions(batch_size, num_epochs, drop_remainder, deterministic, shuffle_buffer)
+    outputs = OutputOptions(output, combiner, capacities, overflow, capacity_kind, dropped)
     if format is not None and format not in _SUFFIXES:
         raise ValueError(f"format must be 'parquet' or 'tfrecord', got {format!r}")
     suffixes = _SUFFIXES[format] if format else _SUFFIXES["parquet"] + _SUFFIXES["tfrecord"]
@@ -158,7 +152,7 @@ def make_dataset(
         schema = _schema_from_parquet(files[0])
     columns, label_column = select_columns(schema, features, label)
     shards, worker = resolve_worker(input_context, num_shards, index)
-    caps = _capacities(capacities, directory, columns, batch_size, capacity_kind) if output == "coo" else None
+    caps = outputs.capacities_for(columns, batch_size, directory)
 
     if output == "coo":
         strings = [c.name for c in columns if c.is_sparse and c.dtype == "string"]
@@ -167,32 +161,21 @@ def make_dataset(
                 f"feature(s) {strings} hold string ids; output='coo' needs integer ids "
                 "(hash them in the Beam stage, or read output='ragged' and apply hash_ids)"
             )
-    combiners = _combiners(combiner, columns)
+    combiners = outputs.combiners(columns)
     if fmt == "parquet":
-        if shuffle and seed is None:
-            if start is not None:
-                raise ValueError("start: resuming a shuffled Parquet dataset needs the seed it was made with")
-            seed = draw_seed()
-        keyed: dict[tuple, list[str]] = {}
-        for c in columns:
-            if c.is_sparse:
-                keyed.setdefault((c.dtype, c.weighted, combiners.get(c.name, "sum")), []).append(c.name)
-        source = ParquetSource(
+        raw, to_raw_batch, source = parquet_batches(
             files,
             columns,
             label_column,
-            batch_size,
+            batching,
+            combiners,
+            coo=output == "coo",
             shuffle=shuffle,
-            seed=seed or 0,
+            seed=seed,
+            start=start,
             num_shards=shards,
             index=worker,
-            drop_remainder=drop_remainder,
-            start=start,
-            groups=list(keyed.values()),
-            coo=combiners if output == "coo" else None,
         )
-        raw = _parquet_batches(source, num_epochs)
-        parts = _flat_parts(source, combiners, batch_size if drop_remainder else None)
     else:
         if start is not None or return_position:
             raise ValueError(
@@ -213,18 +196,14 @@ def make_dataset(
             deterministic=deterministic,
             shuffle_buffer=shuffle_buffer,
         )
-        parts = _column_parts(columns, label_column, combiners)
+        to_raw_batch = column_batch(columns, label_column, combiners)
     out = finish_batches(
         raw,
-        parts,
+        to_raw_batch,
         columns,
-        batch_size,
-        output=output,
-        drop_remainder=drop_remainder,
-        deterministic=deterministic,
+        batching,
+        outputs,
         capacities=caps,
-        overflow=overflow,
-        dropped=dropped,
         has_label=label_column is not None,
         return_position=return_position,
     )
@@ -235,59 +214,10 @@ def make_dataset(
     options.deterministic = deterministic
     out = out.with_options(options)
     if fmt == "parquet":
-        # The reader's py_function holds the source weakly (see _parquet_batches); the dataset,
+        # The reader's py_function holds the source weakly (see parquet_batches); the dataset,
         # which every dataset derived from it and every iterator over it references, holds it.
         out._sparseflow_parquet_source = source
     return out
-
-
-def _check_args(batch_size, output, num_epochs, capacities, shuffle_buffer, overflow) -> None:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    if output not in OUTPUTS:
-        raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
-    if num_epochs is not None and (isinstance(num_epochs, bool) or not isinstance(num_epochs, int) or num_epochs < 1):
-        raise ValueError(f"num_epochs must be a positive integer or None, got {num_epochs!r}")
-    if capacities is not None and output != "coo":
-        raise ValueError("capacities pad COO batches: they need output='coo'")
-    if not isinstance(shuffle_buffer, int) or shuffle_buffer < 1:
-        raise ValueError(f"shuffle_buffer must be a positive integer, got {shuffle_buffer!r}")
-    if overflow not in ("error", "drop"):
-        raise ValueError(f"overflow must be 'error' or 'drop', got {overflow!r}")
-
-
-def _combiners(combiner, columns: Sequence[Column]) -> dict[str, str]:
-    """feature -> combiner; raises ValueError for unknown combiners or features."""
-    sparse = [c.name for c in columns if c.is_sparse]
-    if isinstance(combiner, str):
-        chosen = dict.fromkeys(sparse, combiner)
-    elif isinstance(combiner, Mapping):
-        unknown = sorted(set(combiner) - set(sparse))
-        if unknown:
-            raise ValueError(f"combiner names feature(s) that are not sparse features read: {unknown}")
-        chosen = {name: combiner.get(name, "sum") for name in sparse}
-    else:
-        raise ValueError(f"combiner must be a string or a dict feature -> string, got {combiner!r}")
-    bad = sorted({c for c in chosen.values() if c not in ("sum", "mean", "sqrtn")})
-    if bad:
-        raise ValueError(f"unknown combiner(s) {bad}; expected 'sum', 'mean' or 'sqrtn'")
-    return chosen
-
-
-def _capacities(capacities, directory: str, columns: Sequence[Column], batch_size: int, kind: str):
-    if capacities is None:
-        return None
-    sparse = [c.name for c in columns if c.is_sparse]
-    if isinstance(capacities, str):
-        capacities = load_stats(directory if capacities == "stats" else capacities)
-    if isinstance(capacities, Mapping) and "format_version" in capacities and "features" in capacities:
-        return {name: capacity_from_stats(capacities, name, batch_size, kind=kind) for name in sparse}
-    if not isinstance(capacities, Mapping):
-        raise ValueError(f"capacities: expected 'stats', a path or a dict, got {type(capacities).__name__}")
-    missing = sorted(set(sparse) - set(capacities))
-    if missing:
-        raise ValueError(f"capacities: no capacity for sparse feature(s) {missing}")
-    return {name: int(capacities[name]) for name in sparse}
 
 
 def _schema_from_parquet(path: str) -> Schema:
@@ -298,162 +228,3 @@ def _schema_from_parquet(path: str) -> Schema:
     import pyarrow.parquet as pq
 
     return Schema.from_arrow(pq.read_schema(path), skip_unsupported=True)
-
-
-def _tensor(array: np.ndarray):
-    if array.dtype == object:
-        return array  # strings: py_function converts (and copies) them
-    if array.ctypes.data % ALIGNMENT == 0 and array.flags.writeable and array.flags.c_contiguous:
-        # Aliases the arena: no copy. Only for aligned memory (TF aborts otherwise).
-        return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
-    return tf.convert_to_tensor(array)
-
-
-def _parquet_batches(source: ParquetSource, num_epochs) -> tf.data.Dataset:
-    """`range -> map(py_function(source.read))`: flat tuples of tensors, see `ParquetSource.read`.
-
-    The caller must keep `source` alive as long as the dataset: the py_function holds it only
-    weakly. TensorFlow ties a py_function built in eager mode to the global graph, which is
-    never freed, so a strong reference would keep every reader ever built, with its decoded
-    row groups (~100 MB for a Criteo shard's), for the life of the process.
-    """
-    dtypes = [tf.string if d == "string" else tf.as_dtype(d) for d in source.output_dtypes()]
-    total = source.num_batches(num_epochs)
-    source_ref = weakref.ref(source)
-
-    def read(i):
-        with reader_call():  # see _exit_drain: lets the process exit with an iterator still alive
-            alive = source_ref()
-            if alive is None:
-                raise RuntimeError(
-                    "make_dataset: this Parquet dataset's reader was released with the dataset; keep "
-                    "the dataset returned by make_dataset (or an iterator over it) alive while reading"
-                )
-            return [_tensor(a) for a in alive.read(int(i))]
-
-    ds = tf.data.Dataset.range(_ENDLESS if total is None else total)
-    return ds.map(plain(lambda i: tuple(tf.py_function(read, [i], dtypes))))
-
-
-def _flat_parts(source: ParquetSource, combiners: Mapping[str, str], static_rows: int | None):
-    """Turns `ParquetSource.read`'s flat tensors into (sparse groups, dense, label, position, rows)."""
-
-    def parts(*flat):
-        flat = list(flat)
-        position = tf.ensure_shape(flat.pop(), [4])
-        rows = tf.reshape(flat.pop(), [])
-        if static_rows is not None:
-            rows = static_rows
-        label = None
-        if source.label is not None:
-            label = tf.ensure_shape(flat.pop(), [static_rows])
-        dense = {}
-        for _, members in reversed(source.dense_blocks):
-            count = len(members)
-            block = tf.ensure_shape(flat.pop(), [None if static_rows is None else count * static_rows])
-            for c, column in zip(members, tf.unstack(tf.reshape(block, [count, -1]), num=count)):
-                dense[c.name] = tf.ensure_shape(column, [static_rows])
-        dense = {c.name: dense[c.name] for c in source.dense}
-        groups, at = [], 0
-        if source.coo is not None:
-            for members in source.groups:
-                row_ids, cols, gains, counts = (tf.ensure_shape(t, [None]) for t in flat[at : at + 4])
-                count = len(members)
-                split = [tf.split(t, counts, num=count) for t in (row_ids, cols, gains)]
-                samples = tf.cast(rows, tf.int32)
-                groups.append({c.name: Coo(*(s[f] for s in split), samples) for f, c in enumerate(members)})
-                at += 4
-            return groups, dense, label, position, rows
-        for members in source.groups:
-            count = len(members)
-            splits = tf.ensure_shape(flat[at], [None if static_rows is None else count * static_rows + 1])
-            weighted = members[0].weighted
-            groups.append(
-                SparseGroup(
-                    [c.name for c in members],
-                    combiners.get(members[0].name, "sum"),
-                    rows,
-                    row_splits=splits,
-                    values=tf.ensure_shape(flat[at + 1], [None]),
-                    weights=tf.ensure_shape(flat[at + 2], [None]) if weighted else None,
-                    weighted=weighted,
-                )
-            )
-            at += 3 if weighted else 2
-        return groups, dense, label, position, rows
-
-    return parts
-
-
-def _column_parts(columns: Sequence[Column], label: Column | None, combiner):
-    """Turns a dict of per-feature columns (TFRecord, logs) into (sparse groups, dense, label, None, rows)."""
-
-    def parts(raw):
-        sparse = {c.name: raw[c.name] for c in columns if c.is_sparse}
-        weights = {c.name: raw[c.weights_name] for c in columns if c.is_sparse and c.weighted}
-        dense = {c.name: raw[c.name] for c in columns if not c.is_sparse}
-        groups = group_ragged(sparse, weights, combiner)
-        y = raw[label.name] if label else None
-        first = next(iter(raw.values()))
-        rows = first.nrows() if isinstance(first, tf.RaggedTensor) else tf.shape(first, out_type=tf.int64)[0]
-        return groups, dense, y, None, rows
-
-    return parts
-
-
-def _to_sparse(ragged: tf.RaggedTensor) -> tf.SparseTensor:
-    sparse = ragged.to_sparse()
-    sparse.set_shape(ragged.shape)  # keep the static batch size
-    return sparse
-
-
-def finish_batches(
-    raw: tf.data.Dataset,
-    parts,
-    columns: Sequence[Column],
-    batch_size: int,
-    *,
-    output: str,
-    drop_remainder: bool,
-    deterministic: bool,
-    capacities: Mapping[str, int] | None,
-    overflow: str,
-    dropped: tf.Variable | None,
-    has_label: bool,
-    return_position: bool = False,
-) -> tf.data.Dataset:
-    """Turns raw batches into the delivered elements, the same for every reader.
-
-    `parts(element)` gives `(sparse groups, dense dict, label or None,
-    position or None, rows)`; a group is a `SparseGroup` (CSR) or, from the
-    Parquet reader with output="coo", a dict of finished `Coo`s. Elements are `(features, label)`, `features` alone
-    when there is no label, plus the position when asked.
-    """
-    static_rows = batch_size if drop_remainder else None
-    weights_name = {c.name: c.weights_name for c in columns if c.is_sparse}
-
-    def convert(*raw_batch):
-        groups, dense, label, position, rows = parts(*raw_batch)
-        feats = {}
-        if output == "coo":
-            for group in groups:
-                feats.update(group if isinstance(group, dict) else convert_group(group))
-            feats.update(dense)
-            if capacities:
-                feats = pad_coo_features(feats, capacities, sample_count=rows, overflow=overflow, dropped=dropped)
-        else:
-            for group in groups:
-                for name, (ids, weights) in zip(group.names, group.features(static_rows)):
-                    feats[name] = _to_sparse(ids) if output == "sparse" else ids
-                    if weights is not None:
-                        feats[weights_name[name]] = _to_sparse(weights) if output == "sparse" else weights
-            feats.update(dense)
-        out = [feats]
-        if has_label:
-            out.append(label)
-        if return_position:
-            out.append(position)
-        return tuple(out) if len(out) > 1 else feats
-
-    ds = raw.map(plain(convert), num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
-    return ds.prefetch(tf.data.AUTOTUNE)

@@ -1,7 +1,7 @@
 """Many sparse features of one batch converted and padded in one call, not one call per feature.
 
-Features that share an id dtype, weighting and combiner form a `SparseGroup`.
-Laid end to end, F features of n rows are one CSR batch of F*n rows (feature
+Features that share an id dtype, weighting and combiner form a `CsrGroup`:
+laid end to end, F features of n rows are one CSR batch of F*n rows (feature
 f's row r is row f*n + r), so a single `ops.convert_to_coo` converts them
 all: adjacent duplicates only ever merge within a row, and mean/sqrtn scale
 per row, so the result per feature is exactly what a call per feature gives.
@@ -14,111 +14,52 @@ per-batch overhead alike.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 
 import tensorflow as tf
 
 import ops
+from ops.coo import Coo
+from transforms.tfdata.csr_group import CsrGroup
 
-__all__ = ["SparseGroup", "group_ragged", "convert_group", "pad_coo_features"]
-
-
-@dataclasses.dataclass
-class SparseGroup:
-    """Sparse features of one batch sharing id dtype, weighting and combiner.
-
-    Either `ragged` (per-feature `[n, None]` ids, and `ragged_weights` or
-    None) or the concatenated layout (`row_splits` int64 `[F*n + 1]`,
-    `values`, `weights` or None) is set; each is derived from the other on
-    demand. `rows` is n.
-    """
-
-    names: list[str]
-    combiner: str
-    rows: tf.Tensor
-    ragged: list[tf.RaggedTensor] | None = None
-    ragged_weights: list[tf.RaggedTensor] | None = None
-    row_splits: tf.Tensor | None = None
-    values: tf.Tensor | None = None
-    weights: tf.Tensor | None = None
-    weighted: bool = False
-    scalar: float = 1.0  # the weight of every id when not `weighted`
-
-    def concatenated(self) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor | None]:
-        if self.row_splits is None:
-            lengths = tf.concat([tf.cast(r.row_lengths(), tf.int64) for r in self.ragged], 0)
-            self.row_splits = tf.concat([tf.zeros([1], tf.int64), tf.cumsum(lengths)], 0)
-            self.values = tf.concat([r.flat_values for r in self.ragged], 0)
-            if self.weighted:
-                self.weights = tf.concat([w.flat_values for w in self.ragged_weights], 0)
-        return self.row_splits, self.values, self.weights
-
-    def features(self, static_rows: int | None) -> list[tuple[tf.RaggedTensor, tf.RaggedTensor | None]]:
-        """Every feature as `(ids, weights or None)`, ragged `[n, None]`; a handful of ops in all."""
-        if self.ragged is not None:
-            weights = self.ragged_weights if self.weighted else [None] * len(self.ragged)
-            return list(zip(self.ragged, weights))
-        count, n = len(self.names), tf.cast(self.rows, tf.int64)
-        bounds = tf.gather(self.row_splits, tf.range(count + 1, dtype=tf.int64) * n)  # [F + 1]
-        starts = tf.reshape(self.row_splits[:-1], [count, -1])  # [F, n]
-        local = tf.concat([starts, tf.expand_dims(bounds[1:], 1)], 1) - tf.expand_dims(bounds[:-1], 1)
-        if static_rows is not None:
-            local = tf.ensure_shape(local, [count, static_rows + 1])
-        sizes = bounds[1:] - bounds[:-1]
-        values = tf.split(self.values, sizes, num=count)
-        weights = tf.split(self.weights, sizes, num=count) if self.weighted else [None] * count
-        out = []
-        for splits, v, w in zip(tf.unstack(local, num=count), values, weights):
-            ids = tf.RaggedTensor.from_row_splits(v, splits, validate=False)
-            out.append((ids, None if w is None else tf.RaggedTensor.from_row_splits(w, splits, validate=False)))
-        return out
+__all__ = ["group_ragged", "convert_group", "pad_coo_features"]
 
 
 def group_ragged(
     features: Mapping[str, tf.RaggedTensor],
     weights: Mapping[str, tf.RaggedTensor | float | None],
     combiner: str | Mapping[str, str],
-) -> list[SparseGroup]:
-    """Groups per-feature ragged ids of one batch by (id dtype, weighted, combiner), in input order."""
-    groups: dict[tuple, SparseGroup] = {}
+) -> list[tuple[CsrGroup, str]]:
+    """Groups per-feature ragged ids of one batch by (id dtype, weighting, combiner), in input order.
+
+    Returns `(group, combiner)` pairs; a feature's weights are a RaggedTensor
+    shaped like its ids, a float every id weighs, or None (1.0).
+    """
+    keyed: dict[tuple, tuple[list[str], list, list, str]] = {}
     for name, ids in features.items():
         w = weights.get(name)
         how = combiner.get(name, "sum") if isinstance(combiner, Mapping) else combiner
         weighted = isinstance(w, tf.RaggedTensor)
-        key = (ids.flat_values.dtype, weighted, how, None if weighted or w is None else float(w))
-        group = groups.get(key)
-        if group is None:
-            scalar = 1.0 if w is None or weighted else float(w)
-            group = groups[key] = SparseGroup(
-                [], how, ids.nrows(out_type=tf.int64), ragged=[], ragged_weights=[], weighted=weighted, scalar=scalar
-            )
-        group.names.append(name)
-        group.ragged.append(ids)
+        key = (ids.flat_values.dtype, weighted, how, None if weighted else 1.0 if w is None else float(w))
+        names, ragged, ragged_weights, _ = keyed.setdefault(key, ([], [], [], how))
+        names.append(name)
+        ragged.append(ids)
         if weighted:
-            group.ragged_weights.append(w)
-    return list(groups.values())
+            ragged_weights.append(w)
+    return [
+        (CsrGroup.from_ragged(names, ragged, ragged_weights if key[1] else key[3]), how)
+        for key, (names, ragged, ragged_weights, how) in keyed.items()
+    ]
 
 
-def convert_group(group: SparseGroup, *, validate: bool = False) -> dict:
+def convert_group(group: CsrGroup, combiner: str, *, validate: bool = False) -> dict[str, Coo]:
     """`{name: Coo(row_ids int32, col_ids, gains, sample_count)}` for every feature of the group, in one conversion."""
-    from transforms.tfdata.coo import Coo
-
-    if validate and group.ragged is not None:
-        checks = [
-            tf.debugging.assert_equal(
-                r.nrows(out_type=tf.int64),
-                group.rows,
-                message=f"feature {name!r}: check 'batch rows' failed: features of one batch differ in row count",
-            )
-            for name, r in zip(group.names[1:], group.ragged[1:])
-        ]
-        with tf.control_dependencies(checks):
-            group.rows = tf.identity(group.rows)
-    splits, values, weights = group.concatenated()
-    n = tf.cast(group.rows, tf.int64)
+    if validate:
+        group.check_rows()
+    splits, values = group.row_splits, group.values
+    n = tf.cast(group.num_rows, tf.int64)
     count = len(group.names)
-    w = weights if group.weighted else tf.constant([group.scalar], tf.float32)
+    w = tf.constant([group.weights], tf.float32) if group.scalar_weight else group.weights
     name = group.names[0] if count == 1 else None
     lengths = splits[1:] - splits[:-1]
 
@@ -126,12 +67,12 @@ def convert_group(group: SparseGroup, *, validate: bool = False) -> dict:
         # Nothing can merge: convert_to_coo's dense path (one id per sample) over the
         # rows that have an id, then those samples mapped back to their rows.
         present = tf.where(lengths > 0)[:, 0]
-        rows, cols, gains = ops.convert_to_coo(
+        rows, cols, gains, _ = ops.convert_to_coo(
             tf.zeros([0], tf.int64),
             values,
             w,
             sample_count=tf.size(present),
-            combiner=group.combiner,
+            combiner=combiner,
             validate=False,
             name=name,
         )
@@ -139,13 +80,13 @@ def convert_group(group: SparseGroup, *, validate: bool = False) -> dict:
 
     def general():
         return ops.convert_to_coo(
-            splits, values, w, sample_count=n * count, combiner=group.combiner, validate=validate, name=name
-        )
+            splits, values, w, sample_count=n * count, combiner=combiner, validate=validate, name=name
+        )[:3]
 
     # One-hot features (Criteo's) take the cheap path; a batch with any longer row the general one.
     longest = tf.reduce_max(tf.concat([lengths, tf.zeros([1], tf.int64)], 0))
     rows, cols, gains = tf.cond(longest <= 1, at_most_one_id_per_row, general)
-    samples = tf.cast(group.rows, tf.int32)
+    samples = tf.cast(group.num_rows, tf.int32)
     if count == 1:
         return {group.names[0]: Coo(rows, cols, gains, samples)}
     bounds = tf.searchsorted(tf.cast(rows, tf.int64), tf.range(count + 1, dtype=tf.int64) * n, side="left")
@@ -170,8 +111,6 @@ def pad_coo_features(
     needing more raises InvalidArgumentError naming it; with "drop" its first
     `capacity` entries are kept and the rest counted in `dropped`.
     """
-    from transforms.tfdata.coo import Coo
-
     by_dtype: dict[tf.DType, list[str]] = {}
     for name, value in coo.items():
         if isinstance(value, Coo):
@@ -194,11 +133,6 @@ def pad_coo_features(
 
 
 def _pad_same_dtype(items: Sequence, names: Sequence[str], caps: Sequence[int], sample_count, overflow: str):
-    from transforms.tfdata.coo import Coo
-
-    for name, cap in zip(names, caps):
-        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
-            raise ValueError(f"feature {name!r}: capacity must be a non-negative int, got {cap!r}")
     count = len(items)
     lengths = tf.stack([tf.size(c.row_ids, out_type=tf.int64) for c in items])
     caps_t = tf.constant(list(caps), tf.int64)

@@ -17,30 +17,9 @@ the merge entirely.
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
-__all__ = ["PieceCoo", "one_id_gains", "piece_coo"]
-
-
-@dataclasses.dataclass
-class PieceCoo:
-    """The COO entries of one piece (consecutive rows of a batch) of one feature.
-
-    `rows` int32 (row within the piece), `gains` float32; the col ids are
-    `ids[starts]` (or all of `ids` when `starts` is None), taken when the
-    caller writes them into the batch's arena, so the ids are copied once.
-    """
-
-    rows: np.ndarray
-    ids: np.ndarray
-    starts: np.ndarray | None
-    gains: np.ndarray
-
-    @property
-    def size(self) -> int:
-        return len(self.rows)
+__all__ = ["one_id_gains", "piece_coo"]
 
 
 def _scale(totals: np.ndarray, combiner: str) -> np.ndarray:
@@ -71,24 +50,32 @@ def one_id_gains(w: np.ndarray | np.float32, combiner: str) -> np.ndarray | np.f
     return out if out.ndim else np.float32(out)
 
 
-def piece_coo(lengths: np.ndarray, ids: np.ndarray, weights: np.ndarray | float, combiner: str) -> PieceCoo:
+def piece_coo(
+    lengths: np.ndarray, ids: np.ndarray, weights: np.ndarray | float, combiner: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
     """COO of CSR rows given by `lengths` (int64 `[r]`) over `ids` / `weights` (`[nnz]`, or a scalar weight).
 
+    Returns:
+      `(rows, ids, starts, gains)`: rows int32 (the row within the given
+      rows) and gains float32, one per entry; the entries' col ids are
+      `ids[starts]` (all of `ids` when `starts` is None), left for the caller
+      to take while writing them into the batch, so the ids are copied once.
+
     Example:
-      >>> p = piece_coo(np.array([3, 0, 1]), np.array([7, 7, 2, 5]), 1.0, "mean")
-      >>> p.rows.tolist(), p.ids[p.starts].tolist(), [round(float(g), 4) for g in p.gains]
+      >>> rows, ids, starts, gains = piece_coo(np.array([3, 0, 1]), np.array([7, 7, 2, 5]), 1.0, "mean")
+      >>> rows.tolist(), ids[starts].tolist(), [round(float(g), 4) for g in gains]
       ([0, 0, 2], [7, 2, 5], [0.6667, 0.3333, 1.0])
     """
     scalar = not isinstance(weights, np.ndarray)
     nnz = len(ids)
     if nnz == 0:
-        return PieceCoo(np.zeros(0, np.int32), ids, None, np.zeros(0, np.float32))
+        return (np.zeros(0, np.int32), ids, None, np.zeros(0, np.float32))
     if int(lengths.max()) <= 1:
         rows = np.flatnonzero(lengths).astype(np.int32)
         if scalar:
-            return PieceCoo(rows, ids, None, np.full(nnz, one_id_gains(np.float32(weights), combiner), np.float32))
+            return (rows, ids, None, np.full(nnz, one_id_gains(np.float32(weights), combiner), np.float32))
         w = weights.astype(np.float32, copy=False)
-        return PieceCoo(rows, ids, None, w.copy() if combiner == "sum" else one_id_gains(w, combiner))
+        return (rows, ids, None, w.copy() if combiner == "sum" else one_id_gains(w, combiner))
     row_of = np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)
     begins = np.empty(nnz, dtype=bool)
     begins[0] = True
@@ -113,4 +100,4 @@ def piece_coo(lengths: np.ndarray, ids: np.ndarray, weights: np.ndarray | float,
         totals = np.zeros(len(lengths), np.float32)
         totals[present] = per_row
         gains = gains * _scale(totals, combiner)[rows]
-    return PieceCoo(rows, ids, starts, gains.astype(np.float32, copy=False))
+    return (rows, ids, starts, gains.astype(np.float32, copy=False))

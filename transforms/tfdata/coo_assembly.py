@@ -1,0 +1,192 @@
+"""A Parquet batch's sparse groups as COO, converted in numpy while the batch is assembled.
+
+The reader already holds each batch's CSR in numpy, so for output="coo" it
+converts there (`numpy_coo`, the rule of `ops.convert_to_coo`) and hands
+TensorFlow finished COO arrays. The ids are copied once, into the arena
+(twice when shuffled rows of a multi-id feature must be gathered before
+merging).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from transforms.tfdata.batch_arrays import Arena, gather_index
+from transforms.tfdata.columns import Column
+from transforms.tfdata.csr_group import CsrGroup
+from transforms.tfdata.numpy_coo import one_id_gains, piece_coo
+
+__all__ = ["assemble_coo"]
+
+
+def assemble_coo(
+    pieces,
+    groups: Sequence[Sequence[Column]],
+    combiners: Mapping[str, str],
+    tail: Sequence[tuple[int, np.dtype]],
+) -> tuple[list[list[np.ndarray]], list[np.ndarray]]:
+    """The COO arrays of every group of a batch, and the arena arrays asked for in `tail`.
+
+    `pieces` are the batch's `(Loaded, rows)`. Per group, its features end to
+    end: row_ids int32 (the row in the batch), col_ids, gains float32, and
+    the entries per feature, int64 `[F]`. A group's features share the
+    combiner of its first.
+
+    A group whose features hold at most one id per row in every unit of the
+    batch (one-hot, as Criteo's) is handled for all its features at once
+    (`_OneHot`): no merge can happen, so the entries are just the rows that
+    have an id.
+    """
+    planned: list = []  # per group: a _OneHot, or per feature: [(row offset, rows, ids source, gains)]
+    sizes: list[tuple[int, np.dtype]] = []
+    for key, group in enumerate(groups):
+        combiner = combiners.get(group[0].name, "sum")
+        plan = _OneHot.plan(pieces, key, group, combiner)
+        if plan is None:
+            plan = [[] for _ in group]
+            offset = 0
+            for loaded, rows in pieces:
+                for f, c in enumerate(group):
+                    lengths, ids, weights = _piece_csr(loaded.columns[c.name], rows)
+                    piece_rows, piece_ids, starts, piece_gains = piece_coo(lengths, ids, weights, combiner)
+                    plan[f].append((offset, piece_rows, (piece_ids, starts), piece_gains))
+                offset += (rows.stop - rows.start) if isinstance(rows, slice) else len(rows)
+            total = sum(len(item[1]) for items in plan for item in items)
+        else:
+            total = plan.total
+        planned.append(plan)
+        sizes += [(total, np.dtype(np.int32)), (total, np.dtype(group[0].dtype)), (total, np.dtype(np.float32))]
+        sizes.append((len(group), np.dtype(np.int64)))
+    arrays = iter(Arena([*sizes, *tail]).arrays)
+    out: list[list[np.ndarray]] = []
+    for plan in planned:
+        rows, cols, gains, counts = next(arrays), next(arrays), next(arrays), next(arrays)
+        if isinstance(plan, _OneHot):
+            plan.fill(pieces, rows, cols, gains, counts)
+            out.append([rows, cols, gains, counts])
+            continue
+        at = 0
+        for f, items in enumerate(plan):
+            first = at
+            for offset, item_rows, (ids, where), item_gains in items:
+                seg = slice(at, at + len(item_rows))
+                np.add(item_rows, np.int32(offset), out=rows[seg], casting="unsafe")
+                if where is None:
+                    np.copyto(cols[seg], ids)
+                else:
+                    np.take(ids, where, out=cols[seg], mode="clip")
+                if isinstance(item_gains, np.ndarray):
+                    np.copyto(gains[seg], item_gains)
+                else:
+                    gains[seg] = item_gains
+                at += len(item_rows)
+            counts[f] = at - first
+        out.append([rows, cols, gains, counts])
+    return out, list(arrays)
+
+
+@dataclasses.dataclass
+class _OneHot:
+    """A batch's entries of a group of one-hot features (at most one id per row in every unit).
+
+    No merge can happen, so a feature's entries in a piece of contiguous rows are its ids
+    between two splits, each at the row `Loaded.one_hot_group` gives: three slice copies per
+    feature and piece and one pass over all rows, where masking and offsetting each feature's
+    entries separately costs several times more Python per Criteo batch. Shuffled pieces take
+    the rows that hold an id, feature by feature.
+    """
+
+    group: Sequence[Column]
+    combiner: str
+    units: list[tuple[np.ndarray, list[np.ndarray]]]  # per piece: its unit's `Loaded.one_hot_group`
+    masks: list[list[np.ndarray] | None]  # per piece: per feature, bool over the piece's rows (shuffled pieces)
+    counts: list[list[int]]  # per piece: per feature, its entries in that piece
+
+    @classmethod
+    def plan(cls, pieces, key: int, group: Sequence[Column], combiner: str) -> _OneHot | None:
+        """The plan, or None when some unit of the batch has a feature with two ids in a row."""
+        units, masks, counts = [], [], []
+        for loaded, rows in pieces:
+            unit = loaded.one_hot_group(key, group)
+            if unit is None:
+                return None
+            units.append(unit)
+            if isinstance(rows, slice):
+                splits = [loaded.columns[c.name].row_splits for c in group]
+                masks.append(None)
+                counts.append([int(s[rows.stop]) - int(s[rows.start]) for s in splits])
+            else:
+                chosen = [present[rows] for present in unit[0]]
+                masks.append(chosen)
+                counts.append([int(np.count_nonzero(m)) for m in chosen])
+        return cls(group, combiner, units, masks, counts)
+
+    @property
+    def total(self) -> int:
+        return sum(sum(c) for c in self.counts)
+
+    def fill(self, pieces, rows: np.ndarray, cols: np.ndarray, gains: np.ndarray, counts: np.ndarray) -> None:
+        """Writes the entries: feature after feature, each feature's rows ascending."""
+        shifts = []  # (segment, what to add to unit rows to make them batch rows)
+        weighted = False
+        at = 0
+        for f, c in enumerate(self.group):
+            offset = 0
+            first = at
+            for (loaded, piece_rows), unit, masks, piece_counts in zip(pieces, self.units, self.masks, self.counts):
+                count = piece_counts[f]
+                sparse: CsrGroup = loaded.columns[c.name]
+                scalar = sparse.scalar_weight
+                seg = slice(at, at + count)
+                if masks is None:
+                    begin = int(sparse.row_splits[piece_rows.start])
+                    source = slice(begin, begin + count)
+                    np.copyto(rows[seg], unit[1][f][source])
+                    shifts.append((seg, offset - piece_rows.start))
+                    np.copyto(cols[seg], sparse.values[source])
+                    if not scalar:
+                        np.copyto(gains[seg], sparse.weights[source])
+                    offset += piece_rows.stop - piece_rows.start
+                else:
+                    chosen = np.flatnonzero(masks[f])
+                    np.add(chosen, offset, out=rows[seg], casting="unsafe")
+                    # The id of a row that has one sits at that row's split.
+                    where = sparse.row_splits[piece_rows[chosen]]
+                    np.take(sparse.values, where, out=cols[seg], mode="clip")
+                    if not scalar:
+                        np.take(sparse.weights, where, out=gains[seg], mode="clip")
+                    offset += len(piece_rows)
+                if scalar:
+                    gains[seg] = sparse.weights
+                weighted = weighted or not scalar or sparse.weights != 1.0
+                at += count
+            counts[f] = at - first
+        if len(pieces) == 1 and shifts:  # one piece of contiguous rows: one pass over every feature
+            if shifts[0][1]:
+                rows += np.int32(shifts[0][1])
+        else:
+            for seg, shift in shifts:
+                rows[seg] += np.int32(shift)
+        # A gain of 1 (every weight 1) stays 1 under every combiner.
+        if weighted and self.combiner != "sum":
+            gains[:] = one_id_gains(gains, self.combiner)
+
+
+def _piece_csr(sparse: CsrGroup, rows: slice | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | float]:
+    """`(row lengths, ids, weights or the shared float)` of some rows: views for a slice, gathered copies
+    for an index.
+    """
+    splits = sparse.row_splits
+    if isinstance(rows, slice):
+        sub = splits[rows.start : rows.stop + 1]
+        src = slice(int(sub[0]), int(sub[-1]))
+        weights = sparse.weights if sparse.scalar_weight else sparse.weights[src]
+        return np.diff(sub), sparse.values[src], weights
+    starts = splits[rows]
+    lengths = splits[rows + 1] - starts
+    index = gather_index(starts, lengths, int(lengths.sum()))
+    weights = sparse.weights if sparse.scalar_weight else sparse.weights[index]
+    return lengths, sparse.values[index], weights

@@ -1,0 +1,150 @@
+"""The Parquet shards as a `tf.data` source: numbered batches read by `ParquetSource`, as `RawBatch`es.
+
+`Dataset.range(batches) -> map(py_function(source.read))`: batch i is a pure
+function of i, so `tf.train.Checkpoint` can save the iterator and an
+`InputState` can resume it. The reader's arrays reach TensorFlow through
+DLPack, without a copy.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from ops.coo import Coo
+from transforms.tfdata._exit_drain import reader_call
+from transforms.tfdata.batch_arrays import ALIGNMENT
+from transforms.tfdata.columns import Column
+from transforms.tfdata.csr_group import CsrGroup
+from transforms.tfdata.epochs import draw_seed, plain
+from transforms.tfdata.finish import RawBatch
+from transforms.tfdata.options import BatchOptions
+from transforms.tfdata.parquet_source import ParquetSource
+from transforms.tfdata.state import InputState
+
+__all__ = ["parquet_batches"]
+
+_ENDLESS = 1 << 62
+
+
+def parquet_batches(
+    files: Sequence[str],
+    columns: Sequence[Column],
+    label: Column | None,
+    batching: BatchOptions,
+    combiners: Mapping[str, str],
+    *,
+    coo: bool,
+    shuffle: bool,
+    seed: int | None,
+    start: InputState | None,
+    num_shards: int,
+    index: int,
+):
+    """`(dataset of flat batches, the function making each a RawBatch, the ParquetSource)`.
+
+    Sparse features sharing id dtype, weighting and combiner are read as one
+    group. With `coo` the reader converts to COO in numpy. The caller must
+    keep the source alive as long as the dataset (see `_read_batches`).
+
+    Raises:
+      ValueError: resuming a shuffled dataset without its seed, and whatever
+        `ParquetSource` raises.
+    """
+    if shuffle and seed is None:
+        if start is not None:
+            raise ValueError("start: resuming a shuffled Parquet dataset needs the seed it was made with")
+        seed = draw_seed()
+    keyed: dict[tuple, list[str]] = {}
+    for c in columns:
+        if c.is_sparse:
+            keyed.setdefault((c.dtype, c.weighted, combiners.get(c.name, "sum")), []).append(c.name)
+    source = ParquetSource(
+        files,
+        columns,
+        label,
+        batching.batch_size,
+        shuffle=shuffle,
+        seed=seed or 0,
+        num_shards=num_shards,
+        index=index,
+        drop_remainder=batching.drop_remainder,
+        start=start,
+        groups=list(keyed.values()),
+        coo=combiners if coo else None,
+    )
+    raw = _read_batches(source, batching.num_epochs)
+    return raw, _raw_batch(source, combiners, batching.static_rows), source
+
+
+def _tensor(array: np.ndarray):
+    if array.dtype == object:
+        return array  # strings: py_function converts (and copies) them
+    if array.ctypes.data % ALIGNMENT == 0 and array.flags.writeable and array.flags.c_contiguous:
+        # Aliases the arena: no copy. Only for aligned memory (TF aborts otherwise).
+        return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
+    return tf.convert_to_tensor(array)
+
+
+def _read_batches(source: ParquetSource, num_epochs) -> tf.data.Dataset:
+    """`range -> map(py_function(source.read))`: flat tuples of tensors, see `ParquetSource.read`.
+
+    The caller must keep `source` alive as long as the dataset: the py_function holds it only
+    weakly. TensorFlow ties a py_function built in eager mode to the global graph, which is
+    never freed, so a strong reference would keep every reader ever built, with its decoded
+    row groups (~100 MB for a Criteo shard's), for the life of the process.
+    """
+    dtypes = [tf.string if d == "string" else tf.as_dtype(d) for d in source.output_dtypes()]
+    total = source.num_batches(num_epochs)
+    source_ref = weakref.ref(source)
+
+    def read(i):
+        with reader_call():  # see _exit_drain: lets the process exit with an iterator still alive
+            alive = source_ref()
+            if alive is None:
+                raise RuntimeError(
+                    "make_dataset: this Parquet dataset's reader was released with the dataset; keep "
+                    "the dataset returned by make_dataset (or an iterator over it) alive while reading"
+                )
+            return [_tensor(a) for a in alive.read(int(i))]
+
+    ds = tf.data.Dataset.range(_ENDLESS if total is None else total)
+    return ds.map(plain(lambda i: tuple(tf.py_function(read, [i], dtypes))))
+
+
+def _raw_batch(source: ParquetSource, combiners: Mapping[str, str], static_rows: int | None):
+    """Turns `ParquetSource.read`'s flat tensors (see `BatchLayout`) into a `RawBatch`."""
+    layout = source.layout
+
+    def parts(*flat):
+        batch = layout.unflatten(flat)
+        position = tf.ensure_shape(batch.position, [4])
+        rows = static_rows if static_rows is not None else tf.reshape(batch.rows, [])
+        label = None if layout.label is None else tf.ensure_shape(batch.label, [static_rows])
+        dense = {}
+        for (_, members), block in zip(layout.dense_blocks, batch.dense):
+            count = len(members)
+            block = tf.ensure_shape(block, [None if static_rows is None else count * static_rows])
+            for c, column in zip(members, tf.unstack(tf.reshape(block, [count, -1]), num=count)):
+                dense[c.name] = tf.ensure_shape(column, [static_rows])
+        dense = {c.name: dense[c.name] for c in layout.dense}
+        groups = []
+        for members, arrays in zip(layout.groups, batch.groups):
+            count = len(members)
+            if layout.coo:
+                row_ids, cols, gains, counts = (tf.ensure_shape(t, [None]) for t in arrays)
+                split = [tf.split(t, counts, num=count) for t in (row_ids, cols, gains)]
+                samples = tf.cast(rows, tf.int32)
+                groups.append({c.name: Coo(*(s[f] for s in split), samples) for f, c in enumerate(members)})
+                continue
+            splits = tf.ensure_shape(arrays[0], [None if static_rows is None else count * static_rows + 1])
+            weights = tf.ensure_shape(arrays[2], [None]) if members[0].weighted else 1.0
+            group = CsrGroup([c.name for c in members], splits, tf.ensure_shape(arrays[1], [None]), weights,
+                             num_rows=rows)
+            groups.append((group, combiners.get(members[0].name, "sum")))
+        return RawBatch(groups, dense, label, position, rows)
+
+    return parts

@@ -1,0 +1,189 @@
+"""Decoding a worker's units (row-group slices) of Parquet shards, with read-ahead and caches.
+
+A unit is decoded once, in a read-ahead thread (pyarrow releasing the GIL),
+and kept as Arrow buffers: a sparse column becomes a one-feature `CsrGroup`
+whose ids are a view of the Arrow values buffer, a dense column or the label
+a 1-D array. The last few units stay decoded, and a bounded number of shards
+stay open.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from sparse_io.arrow import csr_from_arrow
+from sparse_io.csr import SparseValidationError
+from transforms.tfdata.columns import MISSING_INT, Column, dense_dtype
+from transforms.tfdata.csr_group import CsrGroup
+from transforms.tfdata.sharding import Unit
+
+__all__ = ["Loaded", "UnitLoader", "open_parquet"]
+
+_CACHED_UNITS = 3
+# Shards held open for the next row groups; past it the least recently read is closed, so a data
+# set of thousands of shards never holds a descriptor per shard.
+_OPEN_FILES = 8
+
+
+def open_parquet(path: str) -> pq.ParquetFile:
+    """A shard opened for reading (a local path or a URL pyarrow's file systems know)."""
+    if "://" in path:
+        import pyarrow.fs
+
+        fs, inner = pyarrow.fs.FileSystem.from_uri(path)
+        return pq.ParquetFile(fs.open_input_file(inner))
+    # Read, not memory-mapped: mapped shards count in the resident set as they are read (a 5M-row
+    # epoch grew it by the 244 MiB of its shards), while reads keep it at the read-ahead buffers;
+    # same speed here.
+    return pq.ParquetFile(path, memory_map=False)
+
+
+@dataclasses.dataclass
+class Loaded:
+    """One unit decoded: per sparse column a one-feature `CsrGroup` (row_splits int64 from 0;
+    values a view of the Arrow buffer, or an object array of str; weights a float32 view or
+    the float every id weighs), per other column a 1-D array.
+    """
+
+    num_rows: int
+    columns: dict[str, CsrGroup | np.ndarray]
+    one_hot: dict[int, tuple[np.ndarray, list[np.ndarray]] | None] = dataclasses.field(default_factory=dict)
+
+    def one_hot_group(self, key: int, group: Sequence[Column]) -> tuple[np.ndarray, list[np.ndarray]] | None:
+        """`(presence bool [F, rows], per feature the int32 rows that hold an id)` when every
+        feature of the group has at most one id per row in this unit, else None; computed once
+        per unit.
+        """
+        if key not in self.one_hot:
+            lengths = np.stack([np.diff(self.columns[c.name].row_splits) for c in group])
+            if lengths.size and lengths.max() > 1:
+                self.one_hot[key] = None
+            else:
+                presence = lengths.astype(bool)
+                self.one_hot[key] = (presence, [np.flatnonzero(p).astype(np.int32) for p in presence])
+        return self.one_hot[key]
+
+
+class UnitLoader:
+    """Decodes units of `files` on demand, one read-ahead thread, the last few kept.
+
+    Args:
+      files: shard paths; `units` index into them.
+      units: the worker's units.
+      columns: features to read; `label`: the label column or None.
+    """
+
+    def __init__(self, files: Sequence[str], units: Sequence[Unit], columns: Sequence[Column], label: Column | None):
+        self.files = list(files)
+        self.units = list(units)
+        self.columns = list(columns)
+        self.label = label
+        self._read_names = []
+        for c in self.columns:
+            self._read_names.append(c.name)
+            if c.is_sparse and c.weighted:
+                self._read_names.append(c.weights_name)
+        if label is not None:
+            self._read_names.append(label.name)
+        self._lock = threading.Lock()
+        self._handles: OrderedDict[int, pq.ParquetFile] = OrderedDict()  # used by the read-ahead thread only
+        self._loads: OrderedDict[int, concurrent.futures.Future] = OrderedDict()
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+    def unit(self, unit_id: int, read_ahead: int | None) -> Loaded:
+        """Unit `unit_id` decoded (waiting for it), with unit `read_ahead` (if any) started."""
+        future = self._future(unit_id)
+        if read_ahead is not None:
+            self._future(read_ahead)
+        return future.result()
+
+    def _future(self, unit_id: int) -> concurrent.futures.Future:
+        with self._lock:
+            future = self._loads.get(unit_id)
+            if future is None:
+                if self._executor is None:
+                    self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="parquet-read")
+                future = self._executor.submit(self._load, unit_id)
+                self._loads[unit_id] = future
+                while len(self._loads) > _CACHED_UNITS:
+                    self._loads.popitem(last=False)
+            else:
+                self._loads.move_to_end(unit_id)
+            return future
+
+    def _load(self, unit_id: int) -> Loaded:
+        unit: Unit = self.units[unit_id]
+        handle = self._handles.get(unit.file)
+        if handle is None:
+            handle = self._handles[unit.file] = open_parquet(self.files[unit.file])
+            while len(self._handles) > _OPEN_FILES:
+                self._handles.popitem(last=False)[1].close(force=True)  # also files opened through a URL
+        else:
+            self._handles.move_to_end(unit.file)
+        table = handle.read_row_group(unit.row_group, columns=self._read_names, use_threads=True)
+        if unit.start or unit.stop != table.num_rows:
+            table = table.slice(unit.start, unit.stop - unit.start)
+        where = f"{self.files[unit.file]} row group {unit.row_group}"
+        columns: dict[str, CsrGroup | np.ndarray] = {}
+        try:
+            for c in self.columns:
+                if c.is_sparse:
+                    columns[c.name] = _sparse(table, c)
+                else:
+                    columns[c.name] = _dense(table[c.name], c)
+            if self.label is not None:
+                columns[self.label.name] = _label(table[self.label.name], self.label)
+        except SparseValidationError as e:
+            raise SparseValidationError(f"{where}: {e}") from None
+        return Loaded(table.num_rows, columns)
+
+
+def _sparse(table: pa.Table, c: Column) -> CsrGroup:
+    if c.dtype == "string":
+        array = table[c.name].combine_chunks()
+        splits = np.asarray(array.offsets, dtype=np.int64)
+        values = array.values.slice(int(splits[0]), int(splits[-1] - splits[0]))
+        if array.null_count:
+            lengths = np.where(array.is_valid().to_numpy(zero_copy_only=False), np.diff(splits), 0)
+            values = array.flatten()
+            splits = np.concatenate([[0], np.cumsum(lengths)])
+        return CsrGroup([c.name], splits - splits[0], values.to_numpy(zero_copy_only=False))
+    weights = table[c.weights_name] if c.weighted else None
+    csr = csr_from_arrow(table[c.name], weights, feature=c.name)
+    return CsrGroup([c.name], csr.row_splits, csr.values, csr.weights, num_rows=csr.num_rows)
+
+
+def _dense(column: pa.ChunkedArray, c: Column) -> np.ndarray:
+    """A dense column as its delivered dtype: NaN (floats) or `MISSING_INT` (integers) where missing."""
+    array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    target = dense_dtype(c.dtype)
+    if target == "int64":
+        if not pa.types.is_integer(array.type):
+            raise ValueError(f"dense feature {c.name!r}: schema says {c.dtype}, the file holds {array.type}")
+        values = pc.fill_null(array.cast(pa.int64()), MISSING_INT) if array.null_count else array.cast(pa.int64())
+        return values.to_numpy(zero_copy_only=False)
+    if array.type != pa.from_numpy_dtype(np.dtype(target)):
+        # Safe casts only: an integer the float type would round fails here rather than change.
+        array = array.cast(pa.from_numpy_dtype(np.dtype(target)))
+    # Nulls become NaN (to_numpy of a nullable float array); a copy only then.
+    return array.to_numpy(zero_copy_only=False)
+
+
+def _label(column: pa.ChunkedArray, label: Column) -> np.ndarray:
+    array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    if array.null_count:
+        row = int(np.argmax(~array.is_valid().to_numpy(zero_copy_only=False)))
+        raise SparseValidationError(f"label {label.name!r}: null at row {row}")
+    target = pa.from_numpy_dtype(np.dtype(label.dtype))
+    if array.type != target:
+        array = array.cast(target)
+    return array.to_numpy(zero_copy_only=False)
