@@ -53,10 +53,12 @@ class Column:
 
     @property
     def weights_name(self) -> str:
+        """The key of the feature's weights column, `<name>__weights` (`schema.weights_column`)."""
         return weights_column(self.name)
 
     @property
     def is_sparse(self) -> bool:
+        """True for a sparse (id list) feature, False for a dense feature or the label."""
         return self.kind == "sparse"
 
 

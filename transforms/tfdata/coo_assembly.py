@@ -176,8 +176,10 @@ class _OneHot:
 
 
 def _piece_csr(sparse: CsrGroup, rows: slice | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | float]:
-    """`(row lengths, ids, weights or the shared float)` of some rows: views for a slice, gathered copies
-    for an index.
+    """`(row lengths, ids, weights or the shared float)` of some rows of a group.
+
+    A slice of rows gives views of the group's arrays; an index array gives
+    gathered copies.
     """
     splits = sparse.row_splits
     if isinstance(rows, slice):

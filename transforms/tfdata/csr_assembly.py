@@ -73,8 +73,12 @@ def _sparse_layout(sparse: CsrGroup, rows: slice | np.ndarray) -> tuple:
 
 
 def _fill_sparse(pieces, name, per_piece, splits, ids, weights, start: int) -> np.ndarray:
-    """Writes one sparse column of a batch: `splits` `[n + 1]` from `start`, ids and weights
-    (views into the group's arrays). Returns the ids (an object array for strings).
+    """Writes one sparse column of a batch from its pieces; returns the ids.
+
+    Fills `splits` (`[n + 1]`, counting from `start`) and, when given, `ids`
+    and `weights` (preallocated outputs) from the pieces' groups. String ids
+    have no preallocated array (`ids` is None): they are gathered and
+    returned as one object array.
     """
     splits[0] = start
     row, base = 0, 0

@@ -62,8 +62,13 @@ class CsrGroup:
         ids: Sequence[tf.RaggedTensor],
         weights: Sequence[tf.RaggedTensor] | float = 1.0,
     ) -> CsrGroup:
-        """A group of `[n, None]` RaggedTensors (ragged_rank 1) with ragged weights shaped like
-        them, or one float for every id; n is the first feature's row count.
+        """A group of `[n, None]` RaggedTensors (ragged_rank 1), not concatenated until used.
+
+        `weights` are RaggedTensors shaped like `ids`, or one float for every
+        id; n is the first feature's row count.
+
+        Raises:
+          ValueError: no features.
         """
         if not ids:
             raise ValueError("CsrGroup.from_ragged: a group needs at least one feature")
@@ -89,12 +94,14 @@ class CsrGroup:
 
     @property
     def row_splits(self):
+        """int64 `[F*n + 1]` from 0; feature f's rows are `f*n .. f*n + n` (built on first use)."""
         if self._row_splits is None:
             self._concatenate()
         return self._row_splits
 
     @property
     def values(self):
+        """The ids `[nnz]` of every feature, end to end (int32 or int64, or str objects)."""
         if self._values is None:
             self._concatenate()
         return self._values

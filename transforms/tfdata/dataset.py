@@ -85,6 +85,11 @@ def make_dataset(
         `distribute_datasets_from_function`); or give `num_shards` and `index`.
         Each worker reads a disjoint part: whole files when every worker can
         get one, else row ranges (Parquet) or every n-th record (TFRecord).
+      num_shards: the number of input workers, a positive int, given with
+        `index` instead of `input_context` (default: one worker reading
+        everything). Giving only one of the two, or both with
+        `input_context`, raises ValueError.
+      index: this worker's number, in `[0, num_shards)`.
       output: "coo" (each sparse feature a `Coo(row_ids, col_ids, gains, sample_count)`
         with the combiner and weights folded in), "ragged" (`[B, None]`
         RaggedTensors, weights under `f__weights`) or "sparse" (SparseTensors).
@@ -98,7 +103,21 @@ def make_dataset(
         "stats" (the directory's stats.json), a path to a stats.json, a
         stats.json dict, or a dict feature -> int.
       combiner: "sum", "mean", "sqrtn", or a dict feature -> combiner.
-      overflow, capacity_kind, dropped: see `pad_to_capacity`.
+      overflow: what a batch that needs more COO entries for a feature than
+        its capacity does (with `capacities`): "error" (the default: an
+        InvalidArgumentError when that batch is read) or "drop" (keep the
+        feature's first `capacity` entries, in row order, and count the rest
+        in `dropped`). Any other value raises ValueError, with or without
+        `capacities`.
+      capacity_kind: which stats.json capacity `capacities` reads: "max"
+        (the default: no batch of `batch_size` rows overflows it; derived
+        when stats.json has no entry for `batch_size`) or "p99_9" (smaller,
+        for overflow="drop"; needs an entry for exactly `batch_size`). Not
+        used with a dict feature -> int; an unknown kind raises ValueError
+        when stats.json is read.
+      dropped: an int64 scalar `tf.Variable` that each batch adds its
+        dropped COO entries to (overflow="drop" with `capacities`); None
+        (the default) counts nothing.
       start: resume at this `InputState` (Parquet).
       return_position: elements get a third part, the int64 `[4]` position
         after the batch; `InputState.from_tensor` makes it a `start` (Parquet).
@@ -118,8 +137,10 @@ def make_dataset(
     Raises:
       ManifestError: (a ValueError) no manifest, or files that differ from it.
       ValueError: bad arguments, no files, a column missing from the schema or
-        the files, a worker that would read nothing, or a `start` from a
-        different plan.
+        the files, a worker that would read nothing (Parquet: fewer rows than
+        workers), or a `start` from a different plan.
+      tf.errors.InvalidArgumentError: while iterating, a batch that
+        overflows a capacity with overflow="error".
 
     The Parquet reader runs Python (pyarrow) per batch, not per row; see
     `parquet_dataset` and `parquet_source`. Use TFRecord shards for the tf.data service.

@@ -41,8 +41,12 @@ class RawBatch(NamedTuple):
 
 
 def column_batch(columns: Sequence[Column], label: Column | None, combiners: Mapping[str, str]):
-    """The `RawBatch` of a dict of per-feature columns (TFRecord, logs): ragged ids (and
-    `<f>__weights`), dense `[B]` tensors, the label.
+    """A function from a dict of per-feature columns to its `RawBatch` (TFRecord shards, logs).
+
+    The dict holds ragged ids `[B, None]` for each sparse column (and
+    `<f>__weights` for a weighted one), dense `[B]` tensors, and the label.
+    Sparse columns are grouped for one conversion each (`group_ragged`)
+    with `combiners`; the batch has no position.
     """
 
     def to_raw(raw) -> RawBatch:

@@ -89,12 +89,54 @@ def make_log_dataset(
       vocabularies: feature -> vocabulary file (one token a line, as the Beam
         `ComputeVocabulary` writes) or token list; indices equal
         `keras.layers.StringLookup(vocabulary, num_oov_indices=...)`.
-      features, label, shuffle, seed, num_epochs, input_context, num_shards,
-      index, output, drop_remainder, deterministic, capacities, combiner,
-      overflow, dropped: as in `make_dataset`. Shuffling permutes the files
-      every epoch and lines through a `shuffle_buffer` per file. Sharding
-      gives workers whole files when each can get one, else every n-th line
-      of every file. `capacities` must be given explicitly (no stats.json).
+      num_oov_indices: k, the out-of-vocabulary indices before each
+        vocabulary's tokens (default 1): the token on line i gets i + k, an
+        unknown token 0 (k == 1) or a FarmHash bucket in `[0, k)`. A positive
+        int (used only with `vocabularies`).
+      features: feature names to deliver (default: every non-label feature
+        of the schema); `hash_bins` and `vocabularies` may name only sparse
+        features among them.
+      label: the label column (default: the schema's label), or False for
+        elements that are the features dict alone.
+      shuffle: permute the files every epoch, read up to four at once, and
+        the lines of each through a buffer of `shuffle_buffer` lines. The
+        default (False) reads the files one after another in name order,
+        each line in turn.
+      seed: makes the shuffle reproducible (None: a fresh seed each time the
+        dataset is made).
+      shuffle_buffer: lines in each file's shuffle buffer (default 16384), a
+        positive int.
+      num_epochs: passes over the lines (None: endlessly). Each epoch ends
+        with its own partial batch unless `drop_remainder`.
+      input_context: a `tf.distribute.InputContext` (from
+        `distribute_datasets_from_function`); or give `num_shards` and
+        `index`. Each worker reads a disjoint part: whole files when every
+        worker can get a non-empty one, else every n-th line of every file.
+        The lines are not counted beforehand, so a worker of a log with
+        fewer lines than workers gets an empty dataset, not an error.
+      num_shards: the number of input workers, a positive int, given with
+        `index` instead of `input_context` (default: one worker reading
+        everything). Giving only one of the two, or both with
+        `input_context`, raises ValueError.
+      index: this worker's number, in `[0, num_shards)`.
+      output: "coo", "ragged" or "sparse", as in `make_dataset`. String ids
+        need `hash_bins` or a vocabulary for "coo"; "ragged" and "sparse"
+        deliver the ones without either as strings.
+      drop_remainder: drop each epoch's last partial batch; every shape is
+        then static (with `capacities`, COO lengths too).
+      deterministic: allow tf.data to reorder batches for speed when False.
+      capacities: pad every COO feature to a static length (output="coo"
+        only): a dict feature -> int, or a stats.json dict (its "max"
+        capacities for `batch_size`). A string raises ValueError: raw logs
+        have no stats.json beside them to read.
+      combiner: "sum" (the default), "mean", "sqrtn", or a dict feature ->
+        combiner (features not in it: "sum"), as in `make_dataset`.
+      overflow: "error" (the default) or "drop", for a batch that needs
+        more COO entries for a feature than its capacity, as in
+        `make_dataset`.
+      dropped: an int64 scalar `tf.Variable` that each batch adds its
+        dropped COO entries to (overflow="drop" with `capacities`), as in
+        `make_dataset`; None (the default) counts nothing.
       on_error: "raise" (InvalidArgumentError naming the file, line number,
         field and rule of the first bad line) or "skip" (bad lines are left
         out and counted in `bad_lines`, which is then required).
@@ -113,11 +155,15 @@ def make_log_dataset(
 
     Returns:
       The dataset, with the structure `make_dataset` gives for the same
-      schema after hashing (sparse ids int64).
+      schema: sparse ids mapped by `hash_bins` or a vocabulary are int64;
+      the others keep the schema's dtype (an int32 feature's ids are int32,
+      as from `make_dataset`; string ids stay strings with "ragged" or
+      "sparse").
 
     Raises:
       ValueError: bad arguments, no files, a string feature with neither
-        hash bins nor a vocabulary, CSV headers that differ between files or
+        hash bins nor a vocabulary (output="coo"), a timestamp column (the
+        Beam ingest parses those), CSV headers that differ between files or
         lack a column, or on_error="skip" without a counter.
       CorruptFileError: a `.gz`/`.zz` file of this worker is truncated or
         damaged (each is decompressed once here to find its end marker,

@@ -40,10 +40,10 @@ def _escape(text: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class LineFormat:
-    """How fields are laid out on a line.
+    r"""How fields are laid out on a line.
 
     Attributes:
-      delimiter: between fields ("\\t" for Criteo).
+      delimiter: between fields ("\t" for Criteo).
       list_separator: between the ids of a list field.
       pad_short: a line short of trailing fields has them missing (else bad).
       hex32: string ids must be 8-digit hex (Criteo).
@@ -61,6 +61,7 @@ class LineFormat:
 
     @property
     def null_tokens(self) -> list[str]:
+        """The non-empty `null_values`: what a feature's field pattern must also accept (it matches "" already)."""
         return [t for t in self.null_values if t]
 
 
@@ -217,9 +218,15 @@ class LineParser:
         return [tf.RaggedTensor.from_row_splits(v, r, validate=False) for v, r in zip(parts, rows)]
 
     def columns(self, fields: tf.Tensor) -> dict:
-        """Columns of valid lines' fields: sparse -> `[n, None]` ragged (string or int64 ids,
-        float32 weights under `f__weights`), dense -> float32 `[n]` (NaN if missing; integer columns
-        int64 with `MISSING_INT`, float64 columns float64), label `[n]`.
+        """Columns of valid lines' fields (`[n, F]` strings, from `split`), by name.
+
+        Sparse: `[n, None]` ragged ids, strings or the schema's integer dtype
+        (int64, or int32 for an int32 column), with float32 weights under
+        `<f>__weights`; with `hex32` (Criteo) every sparse column is read as
+        zero-or-one string id a row. Dense: `[n]` float32 with
+        NaN where missing, float64 for float64 columns, int64 with
+        `MISSING_INT` for integer columns. Label: `[n]`, int64 or int32 as
+        the schema says, else float32.
 
         Dense fields are converted as one block, and so are zero-or-one-id
         (Criteo hex) fields: the graph has a few ops per kind, not per column.

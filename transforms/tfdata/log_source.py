@@ -50,18 +50,24 @@ def log_batches(
     """Batches of the columns `keep` (ids mapped by `id_maps`) parsed from this worker's lines.
 
     Args:
-      files: the log files; `skips`: header lines to skip in each;
-        `compression`: "GZIP", "ZLIB" or None (see `log_compression`).
+      files: the log files.
       parser: checks and splits lines.
-      keep: the columns to deliver; `id_maps`: feature -> function from its
-        ragged ids to int64.
+      keep: the columns to deliver.
+      id_maps: feature -> function from its ragged ids to int64 (hashing or
+        a vocabulary lookup), applied after parsing.
       batching: batch size, epochs, remainder, order, shuffle buffer.
-      shuffle, seed: permute files each epoch and lines through a buffer
-        per file (a seed is drawn when None).
-      num_shards, index: the worker; whole files when each worker can get
-        one, else every n-th line of every file.
+      skips: header lines to skip at the start of each file (one per file).
+      compression: "GZIP", "ZLIB" or None (see `log_compression`).
+      shuffle: permute the files each epoch, and lines through a buffer of
+        `batching.shuffle_buffer` per file.
+      seed: the shuffle's seed (one is drawn when None and shuffling).
+      num_shards: the number of workers.
+      index: this worker, in `[0, num_shards)`. Workers get whole files when
+        each can get a non-empty one, else every n-th line of every file.
       on_error: "raise" (an InvalidArgumentError naming the first bad line)
         or "skip" (bad lines counted in `bad_lines`).
+      bad_lines: an int64 scalar `tf.Variable` that counts skipped lines;
+        required with on_error="skip", unused otherwise.
       padded_lines: counts lines read with missing trailing fields, or None.
       lines_per_chunk: lines checked per step (default max(batch_size, 4096)).
 
@@ -159,6 +165,16 @@ def _raise_on_bad(ok, path, numbers, text, parser: LineParser) -> tf.Tensor:
 
 
 def log_compression(files: Sequence[str]) -> str | None:
+    """The `TextLineDataset` compression of `files`: "GZIP" (.gz), "ZLIB" (.zz) or None (plain).
+
+    Raises:
+      ValueError: a mix of compressed and plain files (or of .gz and .zz), or
+        .zst/.zstd/.bz2 files, which tf.data cannot read.
+
+    Example:
+      >>> log_compression(["day_0.gz", "day_1.gz"])
+      'GZIP'
+    """
     kinds = {_COMPRESSION.get(os.path.splitext(f)[1].lower()) for f in files}
     if len(kinds) > 1:
         raise ValueError("the input mixes compressed and plain files; read them as separate datasets")

@@ -76,6 +76,7 @@ class RowPlan:
 
     @property
     def batches_per_epoch(self) -> int:
+        """Batches in a whole epoch: ceil(rows / batch_size), or floor with `drop_remainder`."""
         return self._batches(self.rows_per_epoch)
 
     def num_batches(self, num_epochs: int | None) -> int | None:
@@ -117,8 +118,11 @@ class RowPlan:
         return order, cum
 
     def segments(self, epoch: int, begin: int, end: int) -> list[tuple[int, int | None, slice | np.ndarray]]:
-        """Rows `[begin, end)` of an epoch as `(unit, the unit after it or None, its rows)`, in
-        order; the rows are a slice, or an index array when shuffling.
+        """Rows `[begin, end)` of an epoch as `(unit, the unit after it or None, its rows)` triples.
+
+        The triples are in the epoch's order; each one's rows are a slice of
+        the unit, or an index array into it when shuffling. The unit after
+        it (in the epoch's order) is what the reader loads ahead.
         """
         order, cum = self.epoch_order(epoch)
         k = int(np.searchsorted(cum, begin, side="right")) - 1

@@ -28,6 +28,7 @@ class Unit:
 
     @property
     def num_rows(self) -> int:
+        """The unit's row count, `stop - start`."""
         return self.stop - self.start
 
 
@@ -85,7 +86,8 @@ def plan_units(row_groups: Sequence[Sequence[int]], num_shards: int, index: int)
     Args:
       row_groups: `row_groups[f][g]` is the number of rows of row group g of
         file f, files in their sorted order.
-      num_shards, index: the worker, as from `resolve_worker`.
+      num_shards: the number of workers, as from `resolve_worker`.
+      index: this worker, in `[0, num_shards)`.
 
     Returns:
       `(units, mode)`; units are in file and row-group order.

@@ -55,10 +55,17 @@ class InputState:
         object.__setattr__(self, "fingerprint", int(self.fingerprint))
 
     def to_json(self) -> str:
+        """The state as a JSON object with keys epoch, shard, row and fingerprint (sorted)."""
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> InputState:
+        """The state `to_json` wrote.
+
+        Raises:
+          ValueError: not JSON, keys other than exactly epoch, shard, row and
+            fingerprint, or a negative or non-integer epoch, shard or row.
+        """
         data = json.loads(text)
         if not isinstance(data, dict) or set(data) != {"epoch", "shard", "row", "fingerprint"}:
             raise ValueError(f"InputState JSON must have keys epoch, shard, row, fingerprint; got {text!r}")

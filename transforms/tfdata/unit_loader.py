@@ -49,9 +49,12 @@ def open_parquet(path: str) -> pq.ParquetFile:
 
 @dataclasses.dataclass
 class Loaded:
-    """One unit decoded: per sparse column a one-feature `CsrGroup` (row_splits int64 from 0;
-    values a view of the Arrow buffer, or an object array of str; weights a float32 view or
-    the float every id weighs), per other column a 1-D array.
+    """One unit decoded, column by column.
+
+    Each sparse column is a one-feature `CsrGroup` (row_splits int64 from 0;
+    values a view of the Arrow buffer, or an object array of str; weights a
+    float32 view or the float every id weighs); each other column a 1-D
+    array of `num_rows`. `one_hot` caches `one_hot_group` per group key.
     """
 
     num_rows: int
@@ -59,9 +62,11 @@ class Loaded:
     one_hot: dict[int, tuple[np.ndarray, list[np.ndarray]] | None] = dataclasses.field(default_factory=dict)
 
     def one_hot_group(self, key: int, group: Sequence[Column]) -> tuple[np.ndarray, list[np.ndarray]] | None:
-        """`(presence bool [F, rows], per feature the int32 rows that hold an id)` when every
-        feature of the group has at most one id per row in this unit, else None; computed once
-        per unit.
+        """Where each feature of a group holds its id, when none holds more than one a row.
+
+        Returns `(presence bool [F, rows], per feature the int32 rows that
+        hold an id)` when every feature of `group` has at most one id per row
+        in this unit, else None. Computed once per unit and `key`.
         """
         if key not in self.one_hot:
             lengths = np.stack([np.diff(self.columns[c.name].row_splits) for c in group])
