@@ -114,7 +114,8 @@ def convert_to_coo(
         index = _index(indices_or_row_splits, where)
         kind = call.kind_of(index)
         if kind is not None:
-            return Coo(*call.by_weights(kind, index), count)
+            rows, cols, gains = call.by_weights(kind, index)
+            return Coo(rows, cols, gains, count)
         # A rank-1 index of unknown size: empty means dense, anything else is row_splits
         # (row_splits always has sample_count + 1 >= 1 elements).
         rows, cols, gains = core.cond(
