@@ -42,6 +42,12 @@ def test_static_rows_only_with_drop_remainder():
         ({"output": "dense"}, "output must be one of"),
         ({"output": "ragged", "capacities": {"a": 3}}, "need output='coo'"),
         ({"overflow": "clip"}, "overflow must be one of"),
+        # Checked whether or not a stats.json is read: a typo must not wait for the day it is.
+        ({"capacity_kind": "p99"}, "capacity kind must be one of"),
+        ({"capacities": {"a": 3}, "capacity_kind": "bogus"}, "capacity kind must be one of"),
+        ({"dropped": tf.Variable(0, dtype=tf.int32)}, "dropped must be an int64 scalar tf.Variable"),
+        ({"dropped": tf.Variable([0, 0], dtype=tf.int64)}, "dropped must be an int64 scalar tf.Variable"),
+        ({"dropped": 0}, "dropped must be an int64 scalar tf.Variable"),
     ],
 )
 def test_output_options_refuse_bad_values_in_one_line(kwargs, message):

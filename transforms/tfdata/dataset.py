@@ -114,10 +114,10 @@ def make_dataset(
         when stats.json has no entry for `batch_size`) or "p99_9" (smaller,
         for overflow="drop"; needs an entry for exactly `batch_size`). Not
         used with a dict feature -> int; an unknown kind raises ValueError
-        when stats.json is read.
+        whether or not stats.json is read.
       dropped: an int64 scalar `tf.Variable` that each batch adds its
         dropped COO entries to (overflow="drop" with `capacities`); None
-        (the default) counts nothing.
+        (the default) counts nothing; anything else raises ValueError.
       start: resume at this `InputState` (Parquet).
       return_position: elements get a third part, the int64 `[4]` position
         after the batch; `InputState.from_tensor` makes it a `start` (Parquet).

@@ -22,7 +22,7 @@ from transforms.tfdata.finish import column_batch, finish_batches
 from transforms.tfdata.ids import hash_ids, lookup_ids, vocabulary_table
 from transforms.tfdata.log_parsing import LineFormat, LineParser
 from transforms.tfdata.log_source import csv_layout, log_batches, log_compression
-from transforms.tfdata.options import BatchOptions, OutputOptions
+from transforms.tfdata.options import BatchOptions, OutputOptions, check_counter
 from transforms.tfdata.paths import list_files
 from transforms.tfdata.sharding import resolve_worker
 
@@ -182,9 +182,8 @@ def make_log_dataset(
     outputs = OutputOptions(output, combiner, capacities, overflow, dropped=dropped)
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
-    for what, var in (("bad_lines", bad_lines), ("padded_lines", padded_lines)):
-        if var is not None and (not isinstance(var, tf.Variable) or var.dtype != tf.int64 or var.shape.rank != 0):
-            raise ValueError(f"{what} must be an int64 scalar tf.Variable")
+    check_counter(bad_lines, "bad_lines")
+    check_counter(padded_lines, "padded_lines")
     if on_error == "skip" and bad_lines is None:
         raise ValueError(
             "on_error='skip' needs bad_lines=tf.Variable(0, dtype=tf.int64): skipped lines are always counted"

@@ -15,10 +15,10 @@ from typing import Any
 import tensorflow as tf
 
 from ops.convert_to_coo import COMBINERS
-from transforms.tfdata.capacity import check_overflow, resolve_capacities
+from transforms.tfdata.capacity import CAPACITY_KINDS, check_overflow, resolve_capacities
 from transforms.tfdata.columns import Column
 
-__all__ = ["BatchOptions", "OutputOptions", "OUTPUTS"]
+__all__ = ["BatchOptions", "OutputOptions", "OUTPUTS", "check_counter"]
 
 OUTPUTS = ("coo", "ragged", "sparse")
 
@@ -28,6 +28,18 @@ def _positive_int(value, what: str, *, allow_none: bool = False) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{what} must be a positive integer{' or None' if allow_none else ''}, got {value!r}")
+
+
+def check_counter(variable, what: str) -> None:
+    """Refuses a counter that is not None or an int64 scalar `tf.Variable` (the batches `assign_add` to it).
+
+    Raises:
+      ValueError: naming `what`, for any other value.
+    """
+    if variable is not None and (
+        not isinstance(variable, tf.Variable) or variable.dtype != tf.int64 or variable.shape.rank != 0
+    ):
+        raise ValueError(f"{what} must be an int64 scalar tf.Variable, got {variable!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,8 +96,9 @@ class OutputOptions:
       dropped: an int64 scalar `tf.Variable` counting dropped entries.
 
     Raises:
-      ValueError: an unknown output or overflow, or capacities without
-        output="coo".
+      ValueError: an unknown output, overflow or capacity_kind, capacities
+        without output="coo", or a `dropped` that is not an int64 scalar
+        variable.
     """
 
     output: str = "coo"
@@ -101,6 +114,9 @@ class OutputOptions:
         if self.capacities is not None and self.output != "coo":
             raise ValueError("capacities pad COO batches: they need output='coo'")
         check_overflow(self.overflow)
+        if self.capacity_kind not in CAPACITY_KINDS:
+            raise ValueError(f"capacity kind must be one of {CAPACITY_KINDS}, got {self.capacity_kind!r}")
+        check_counter(self.dropped, "dropped")
 
     def combiners(self, columns: Sequence[Column]) -> dict[str, str]:
         """Feature -> combiner for every sparse column.
