@@ -197,7 +197,7 @@ def test_capacities_below_the_need_drop_the_tail_of_each_feature_and_count_it(so
 def test_to_coo_with_a_shared_scalar_weight_follows_the_rule(sources, fmt):
     for features, rows in _batches(_dataset(sources, fmt, output="ragged")):
         for combiner in ("sum", "mean", "sqrtn"):
-            out = transforms.to_coo(features, combiner, weights={"tags": 2.5, "one": -0.5})
+            out = transforms.to_coo(features, combiner=combiner, weights={"tags": 2.5, "one": -0.5})
             assert_entries(out["tags"], _want(rows, "tags", combiner, 2.5))
             assert_entries(out["one"], _want(rows, "one", combiner, -0.5))
             assert_entries(out["items"], _want(rows, "items", combiner))  # per-id weights from items__weights

@@ -60,8 +60,8 @@ def test_one_hot_groups_and_shared_scalar_weights_follow_the_rule(features, comb
         shared = -0.5 if weighting == "scalar" else None
         weights = [shared] * len(features)
         ws = {} if shared is None else dict.fromkeys(names, shared)
-    (group,) = group_ragged(ids, ws, combiner)
-    out = convert_group(group)
+    ((group, how),) = group_ragged(ids, ws, combiner)
+    out = convert_group(group, how)
     for n, f, w in zip(names, features, weights):
         oracles.assert_entries(out[n], oracles.coo(f, w, combiner))
 

@@ -36,7 +36,7 @@ def _check(rows, weights, combiner):
     ids = np.array([v for r in rows for v in r], dtype=np.int64)
     w = tf.constant([weights], tf.float32) if np.isscalar(weights) else tf.constant(weights, tf.float32)
     graph = ops.convert_to_coo(tf.constant(splits), tf.constant(ids), w, sample_count=len(rows), combiner=combiner)
-    assert_entries(got, Entries(*(t.numpy().tolist() for t in graph)), rtol=2e-6, atol=1e-7)
+    assert_entries(got, Entries(*(t.numpy().tolist() for t in graph[:3])), rtol=2e-6, atol=1e-7)
 
 
 @settings(max_examples=40)
