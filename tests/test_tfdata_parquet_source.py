@@ -290,3 +290,17 @@ def test_one_hot_groups_give_the_contract_coo_for_every_feature(tmp_path, monkey
     assert sorted(seen) == list(range(61))
     # Every batch of the unweighted group, and of the weighted one away from row 23's unit, is one-hot.
     assert len(fills) >= source.num_batches(1) + (source.num_batches(1) - 2 if two_ids_at else source.num_batches(1))
+
+
+def test_reading_with_another_seed_reads_as_a_source_made_with_that_seed(shards):
+    # A restored iterator hands the reader the seed it was saved with, which is not the new source's.
+    source = _source(shards, 8, shuffle=True, seed=4)
+    made_with_9 = _source(shards, 8, shuffle=True, seed=9)
+    for i in (0, 5, 12, 13, 25):
+        got, want = source.read(i, seed=9), made_with_9.read(i)
+        assert _rows(got) == _rows(want)
+        np.testing.assert_array_equal(got[-1], want[-1])  # the position, with seed 9's fingerprint
+    assert _rows(source.read(3, seed=4)) == _rows(source.read(3)) != _rows(source.read(3, seed=9))
+    state = InputState.from_tensor(source.read(2)[-1])
+    with pytest.raises(ValueError, match="reads with its own seed"):
+        _source(shards, 8, shuffle=True, seed=4, start=state).read(0, seed=9)

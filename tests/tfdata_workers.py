@@ -3,6 +3,7 @@
 Usage:
   python tests/tfdata_workers.py resume <parquet_dir> <tfrecord_dir> <work_dir>
   python tests/tfdata_workers.py mwms <parquet_dir>        (TF_CONFIG set)
+  python tests/tfdata_workers.py checkpoints <data_dir> <work_dir>
 
 Each prints one JSON line (prefixed "RESULT ") on stdout.
 """
@@ -18,7 +19,8 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 import tensorflow as tf
 
-from transforms import InputState, make_dataset
+from sparse_io.schema import FeatureSpec, Schema
+from transforms import InputState, make_dataset, make_log_dataset
 
 RESUME_ARGS = dict(batch_size=16, shuffle=True, seed=9, num_epochs=2, output="ragged")
 
@@ -39,6 +41,36 @@ def resume(parquet_dir: str, tfrecord_dir: str, work_dir: str) -> dict:
         iterator = iter(make_dataset(directory, **RESUME_ARGS))
         tf.train.Checkpoint(iterator=iterator).read(os.path.join(work_dir, name)).assert_consumed()
         result[name] = labels(iterator)
+    return result
+
+
+# Every reading path x shuffle and seed that a checkpoint must restore exactly.
+CHECKPOINT_PATHS = ("parquet", "tfrecord", "logs")
+CHECKPOINT_CASES = {"unseeded": dict(shuffle=True, seed=None), "seeded": dict(shuffle=True, seed=5),
+                    "ordered": dict(shuffle=False, seed=None)}
+CHECKPOINT_TAKEN = 5  # batches read before saving: mid-epoch (15 batches of 8 per epoch)
+LOG_SCHEMA = Schema([FeatureSpec("label", "label", "int64"), FeatureSpec("x", "dense", "float32")])
+
+
+def checkpoint_dataset(data_dir: str, path: str, case: str) -> tf.data.Dataset:
+    """Two epochs of 120 rows (labels 0..119) in batches of 8, read by `path`'s reader."""
+    args = dict(num_epochs=2, output="ragged", **CHECKPOINT_CASES[case])
+    if path == "logs":
+        return make_log_dataset(os.path.join(data_dir, "logs"), "tsv", 8, schema=LOG_SCHEMA, shuffle_buffer=16,
+                                **args)
+    return make_dataset(os.path.join(data_dir, path), 8, shuffle_buffer=16, **args)
+
+
+def restore_checkpoints(data_dir: str, work_dir: str) -> dict:
+    """Per path and case: the rest after the checkpoint saved there; and a fresh unseeded first batch."""
+    result = {}
+    for path in CHECKPOINT_PATHS:
+        result[f"{path}/fresh"] = labels([next(iter(checkpoint_dataset(data_dir, path, "unseeded")))])
+        for case in CHECKPOINT_CASES:
+            iterator = iter(checkpoint_dataset(data_dir, path, case))
+            checkpoint = tf.train.Checkpoint(iterator=iterator)
+            checkpoint.read(os.path.join(work_dir, f"{path}-{case}")).assert_consumed()
+            result[f"{path}/{case}"] = labels(iterator)
     return result
 
 
@@ -64,5 +96,6 @@ def mwms(shard_dir: str) -> dict:
 
 if __name__ == "__main__":
     mode, *args = sys.argv[1:]
-    out = resume(*args) if mode == "resume" else mwms(*args)
+    run = {"resume": resume, "mwms": mwms, "checkpoints": restore_checkpoints}[mode]
+    out = run(*args)
     print("RESULT " + json.dumps(out), flush=True)

@@ -77,8 +77,14 @@ def make_dataset(
       shuffle: Parquet: permute row-group slices every epoch and the rows
         inside each; TFRecord: permute files every epoch, then records
         through a `shuffle_buffer`.
-      seed: makes the shuffle reproducible; a Parquet dataset resumed from a
-        shuffled `InputState` needs the same seed.
+      seed: makes the shuffle reproducible. None (the default): the dataset
+        draws a seed when it is made, so each process (and each
+        `make_dataset` call) reads its own order; the drawn seed is kept in
+        the iterator's state, so an iterator saved with
+        `tf.train.Checkpoint(iterator=...)` and restored in a new process
+        goes on in exactly the order it was reading. A Parquet dataset
+        resumed from a shuffled `InputState` (`start`) needs the seed it was
+        made with (shuffle without a seed and `start` raises ValueError).
       num_epochs: passes over the data (None: endlessly). Each epoch ends with
         its own partial batch unless `drop_remainder`.
       input_context: a `tf.distribute.InputContext` (from

@@ -7,6 +7,10 @@ process), so a restored iterator could replay a different later epoch. Here
 each epoch is a function of its number instead: epoch e shuffles with seeds
 computed from (seed, e), and a restored iterator rebuilds exactly the epoch
 it was in and every one after.
+
+A shuffle the caller did not seed draws its seed when the dataset is made, so
+a new process restoring a checkpoint would draw another; `seed_in_state`
+makes that seed part of what the iterator saves.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from collections.abc import Callable
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["over_epochs", "epoch_seed", "draw_seed", "plain", "seeded_shuffle"]
+__all__ = ["over_epochs", "epoch_seed", "draw_seed", "seed_in_state", "plain", "seeded_shuffle"]
 
 # Every function this package hands to tf.data uses Python control flow on
 # static facts only; autograph's conversion would find nothing to convert and
@@ -50,9 +54,32 @@ def draw_seed() -> int:
     return int(np.random.SeedSequence().entropy % (1 << 40))
 
 
-def epoch_seed(seed: int, epoch: tf.Tensor, stream: int = 0) -> tf.Tensor:
-    """An int64 seed for `stream` (a file number, say) of `epoch`: distinct per (epoch, stream)."""
-    base = tf.constant(seed % (1 << 40), tf.int64) * _STRIDE
+def seed_in_state(seed: int, build: Callable[[tf.Tensor], tf.data.Dataset]) -> tf.data.Dataset:
+    """`build(seed)`, with `seed` (an int64 scalar tensor there) kept in every iterator's saved state.
+
+    The seed is the one element of a dataset that `flat_map` turns into
+    `build(seed)`. A `flat_map` iterator saves the element its current inner
+    iterator was built from and, when restored, rebuilds that inner dataset
+    from the saved element rather than from its input: an iterator restored
+    in a process that drew another seed goes on with the one it was saved
+    with. (Only a checkpoint saved before the first element was read starts
+    afresh, with this dataset's seed: nothing of the order was used yet.)
+
+    Example:
+      >>> ds = seed_in_state(draw_seed(), lambda s: tf.data.Dataset.range(4).shuffle(4, seed=s))  # doctest: +SKIP
+    """
+    return tf.data.Dataset.from_tensors(tf.constant(seed, tf.int64)).flat_map(plain(build))
+
+
+def epoch_seed(seed: int | tf.Tensor, epoch: tf.Tensor, stream: int = 0) -> tf.Tensor:
+    """An int64 seed for `stream` (a file number, say) of `epoch`: distinct per (epoch, stream).
+
+    `seed` is a non-negative int, or an int64 scalar tensor (see `seed_in_state`); equal values give equal seeds.
+    """
+    if isinstance(seed, int):
+        base = tf.constant(seed % (1 << 40), tf.int64) * _STRIDE
+    else:
+        base = tf.math.floormod(tf.cast(seed, tf.int64), 1 << 40) * _STRIDE
     return (base + tf.cast(epoch, tf.int64) * _STRIDE + stream) % ((1 << 62) - 1)
 
 

@@ -102,8 +102,10 @@ def make_log_dataset(
         the lines of each through a buffer of `shuffle_buffer` lines. The
         default (False) reads the files one after another in name order,
         each line in turn.
-      seed: makes the shuffle reproducible (None: a fresh seed each time the
-        dataset is made).
+      seed: makes the shuffle reproducible. None: a fresh seed each time the
+        dataset is made, kept in the iterator's state, so an iterator saved
+        with `tf.train.Checkpoint(iterator=...)` and restored in a new
+        process goes on in exactly the order it was reading.
       shuffle_buffer: lines in each file's shuffle buffer (default 16384), a
         positive int.
       num_epochs: passes over the lines (None: endlessly). Each epoch ends

@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from sparse_io.errors import CorruptFileError
 from sparse_io.schema import Schema
-from transforms.tfdata.epochs import draw_seed, epoch_seed, over_epochs, plain, seeded_shuffle
+from transforms.tfdata.epochs import draw_seed, epoch_seed, over_epochs, plain, seed_in_state, seeded_shuffle
 from transforms.tfdata.log_parsing import LineParser
 from transforms.tfdata.options import BatchOptions
 from transforms.tfdata.rebatch import rebatch
@@ -60,7 +60,9 @@ def log_batches(
       compression: "GZIP", "ZLIB" or None (see `log_compression`).
       shuffle: permute the files each epoch, and lines through a buffer of
         `batching.shuffle_buffer` per file.
-      seed: the shuffle's seed (one is drawn when None and shuffling).
+      seed: the shuffle's seed (when None and shuffling, one is drawn here
+        and kept in the iterator's state, so a checkpoint restores the same
+        order: `seed_in_state`).
       num_shards: the number of workers.
       index: this worker, in `[0, num_shards)`. Workers get whole files when
         each can get a non-empty one, else every n-th line of every file.
@@ -104,10 +106,7 @@ def log_batches(
             out[name] = fn(out[name])
         return out
 
-    if shuffle and seed is None:
-        seed = draw_seed()
-
-    def one_epoch(epoch: tf.Tensor) -> tf.data.Dataset:
+    def one_epoch(seed: int | tf.Tensor | None, epoch: tf.Tensor) -> tf.data.Dataset:
         def numbered_chunks(path, skip, number):
             lines = tf.data.TextLineDataset(path, compression_type=compression)
             numbered = lines.skip(skip).enumerate(start=skip + 1)
@@ -139,7 +138,10 @@ def log_batches(
         lines = rebatch(valid, batching.batch_size, drop_remainder=batching.drop_remainder)
         return lines.map(plain(parse), num_parallel_calls=tf.data.AUTOTUNE, deterministic=batching.deterministic)
 
-    return over_epochs(batching.num_epochs, one_epoch)
+    def epochs(seed: int | tf.Tensor | None) -> tf.data.Dataset:
+        return over_epochs(batching.num_epochs, lambda epoch: one_epoch(seed, epoch))
+
+    return seed_in_state(draw_seed(), epochs) if shuffle and seed is None else epochs(seed)
 
 
 def _raise_on_bad(ok, path, numbers, text, parser: LineParser) -> tf.Tensor:

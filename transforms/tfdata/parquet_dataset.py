@@ -1,9 +1,12 @@
 """The Parquet shards as a `tf.data` source: numbered batches read by `ParquetSource`, as `RawBatch`es.
 
 `Dataset.range(batches) -> map(py_function(source.read))`: batch i is a pure
-function of i, so `tf.train.Checkpoint` can save the iterator and an
-`InputState` can resume it. The reader's arrays reach TensorFlow through
-DLPack, without a copy.
+function of i (and the seed), so `tf.train.Checkpoint` can save the iterator
+and an `InputState` can resume it. A shuffle without a seed draws one here
+and hands it to the reader as a tensor kept in the iterator's state
+(`seed_in_state`), so a checkpoint restored in a new process, which draws
+another, reads on with the one it was saved with. The reader's arrays reach
+TensorFlow through DLPack, without a copy.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from transforms.tfdata._exit_drain import reader_call
 from transforms.tfdata.batch_arrays import ALIGNMENT
 from transforms.tfdata.columns import Column
 from transforms.tfdata.csr_group import CsrGroup
-from transforms.tfdata.epochs import draw_seed, plain
+from transforms.tfdata.epochs import draw_seed, plain, seed_in_state
 from transforms.tfdata.finish import RawBatch
 from transforms.tfdata.options import BatchOptions
 from transforms.tfdata.parquet_source import ParquetSource
@@ -54,7 +57,8 @@ def parquet_batches(
       ValueError: resuming a shuffled dataset without its seed, and whatever
         `ParquetSource` raises.
     """
-    if shuffle and seed is None:
+    drawn = shuffle and seed is None
+    if drawn:
         if start is not None:
             raise ValueError("start: resuming a shuffled Parquet dataset needs the seed it was made with")
         seed = draw_seed()
@@ -76,7 +80,7 @@ def parquet_batches(
         groups=list(keyed.values()),
         coo=combiners if coo else None,
     )
-    raw = _read_batches(source, batching.num_epochs)
+    raw = _read_batches(source, batching.num_epochs, carry_seed=drawn)
     return raw, _raw_batch(source, combiners, batching.static_rows), source
 
 
@@ -89,8 +93,11 @@ def _tensor(array: np.ndarray):
     return tf.convert_to_tensor(array)
 
 
-def _read_batches(source: ParquetSource, num_epochs) -> tf.data.Dataset:
+def _read_batches(source: ParquetSource, num_epochs, *, carry_seed: bool = False) -> tf.data.Dataset:
     """`range -> map(py_function(source.read))`: flat tuples of tensors, see `ParquetSource.read`.
+
+    With `carry_seed` the source's seed goes to `read` as a tensor kept in
+    the iterator's state (see `epochs.seed_in_state`).
 
     The caller must keep `source` alive as long as the dataset: the py_function holds it only
     weakly. TensorFlow ties a py_function built in eager mode to the global graph, which is
@@ -101,7 +108,7 @@ def _read_batches(source: ParquetSource, num_epochs) -> tf.data.Dataset:
     total = source.num_batches(num_epochs)
     source_ref = weakref.ref(source)
 
-    def read(i):
+    def read(i, seed=None):
         with reader_call():  # see _exit_drain: lets the process exit with an iterator still alive
             alive = source_ref()
             if alive is None:
@@ -109,10 +116,17 @@ def _read_batches(source: ParquetSource, num_epochs) -> tf.data.Dataset:
                     "make_dataset: this Parquet dataset's reader was released with the dataset; keep "
                     "the dataset returned by make_dataset (or an iterator over it) alive while reading"
                 )
-            return [_tensor(a) for a in alive.read(int(i))]
+            return [_tensor(a) for a in alive.read(int(i), seed=None if seed is None else int(seed))]
 
-    ds = tf.data.Dataset.range(_ENDLESS if total is None else total)
-    return ds.map(plain(lambda i: tuple(tf.py_function(read, [i], dtypes))))
+    def batches(*seed):
+        ds = tf.data.Dataset.range(_ENDLESS if total is None else total)
+        return ds.map(plain(lambda i: tuple(tf.py_function(read, [i, *seed], dtypes))))
+
+    if not carry_seed:
+        return batches()
+    ds = seed_in_state(source.plan.seed, batches)
+    # flat_map hides the count that range -> map shows (Keras sizes its progress bar by it).
+    return ds if total is None else ds.apply(tf.data.experimental.assert_cardinality(total))
 
 
 def _raw_batch(source: ParquetSource, combiners: Mapping[str, str], static_rows: int | None):

@@ -20,6 +20,7 @@ loop over rows. It composes:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -49,7 +50,7 @@ class ParquetSource:
       shuffle: permute the units (row-group slices) each epoch, and the rows
         inside each unit, from `seed` and the epoch number.
       seed: a non-negative integer (required: the caller draws one when the
-        user gives none).
+        user gives none). `read` may name another (see there).
       num_shards, index: the worker (see `sharding.plan_units`).
       start: resume here (an `InputState` of this plan).
       groups: sparse feature names to lay end to end in one set of arrays
@@ -105,22 +106,34 @@ class ParquetSource:
                 f"worker {index} of {num_shards} has {int(unit_rows.sum())} rows, fewer than one batch of "
                 f"{batch_size} with drop_remainder=True: it would read nothing"
             )
-        self.plan = RowPlan(
-            unit_rows,
-            batch_size,
-            shuffle=shuffle,
-            seed=seed,
-            drop_remainder=drop_remainder,
-            fingerprint=fingerprint(
-                [p.rsplit("/", 1)[-1] for p in self.files],
-                row_groups,
-                num_shards,
-                index,
-                bool(shuffle),
-                int(seed) if shuffle else None,
-            ),
-            start=start,
-        )
+        names = [p.rsplit("/", 1)[-1] for p in self.files]
+
+        def plan(seed: int, start: InputState | None) -> RowPlan:
+            # Refers to no attribute of self: the source stays free of reference cycles (it holds
+            # decoded row groups, and is released when its dataset is).
+            return RowPlan(
+                unit_rows,
+                batch_size,
+                shuffle=shuffle,
+                seed=seed,
+                drop_remainder=drop_remainder,
+                fingerprint=fingerprint(
+                    names,
+                    row_groups,
+                    num_shards,
+                    index,
+                    bool(shuffle),
+                    int(seed) if shuffle else None,
+                ),
+                start=start,
+            )
+
+        self.plan = plan(seed, start)
+        self._new_plan = plan
+        self._started = start is not None
+        # Plans of other seeds: a checkpoint restored into this source carries the seed it was saved with.
+        self._plans: dict[int, RowPlan] = {int(seed): self.plan}
+        self._plans_lock = threading.Lock()
         self.loader = UnitLoader(self.files, self.units, self.columns, label)
 
     def num_batches(self, num_epochs: int | None) -> int | None:
@@ -131,18 +144,41 @@ class ParquetSource:
         """The flat dtypes `read` returns, in order (see `BatchLayout`)."""
         return self.layout.dtypes()
 
-    def pieces(self, epoch: int, begin: int, end: int) -> list[tuple[Loaded, slice | np.ndarray]]:
-        """The decoded units and the rows of each that make up rows `[begin, end)` of an epoch."""
-        return [(self.loader.unit(unit, ahead), rows) for unit, ahead, rows in self.plan.segments(epoch, begin, end)]
+    def plan_for(self, seed: int) -> RowPlan:
+        """The plan of this source's rows shuffled with `seed` (built once per seed, then kept).
 
-    def read(self, i: int) -> list[np.ndarray]:
+        Raises:
+          ValueError: `seed` is not this source's own and the source was made
+            with a `start`, which belongs to the source's own seed.
+        """
+        plan = self._plans.get(seed)
+        if plan is not None:
+            return plan
+        if self._started:
+            raise ValueError(f"seed {seed}: a source made with start= reads with its own seed, {self.plan.seed}, only")
+        with self._plans_lock:
+            return self._plans.setdefault(seed, self._new_plan(seed, None))
+
+    def pieces(
+        self, epoch: int, begin: int, end: int, plan: RowPlan | None = None
+    ) -> list[tuple[Loaded, slice | np.ndarray]]:
+        """The decoded units and the rows of each that make up rows `[begin, end)` of an epoch (of `plan`)."""
+        plan = self.plan if plan is None else plan
+        return [(self.loader.unit(unit, ahead), rows) for unit, ahead, rows in plan.segments(epoch, begin, end)]
+
+    def read(self, i: int, seed: int | None = None) -> list[np.ndarray]:
         """Batch `i` as the flat list `self.layout` describes (`BatchLayout.flatten` of a `BatchParts`).
 
-        Numeric arrays of the groups, dense blocks and label are 64-byte
-        aligned and freshly allocated (safe to alias).
+        `seed`: read the rows as shuffled with this seed (default: the
+        source's own). Numeric arrays of the groups, dense blocks and label
+        are 64-byte aligned and freshly allocated (safe to alias).
+
+        Raises:
+          ValueError: see `plan_for`.
         """
-        epoch, begin, end = self.plan.locate(int(i))
-        pieces = self.pieces(epoch, begin, end)
+        plan = self.plan if seed is None else self.plan_for(seed)
+        epoch, begin, end = plan.locate(int(i))
+        pieces = self.pieces(epoch, begin, end, plan)
         n = end - begin
         tail = [(len(block) * n, np.dtype(dtype)) for dtype, block in self.layout.dense_blocks]
         if self.label is not None:
@@ -157,7 +193,7 @@ class ParquetSource:
                 fill_rows(pieces, c.name, block[j * n : (j + 1) * n])
             dense.append(block)
         label = fill_rows(pieces, self.label.name, arrays[-1]) if self.label is not None else None
-        state = self.plan.position(epoch, end)
+        state = plan.position(epoch, end)
         position = np.array([state.epoch, state.shard, state.row, state.fingerprint], dtype=np.int64)
         return self.layout.flatten(BatchParts(groups, dense, label, np.array([n], dtype=np.int64), position))
 

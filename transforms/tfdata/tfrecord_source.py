@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from transforms.tfdata.columns import MISSING_INT, Column, dense_dtype
-from transforms.tfdata.epochs import draw_seed, epoch_seed, over_epochs, plain, seeded_shuffle
+from transforms.tfdata.epochs import draw_seed, epoch_seed, over_epochs, plain, seed_in_state, seeded_shuffle
 from transforms.tfdata.sharding import split_files
 
 __all__ = ["tfrecord_dataset", "parse_spec"]
@@ -124,14 +124,14 @@ def tfrecord_dataset(
     each record once. Shuffling permutes the files each epoch (when each
     worker has whole files) and then records through a buffer of
     `shuffle_buffer`, with seeds derived from `seed` and the epoch number.
+    Without a `seed` one is drawn here and kept in the iterator's state, so
+    a checkpoint restores the same order (`seed_in_state`).
     Each epoch ends with its own partial batch unless `drop_remainder`.
     """
     sizes = [tf.io.gfile.stat(f).length for f in files]
     mine = split_files([s > 0 for s in sizes], num_shards, index)
-    if shuffle and seed is None:
-        seed = draw_seed()
 
-    def one_epoch(epoch: tf.Tensor) -> tf.data.Dataset:
+    def one_epoch(seed: int | tf.Tensor | None, epoch: tf.Tensor) -> tf.data.Dataset:
         if mine is not None and shuffle:
             paths = [files[f] for f in mine]
             names = tf.data.Dataset.from_tensor_slices(paths)
@@ -154,7 +154,10 @@ def tfrecord_dataset(
             records = seeded_shuffle(records, shuffle_buffer, epoch_seed(seed, epoch, 1))
         return records.batch(batch_size, drop_remainder=drop_remainder)
 
-    batches = over_epochs(num_epochs, one_epoch)
+    def epochs(seed: int | tf.Tensor | None) -> tf.data.Dataset:
+        return over_epochs(num_epochs, lambda epoch: one_epoch(seed, epoch))
+
+    batches = seed_in_state(draw_seed(), epochs) if shuffle and seed is None else epochs(seed)
     return batches.map(
         plain(lambda serialized: parse_batch(serialized, columns, label)),
         num_parallel_calls=tf.data.AUTOTUNE,

@@ -1,0 +1,64 @@
+"""A checkpointed iterator restores exactly in a new process: every reader, shuffled or not, seeded or not.
+
+A shuffle the caller did not seed draws its seed when the dataset is made; a
+new process makes the dataset again, so unless the seed travels in the
+iterator's checkpoint the restored iterator would read the rest of an epoch in
+another order, repeating some rows and never reaching others.
+"""
+
+
+import pytest
+import tensorflow as tf
+from test_tfdata_dataset import _result, _start
+from tfdata_data import random_rows, write_parquet_shards, write_tfrecord_shards
+from tfdata_workers import CHECKPOINT_CASES, CHECKPOINT_PATHS, CHECKPOINT_TAKEN, checkpoint_dataset, labels
+
+from sparse_io.manifest import commit_directory
+
+ROWS = random_rows(120, seed=3)
+EPOCHS = 2
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("checkpoint_data")
+    write_parquet_shards(str(root / "parquet"), ROWS, 3, row_group_size=10)
+    write_tfrecord_shards(str(root / "tfrecord"), ROWS, 3)
+    logs = root / "logs"
+    logs.mkdir()
+    for k in range(3):
+        lines = ["label\tx"] + [f"{r}\t{r / 2}" for r in range(k * 40, (k + 1) * 40)]
+        (logs / f"day_{k}.tsv").write_text("\n".join(lines) + "\n")
+    commit_directory(str(root / "parquet"))
+    return str(root)
+
+
+def test_checkpoints_restore_exactly_in_a_new_process_for_every_reader_shuffle_and_seed(data_dir, tmp_path):
+    first, rest = {}, {}
+    for path in CHECKPOINT_PATHS:
+        for case in CHECKPOINT_CASES:
+            iterator = iter(checkpoint_dataset(data_dir, path, case))
+            first[path, case] = labels([next(iterator) for _ in range(CHECKPOINT_TAKEN)])
+            tf.train.Checkpoint(iterator=iterator).write(str(tmp_path / f"{path}-{case}"))
+            rest[path, case] = labels(iterator)  # what the uninterrupted iterator gives
+    restored = _result(_start(["checkpoints", data_dir, str(tmp_path)]))
+    wrong = []
+    for path in CHECKPOINT_PATHS:
+        for case in CHECKPOINT_CASES:
+            got = first[path, case] + restored[f"{path}/{case}"]
+            for epoch in range(EPOCHS):
+                seen = got[epoch * len(ROWS) : (epoch + 1) * len(ROWS)]
+                repeated = len(seen) - len(set(seen))
+                missing = len(set(range(len(ROWS))) - set(seen))
+                if repeated or missing:
+                    wrong.append(f"{path} {case} epoch {epoch}: {repeated} rows repeated, {missing} missing")
+            if len(got) != EPOCHS * len(ROWS):
+                wrong.append(f"{path} {case}: {len(got)} rows in all")
+            if restored[f"{path}/{case}"] != rest[path, case]:
+                wrong.append(f"{path} {case}: the restored rest differs from the uninterrupted one")
+        if path != "logs":
+            # Unshuffled logs read file after file; the shard readers permute from the start.
+            assert first[path, "ordered"] != first[path, "seeded"], path
+        # Without a seed each process draws its own: another first batch (a 1 in 120!/112! chance otherwise).
+        assert restored[f"{path}/fresh"] != first[path, "unseeded"][:8], path
+    assert not wrong, "\n".join(wrong)
