@@ -29,6 +29,7 @@ _LAZY = {
     # tf.data input stage (imports TensorFlow, never Beam)
     "make_dataset": "transforms.tfdata.dataset",
     "make_log_dataset": "transforms.tfdata.log_dataset",
+    "distribute": "transforms.tfdata.service",
     "Coo": "transforms.tfdata.coo",  # = ops.Coo
     "to_coo": "transforms.tfdata.coo",
     "pad_to_capacity": "transforms.tfdata.coo",

@@ -15,6 +15,8 @@ How the modules fit, following the data:
     log_source (log_parsing, rebatch)
   finish: RawBatch -> COO (grouped, over csr_group) or ragged/sparse, padded to
     capacity (capacity), with label and position
+  service: `distribute` runs a dataset under the tf.data service, refusing
+    Parquet and counters (what make_dataset/make_log_dataset recorded)
 """
 
 from transforms.tfdata.capacity import capacity_from_stats, load_stats
@@ -23,6 +25,7 @@ from transforms.tfdata.coo import Coo, pad_to_capacity, to_coo
 from transforms.tfdata.dataset import make_dataset
 from transforms.tfdata.ids import hash_ids, lookup_ids, truncate, vocabulary_table
 from transforms.tfdata.log_dataset import make_log_dataset
+from transforms.tfdata.service import distribute
 from transforms.tfdata.state import InputState
 
 __all__ = [
@@ -30,6 +33,7 @@ __all__ = [
     "InputState",
     "MISSING_INT",
     "capacity_from_stats",
+    "distribute",
     "hash_ids",
     "load_stats",
     "lookup_ids",

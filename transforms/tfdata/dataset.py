@@ -6,7 +6,7 @@ Which reader runs depends on the shard format (the README has the full table):
 |---|---|---|
 | reader | Python (pyarrow in a `tf.py_function`, numpy per batch) | graph-native (TFRecordDataset, parse_example) |
 | COO | numpy while the batch is assembled (`numpy_coo`) | `ops.convert_to_coo`, features grouped |
-| tf.data service | no (needs the Python process) | yes |
+| tf.data service (`distribute`) | no: refused (py_function of this process) | yes, without `dropped` |
 | `tf.train.Checkpoint(iterator=...)` | yes | yes |
 | explicit `InputState` (`start=`, `return_position=`) | yes | no |
 | sharding | whole files, else row ranges | whole files, else every n-th record |
@@ -28,6 +28,7 @@ from transforms.tfdata.finish import column_batch, finish_batches
 from transforms.tfdata.options import BatchOptions, OutputOptions
 from transforms.tfdata.parquet_dataset import parquet_batches
 from transforms.tfdata.paths import list_files, read_schema, shard_format
+from transforms.tfdata.service import remember
 from transforms.tfdata.sharding import resolve_worker
 from transforms.tfdata.state import InputState
 from transforms.tfdata.tfrecord_source import tfrecord_dataset
@@ -244,7 +245,8 @@ def make_dataset(
         # The reader's py_function holds the source weakly (see parquet_batches); the dataset,
         # which every dataset derived from it and every iterator over it references, holds it.
         out._sparseflow_parquet_source = source
-    return out
+    # transforms.distribute refuses Parquet (its py_function lives only here) and counters.
+    return remember(out, fmt, {"dropped": dropped})
 
 
 def _schema_from_parquet(path: str) -> Schema:

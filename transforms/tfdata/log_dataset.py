@@ -3,9 +3,10 @@
 The lines are read, checked, batched and parsed by `log_source`, then
 finished as every source is (`finish`): the same `(features, label)`
 elements as `make_dataset`.
-No Python runs per batch, so it works inside the tf.data service (when the
-bad-line counter is not used: a dataset that captures a variable cannot be
-sent to the service).
+No Python runs per batch, so it works inside the tf.data service
+(`transforms.distribute`), without the counters: a service worker updates its
+own copy of a `bad_lines`, `padded_lines` or `dropped` variable, so yours
+would stay 0, and `distribute` refuses them.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from transforms.tfdata.log_parsing import LineFormat, LineParser
 from transforms.tfdata.log_source import csv_layout, log_batches, log_compression
 from transforms.tfdata.options import BatchOptions, OutputOptions, check_counter
 from transforms.tfdata.paths import list_files
+from transforms.tfdata.service import remember
 from transforms.tfdata.sharding import resolve_worker
 
 __all__ = ["make_log_dataset", "TEXT_FORMATS", "FORMATS"]
@@ -265,7 +267,9 @@ def make_log_dataset(
     options = tf.data.Options()
     options.deterministic = deterministic
     options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
-    return out.with_options(options)
+    # transforms.distribute refuses the counters: under the service they would stay 0.
+    counters = {"bad_lines": bad_lines, "padded_lines": padded_lines, "dropped": dropped}
+    return remember(out.with_options(options), "log", counters)
 
 
 def _id_maps(schema, columns: Sequence[Column], hash_bins, salt, vocabularies, num_oov_indices) -> dict:
