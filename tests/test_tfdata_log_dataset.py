@@ -213,3 +213,20 @@ def test_a_cut_gzip_log_is_refused_naming_the_file(tmp_path):
     for name in ("day.tsv.gz", "day.tsv.zz"):
         ds = make_log_dataset(str(tmp_path / name), "criteo", 64, hash_bins=1000, output="ragged")
         assert sum(int(label.shape[0]) for _, label in ds) == 3000
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        FeatureSpec("C1", "sparse", "int64"),
+        FeatureSpec("C1", "sparse", "string", weighted=True),
+    ],
+)
+def test_a_criteo_schema_with_integer_or_weighted_categoricals_is_refused_as_the_ingest_refuses_it(tmp_path, spec):
+    # Criteo's categoricals are 8-digit hex strings: read as ints they came out as strings (ragged) or failed in
+    # convert_to_coo with a message naming neither the format nor the schema.
+    path = tmp_path / "day.tsv"
+    path.write_text("1\t5\t68fd1e64\n")
+    schema = Schema([FeatureSpec("label", "label", "int64"), FeatureSpec("I1", "dense", "float32"), spec])
+    with pytest.raises(ValueError, match=r"criteo format: sparse feature 'C1' must be an unweighted string feature"):
+        make_log_dataset(str(path), "criteo", 4, schema=schema, output="ragged")

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from sparse_io.formats import LOG_FORMATS
 from sparse_io.readers import csv_options
+from sparse_io.readers.criteo import check_criteo_schema
 from sparse_io.schema import Schema, criteo_schema
 from transforms.tfdata.columns import Column, select_columns
 from transforms.tfdata.finish import column_batch, finish_batches
@@ -83,7 +84,8 @@ def make_log_dataset(
         same with a tab).
       batch_size: rows per batch, exact even when bad lines are skipped.
       schema: the columns (default for "criteo": `criteo_schema()`; required
-        for "csv").
+        for "csv" and "tsv"). A "criteo" schema's sparse features must be
+        unweighted string features (hex ids), as the Beam reader requires.
       hash_bins: buckets for string ids (and integer ids named here): an int
         for every sparse string feature, or a dict feature -> bins. Buckets
         equal `keras.layers.Hashing(bins, salt=salt)` and the Beam `HashIds`.
@@ -198,6 +200,8 @@ def make_log_dataset(
         if format != "criteo":
             raise ValueError(f"format={format!r} needs a schema")
         schema = criteo_schema()
+    elif format == "criteo":
+        check_criteo_schema(schema)  # the rule the Beam reader applies to the same logs
     timed = [f.name for f in schema if f.time_unit is not None]
     if timed:
         raise ValueError(f"timestamp column(s) {timed}: ISO-8601 text is parsed by the Beam ingest "
