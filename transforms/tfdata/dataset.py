@@ -235,12 +235,6 @@ def make_dataset(
         has_label=label_column is not None,
         return_position=return_position,
     )
-    options = tf.data.Options()
-    # The reader's py_function is a pure function of the batch number, so the
-    # iterator state (a counter and buffers) is the whole state to save.
-    options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
-    options.deterministic = deterministic
-    out = out.with_options(options)
     if fmt == "parquet":
         # The reader's py_function holds the source weakly (see parquet_batches); the dataset,
         # which every dataset derived from it and every iterator over it references, holds it.

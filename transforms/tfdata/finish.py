@@ -84,7 +84,8 @@ def finish_batches(
     `to_raw_batch(*element)` gives the element's `RawBatch`; `capacities`
     are the resolved ones (`OutputOptions.capacities_for`). Elements are
     `(features, label)`, `features` alone when there is no label, plus the
-    position when asked.
+    position when asked. The dataset's options keep `batching.deterministic`
+    and let iterator checkpoints ignore the external state.
     """
     static_rows = batching.static_rows
     weights_name = {c.name: c.weights_name for c in columns if c.is_sparse}
@@ -116,4 +117,10 @@ def finish_batches(
         return tuple(out) if len(out) > 1 else feats
 
     ds = raw.map(plain(convert), num_parallel_calls=tf.data.AUTOTUNE, deterministic=batching.deterministic)
-    return ds.prefetch(tf.data.AUTOTUNE)
+    options = tf.data.Options()
+    options.deterministic = batching.deterministic
+    # The external state is the Parquet reader's py_function (a pure function of the batch
+    # number) and the counter variables: the iterator state (counters and buffers) is the whole
+    # state a checkpoint needs, so saving it must not fail on them.
+    options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
+    return ds.prefetch(tf.data.AUTOTUNE).with_options(options)

@@ -268,12 +268,9 @@ def make_log_dataset(
         capacities=outputs.capacities_for(out_columns, batch_size),
         has_label=label_column is not None,
     )
-    options = tf.data.Options()
-    options.deterministic = deterministic
-    options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
     # transforms.distribute refuses the counters: under the service they would stay 0.
     counters = {"bad_lines": bad_lines, "padded_lines": padded_lines, "dropped": dropped}
-    return remember(out.with_options(options), "log", counters)
+    return remember(out, "log", counters)
 
 
 def _id_maps(schema, columns: Sequence[Column], hash_bins, salt, vocabularies, num_oov_indices) -> dict:
