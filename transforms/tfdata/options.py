@@ -71,8 +71,7 @@ class BatchOptions:
     def __post_init__(self) -> None:
         _positive_int(self.batch_size, "batch_size")
         _positive_int(self.num_epochs, "num_epochs", allow_none=True)
-        if isinstance(self.shuffle_buffer, bool) or not isinstance(self.shuffle_buffer, int) or self.shuffle_buffer < 1:
-            raise ValueError(f"shuffle_buffer must be a positive integer, got {self.shuffle_buffer!r}")
+        _positive_int(self.shuffle_buffer, "shuffle_buffer")
 
     @property
     def static_rows(self) -> int | None:

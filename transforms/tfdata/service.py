@@ -24,9 +24,12 @@ from collections.abc import Iterator
 
 import tensorflow as tf
 
+from sparse_io.formats import SHARD_FORMATS
+
 __all__ = ["distribute", "remember", "DatasetFacts"]
 
-SOURCES = ("parquet", "tfrecord", "log")
+# What a dataset of ours reads: a shard format, or raw logs.
+SOURCES = (*SHARD_FORMATS, "log")
 
 
 @dataclasses.dataclass(frozen=True)
