@@ -21,11 +21,11 @@ Example (Criteo, with comments, as accepted by `load_config`)::
       "C*": {hash_buckets: 1000000}         # glob over sparse feature names
       C9: {vocabulary: {min_frequency: 1}}  # exact names win over globs
     output:
-      format: parquet         # parquet | tfrecord
+      format: parquet         # parquet | tfrecord | arrow (memory-mapped, for many epochs)
       num_shards: 4           # default: one shard per 128 MiB of log text; at most 10,000
-      row_group_size: 65536
+      row_group_size: 65536   # Parquet row group / Arrow record batch
       write_threads: 2        # shards a worker encodes at once; default: its CPUs, at most 4
-      compression: zstd       # Parquet codec: zstd | lz4 | snappy | none
+      compression: zstd       # Parquet: zstd | lz4 | snappy | none; Arrow: none | lz4 | zstd
       shuffle: true
       seed: 0
     stats:
@@ -54,10 +54,9 @@ from typing import Any
 import yaml
 
 from pipelines import config_limits as limits
-from sparse_io.formats import DELIMITED_FORMATS, LOG_FORMATS, SHARD_FORMATS
+from sparse_io.formats import DELIMITED_FORMATS, LOG_FORMATS, SHARD_FORMATS, check_shard_codec
 from sparse_io.readers import csv_options
 from sparse_io.schema import FeatureSpec, Schema, SchemaError, criteo_schema
-from sparse_io.shards import check_parquet_codec
 
 __all__ = [
     "ConfigError",
@@ -416,7 +415,7 @@ def parse_config(
     codec = out.get("compression")
     if codec is not None:
         try:
-            check_parquet_codec(codec, out.get("format") or "parquet")
+            check_shard_codec(codec, out.get("format") or "parquet")
         except ValueError as e:
             raise _fail("output.compression", str(e)) from None
     stats = _take(top.get("stats") or {}, "stats", {"batch_sizes": list})

@@ -5,6 +5,7 @@ Beam (whose FileSystems write local and remote paths) only when a file is first 
 """
 
 from sparse_io.arrow import csr_from_arrow, csr_to_arrow
+from sparse_io.arrow_shards import ARROW_CODECS, read_arrow_shard, write_arrow_shard
 from sparse_io.csr import CsrBatch, SparseValidationError
 from sparse_io.dead_letters import DeadLetter, DeadLetterSink, ErrorBudgetExceeded
 from sparse_io.errors import CorruptFileError
@@ -20,6 +21,7 @@ from sparse_io.tfrecord import read_tfrecord_shard, write_tfrecord_shard
 _TF_BRIDGES = ("csr_to_ragged", "csr_to_sparse", "csr_from_ragged", "csr_from_sparse")
 
 __all__ = [
+    "ARROW_CODECS",
     "FORMATS",
     "LOG_FORMATS",
     "PARQUET_CODECS",
@@ -44,11 +46,13 @@ __all__ = [
     "iter_shards",
     "read_file",
     "read_logs",
+    "read_arrow_shard",
     "read_parquet_shard",
     "read_tfrecord_shard",
     "shard_format_of",
     "shard_name",
     "verify_directory",
+    "write_arrow_shard",
     "write_parquet_shard",
     "write_tfrecord_shard",
     "weights_column",

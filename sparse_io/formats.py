@@ -11,7 +11,7 @@ Example:
   >>> LOG_FORMATS
   ('criteo', 'csv', 'tsv', 'jsonl', 'parquet')
   >>> SHARD_FORMATS
-  ('parquet', 'tfrecord')
+  ('parquet', 'tfrecord', 'arrow')
   >>> shard_format_of("out/part-00000-of-00004.tfrecord"), shard_format_of("out/schema.json")
   ('tfrecord', None)
 """
@@ -24,9 +24,12 @@ __all__ = [
     "DELIMITED_FORMATS",
     "LOG_FORMATS",
     "LOG_SUFFIXES",
+    "SHARD_CODECS",
+    "DEFAULT_SHARD_CODEC",
     "SHARD_FORMATS",
     "SHARD_SUFFIX",
     "SHARD_SUFFIXES",
+    "check_shard_codec",
     "shard_format_of",
 ]
 
@@ -40,16 +43,46 @@ LOG_SUFFIXES: dict[str, str] = {
     "criteo": ".tsv", "csv": ".csv", "tsv": ".tsv", "jsonl": ".jsonl", "parquet": ".parquet",
 }
 
-SHARD_FORMATS: tuple[str, ...] = ("parquet", "tfrecord")
+SHARD_FORMATS: tuple[str, ...] = ("parquet", "tfrecord", "arrow")
 # The suffix a shard of each format is written with.
-SHARD_SUFFIX: dict[str, str] = {"parquet": ".parquet", "tfrecord": ".tfrecord"}
+SHARD_SUFFIX: dict[str, str] = {"parquet": ".parquet", "tfrecord": ".tfrecord", "arrow": ".arrow"}
 # Every suffix read as a shard, and its format: ".tfrecords" is the other spelling
 # TensorFlow's own writers use, so shards written elsewhere are read too.
-SHARD_SUFFIXES: dict[str, str] = {".parquet": "parquet", ".tfrecord": "tfrecord", ".tfrecords": "tfrecord"}
+SHARD_SUFFIXES: dict[str, str] = {
+    ".parquet": "parquet", ".tfrecord": "tfrecord", ".tfrecords": "tfrecord", ".arrow": "arrow",
+}
+# The codecs each shard format may be written with (readers find the codec in the file), and the
+# default: Parquet pages zstd (the smallest files); Arrow buffers uncompressed, read memory-mapped
+# without decoding; TFRecord shards are written uncompressed.
+SHARD_CODECS: dict[str, tuple[str, ...]] = {
+    "parquet": ("zstd", "lz4", "snappy", "none"), "tfrecord": (), "arrow": ("none", "lz4", "zstd"),
+}
+DEFAULT_SHARD_CODEC: dict[str, str | None] = {"parquet": "zstd", "tfrecord": None, "arrow": "none"}
+
+
+def check_shard_codec(codec: str, format: str) -> str:
+    """Returns `codec` if shards of `format` may be written with it.
+
+    Raises:
+      ValueError: naming the codec and the format's choices, or the format
+        that takes no codec (TFRecord shards are written uncompressed).
+
+    Example:
+      >>> check_shard_codec("lz4", "arrow")
+      'lz4'
+    """
+    choices = SHARD_CODECS.get(format)
+    if choices is None:
+        raise ValueError(f"shard format must be one of {', '.join(SHARD_FORMATS)}, got {format!r}")
+    if not choices:
+        raise ValueError(f"{format} shards take no compression, got {codec!r}")
+    if codec not in choices:
+        raise ValueError(f"{format} compression must be one of {', '.join(choices)}, got {codec!r}")
+    return codec
 
 
 def shard_format_of(path: str | os.PathLike) -> str | None:
-    """The shard format a file's suffix names ("parquet" or "tfrecord"), or None for any other file.
+    """The shard format a file's suffix names ("parquet", "tfrecord" or "arrow"), or None for any other file.
 
     The suffix is matched as written (shards are always written in lower case).
 

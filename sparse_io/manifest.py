@@ -207,6 +207,18 @@ def _parquet_rows(path: str) -> int:
             raise ManifestError(f"{path}: not a readable Parquet shard ({e})") from None
 
 
+def _arrow_rows(path: str) -> int:
+    from sparse_io.arrow_shards import ArrowShard
+    from sparse_io.errors import CorruptFileError
+
+    try:
+        shard = ArrowShard(path)
+    except CorruptFileError as e:
+        raise ManifestError(f"{path}: not a readable Arrow shard ({e.reason})") from None
+    with shard:
+        return shard.num_rows
+
+
 def _is_shard(relative: str) -> bool:
     return "/" not in relative and relative.endswith(_SHARD_SUFFIXES)
 
@@ -214,11 +226,12 @@ def _is_shard(relative: str) -> bool:
 def _describe(directory: str, relative: str) -> dict:
     path = _join(directory, relative)
     shard = _is_shard(relative)
-    tfrecord = shard and shard_format_of(relative) == "tfrecord"
+    fmt = shard_format_of(relative) if shard else None
+    tfrecord = fmt == "tfrecord"
     crc, size, records = _scan(path, tfrecord)
     entry = {"path": relative, "bytes": size, "crc32c": crc}
     if shard:
-        entry["rows"] = records if tfrecord else _parquet_rows(path)
+        entry["rows"] = records if tfrecord else _arrow_rows(path) if fmt == "arrow" else _parquet_rows(path)
     return entry
 
 
@@ -251,7 +264,7 @@ def build_manifest(
     entries = [_describe(directory, n) for n in names]
     shards = [e for e in entries if "rows" in e]
     if not shards:
-        raise ManifestError(f"{directory}: no .parquet or .tfrecord shard to commit")
+        raise ManifestError(f"{directory}: no .parquet, .tfrecord or .arrow shard to commit")
     others = [e for e in entries if "rows" not in e]
     rows_out = sum(e["rows"] for e in shards)
     record_totals = {"rows_in": None, "rows_out": rows_out, "bad": None}

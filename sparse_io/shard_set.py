@@ -20,7 +20,7 @@ from sparse_io.errors import CorruptFileError
 from sparse_io.formats import shard_format_of
 from sparse_io.schema import SCHEMA_FILE, Schema
 
-__all__ = ["SHARD_SUFFIXES", "ShardReport", "SkippedShard", "iter_shards", "shard_paths"]
+__all__ = ["SHARD_SUFFIXES", "ShardReport", "SkippedShard", "iter_shards", "read_shard", "shard_paths", "write_shard"]
 
 SHARD_SUFFIXES = tuple(formats.SHARD_SUFFIXES)  # the suffixes read as shards
 _log = logging.getLogger(__name__)
@@ -69,12 +69,12 @@ class ShardReport:
 def shard_paths(directory_or_files: str | os.PathLike | Sequence[str]) -> list[str]:
     """The shard files of a directory, or the files a path, glob or list of them names.
 
-    A directory gives its `.parquet`/`.tfrecord`/`.tfrecords` files, sorted, hidden
+    A directory gives its `.parquet`/`.tfrecord`/`.tfrecords`/`.arrow` files, sorted, hidden
     and `_` files left out.
 
     Raises:
       FileNotFoundError: nothing found.
-      ValueError: a named file is not a `.parquet` or `.tfrecord` shard.
+      ValueError: a named file is not a `.parquet`, `.tfrecord` or `.arrow` shard.
     """
     from apache_beam.io.filesystems import FileSystems
 
@@ -85,19 +85,82 @@ def shard_paths(directory_or_files: str | os.PathLike | Sequence[str]) -> list[s
         if is_local(location) and os.path.isdir(location):
             names = sorted(n for n in os.listdir(location) if shard_format_of(n) and not n.startswith((".", "_")))
             if not names:
-                raise FileNotFoundError(f"no .parquet or .tfrecord shard in {location!r}")
+                raise FileNotFoundError(f"no .parquet, .tfrecord or .arrow shard in {location!r}")
             return [os.path.join(location, n) for n in names]
         if not is_local(location) and not shard_format_of(location) and not any(c in location for c in "*?["):
             found = [m.path for r in FileSystems.match([FileSystems.join(location, "part-*")]) for m in r.metadata_list]
             found = sorted(p for p in found if shard_format_of(p))
             if not found:
-                raise FileNotFoundError(f"no .parquet or .tfrecord shard in {location!r}")
+                raise FileNotFoundError(f"no .parquet, .tfrecord or .arrow shard in {location!r}")
             return found
     paths = expand_paths(directory_or_files)
     others = [p for p in paths if not shard_format_of(p)]
     if others:
-        raise ValueError(f"not a .parquet or .tfrecord shard: {others[0]!r}")
+        raise ValueError(f"not a .parquet, .tfrecord or .arrow shard: {others[0]!r}")
     return paths
+
+
+def read_shard(path: str, schema: Schema | None = None) -> pa.Table:
+    """A whole shard of any format (by its suffix) as a table; `schema` selects and checks the columns.
+
+    Raises:
+      ValueError: not a shard suffix, a TFRecord shard without `schema`, a
+        column missing or of another type.
+      CorruptFileError: the shard is damaged (its format's own check).
+    """
+    fmt = shard_format_of(path)
+    if fmt == "parquet":
+        from sparse_io.shards import read_parquet_shard
+
+        return read_parquet_shard(path, schema)
+    if fmt == "arrow":
+        from sparse_io.arrow_shards import read_arrow_shard
+
+        return read_arrow_shard(path, schema)
+    if fmt == "tfrecord":
+        if schema is None:
+            raise ValueError(f"{path}: reading a TFRecord shard needs a schema")
+        from sparse_io.tfrecord import read_tfrecord_shard
+
+        return read_tfrecord_shard(path, schema)
+    raise ValueError(f"not a .parquet, .tfrecord or .arrow shard: {path!r}")
+
+
+def write_shard(
+    path: str,
+    batches,
+    schema: Schema,
+    *,
+    row_group_size: int,
+    compression: str | None = None,
+    output_root: str | None = None,
+) -> int:
+    """Writes one shard in the format its suffix names, atomically; returns its rows.
+
+    `row_group_size` is the Parquet row group or Arrow record batch size;
+    `compression` the format's codec (None: its default; TFRecord takes none).
+    """
+    fmt = shard_format_of(path)
+    codec = compression or formats.DEFAULT_SHARD_CODEC.get(fmt or "")
+    if fmt == "parquet":
+        from sparse_io.shards import write_parquet_shard
+
+        return write_parquet_shard(
+            path, batches, schema, row_group_size=row_group_size, compression=str(codec), output_root=output_root
+        )
+    if fmt == "arrow":
+        from sparse_io.arrow_shards import write_arrow_shard
+
+        return write_arrow_shard(
+            path, batches, schema, record_batch_size=row_group_size, compression=str(codec), output_root=output_root
+        )
+    if fmt == "tfrecord":
+        if compression is not None:
+            formats.check_shard_codec(compression, "tfrecord")
+        from sparse_io.tfrecord import write_tfrecord_shard
+
+        return write_tfrecord_shard(path, batches, schema, output_root=output_root)
+    raise ValueError(f"not a .parquet, .tfrecord or .arrow shard name: {path!r}")
 
 
 def _schema_beside(paths: list[str]) -> Schema | None:
@@ -147,8 +210,6 @@ def iter_shards(
       >>> report.skipped  # [SkippedShard(path=..., reason=...)] for each damaged shard
     """
     from sparse_io.manifest import check_verify_level, verify_directory, verify_paths
-    from sparse_io.shards import read_parquet_shard
-    from sparse_io.tfrecord import read_tfrecord_shard
 
     check_verify_level(verify)
     location = os.fspath(directory_or_files) if isinstance(directory_or_files, (str, os.PathLike)) else None
@@ -165,11 +226,7 @@ def iter_shards(
     report.shards += len(paths)
     for path in paths:
         try:
-            if shard_format_of(path) == "parquet":
-                table = read_parquet_shard(path, schema)
-            else:
-                assert schema is not None  # refused above: TFRecord shards need a schema
-                table = read_tfrecord_shard(path, schema)
+            table = read_shard(path, schema)
         except CorruptFileError as e:
             if not skip_bad_shards:
                 raise

@@ -23,7 +23,7 @@ from transforms.testing.create_logs import encode_logs
 
 # Written out here rather than imported: the point is that the lists do not drift.
 EXPECTED_LOG_FORMATS = ("criteo", "csv", "tsv", "jsonl", "parquet")
-EXPECTED_SHARD_FORMATS = ("parquet", "tfrecord")
+EXPECTED_SHARD_FORMATS = ("parquet", "tfrecord", "arrow")
 SCHEMA = Schema([FeatureSpec("label", kind="label", dtype="float32"), FeatureSpec("C1", kind="sparse")])
 SCHEMA_SPECS = [f.to_dict() for f in SCHEMA]
 CRITEO = criteo_schema()
@@ -70,7 +70,9 @@ def test_an_unknown_log_format_is_refused_everywhere(bad):
         encode_logs(["x"], bad, SCHEMA)
 
 
-@pytest.mark.parametrize("shard_format, suffix", [("parquet", ".parquet"), ("tfrecord", ".tfrecord")])
+@pytest.mark.parametrize(
+    "shard_format, suffix", [("parquet", ".parquet"), ("tfrecord", ".tfrecord"), ("arrow", ".arrow")]
+)
 def test_every_shard_format_is_written_with_its_suffix(shard_format, suffix):
     config = parse_config({"features": HASHED, "output": {"format": shard_format, "num_shards": 2}})
     assert config.output.shard_format == config.output.format == shard_format
@@ -79,7 +81,7 @@ def test_every_shard_format_is_written_with_its_suffix(shard_format, suffix):
     WriteShards("out", shard_format, 2, False, 0)
 
 
-@pytest.mark.parametrize("bad", ["csv", "arrow", "Parquet"])
+@pytest.mark.parametrize("bad", ["csv", "feather", "Parquet"])
 def test_an_unknown_shard_format_is_refused(bad):
     with pytest.raises(ConfigError, match="output.format"):
         parse_config({"output": {"format": bad}})
@@ -91,6 +93,7 @@ def test_an_unknown_shard_format_is_refused(bad):
     ("out/part-00000-of-00002.parquet", "parquet"),
     ("gs://bucket/out/part-00001-of-00002.tfrecord", "tfrecord"),
     ("part-00000-of-00001.tfrecords", "tfrecord"),
+    ("out/part-00003-of-00004.arrow", "arrow"),
     ("out/schema.json", None),
     ("out/part-00000-of-00001.parquet.tmp", None),
     ("logs/day_0.tsv", None),

@@ -285,7 +285,7 @@ def test_a_kill_in_any_phase_leaves_no_readable_output_and_a_rerun_equals_a_clea
         with pytest.raises(ManifestError, match="no _MANIFEST.json"):
             make_dataset(out, 64)
     else:  # killed before any shard had its name: nothing to read at all
-        with pytest.raises(FileNotFoundError, match="no .parquet or .tfrecord shard"):
+        with pytest.raises(FileNotFoundError, match="no .parquet, .tfrecord or .arrow shard"):
             list(iter_shards(out))
 
     proc = _start(log, config, out)

@@ -84,7 +84,7 @@ def test_commit_refuses_a_temporary_of_an_unfinished_write_and_a_directory_witho
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "schema.json").write_text("{}")
-    with pytest.raises(ManifestError, match="no .parquet or .tfrecord shard"):
+    with pytest.raises(ManifestError, match="no .parquet, .tfrecord or .arrow shard"):
         commit_directory(str(empty))
 
 

@@ -123,11 +123,11 @@ def test_tfrecord_shards_without_any_schema_are_refused(tmp_path):
 
 
 def test_no_shards_or_other_files_are_errors(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no .parquet or .tfrecord shard"):
+    with pytest.raises(FileNotFoundError, match="no .parquet, .tfrecord or .arrow shard"):
         list(iter_shards(str(tmp_path)))
     other = tmp_path / "notes.txt"
     other.write_text("x")
-    with pytest.raises(ValueError, match="not a .parquet or .tfrecord shard"):
+    with pytest.raises(ValueError, match="not a .parquet, .tfrecord or .arrow shard"):
         list(iter_shards([str(other)]))
 
 

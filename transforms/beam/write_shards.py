@@ -42,16 +42,11 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 
 from sparse_io.atomic import atomic_write_text, remove_stale_temporaries
-from sparse_io.formats import SHARD_FORMATS, SHARD_SUFFIX
+from sparse_io.formats import DEFAULT_SHARD_CODEC, SHARD_FORMATS, SHARD_SUFFIX, check_shard_codec
 from sparse_io.hashing import hash_strings
 from sparse_io.schema import SCHEMA_FILE, Schema
-from sparse_io.shards import (
-    DEFAULT_PARQUET_CODEC,
-    DEFAULT_ROW_GROUP_SIZE,
-    check_parquet_codec,
-    shard_name,
-    write_parquet_shard,
-)
+from sparse_io.shard_set import write_shard
+from sparse_io.shards import DEFAULT_ROW_GROUP_SIZE, shard_name
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
 from transforms.beam._read_ahead import read_ahead
 from transforms.beam.shard_spill import SpillByKeyRange, sorted_shard_batches
@@ -189,7 +184,7 @@ class _WriteShardFn(beam.DoFn):
         schema,
         row_group_size: int,
         write_threads: int | None = None,
-        compression: str = DEFAULT_PARQUET_CODEC,
+        compression: str | None = None,
         order_by: tuple[str, ...] = (),
     ):
         self._output_dir = output_dir
@@ -198,7 +193,7 @@ class _WriteShardFn(beam.DoFn):
         self._schema = schema
         self._row_group_size = row_group_size
         self._write_threads = write_threads
-        self._compression = compression
+        self._compression = compression or DEFAULT_SHARD_CODEC[format]
         self._order_by = order_by
         self._rows = beam.metrics.Metrics.counter(_METRICS, "rows")
 
@@ -280,13 +275,14 @@ def _write(
     path: str, format: str, batches, schema: Schema, row_group_size: int, output_dir: str, compression: str
 ) -> int:
     # output_root: a symbolic link planted in the output directory cannot redirect a shard elsewhere.
-    if format == "parquet":
-        return write_parquet_shard(
-            path, batches, schema, row_group_size=row_group_size, compression=compression, output_root=output_dir
-        )
-    from sparse_io.tfrecord import write_tfrecord_shard
-
-    return write_tfrecord_shard(path, batches, schema, output_root=output_dir)
+    return write_shard(
+        path,
+        batches,
+        schema,
+        row_group_size=row_group_size,
+        compression=None if format == "tfrecord" else compression,
+        output_root=output_dir,
+    )
 
 
 def _finalize(
@@ -377,8 +373,10 @@ class WriteShards(beam.PTransform):
 
     Args:
       output_dir: the shard directory (local or any Beam filesystem).
-      format: "parquet" (list columns, `row_group_size` rows per group) or
-        "tfrecord" (one `tf.train.Example` per row, uncompressed).
+      format: "parquet" (list columns, `row_group_size` rows per group),
+        "tfrecord" (one `tf.train.Example` per row, uncompressed) or "arrow"
+        (Arrow IPC files of `row_group_size`-row record batches, read
+        memory-mapped without decoding: `sparse_io.arrow_shards`).
       num_shards: shard count (when fewer rows arrive, only the shards that
         got rows are kept, renumbered: see the module doc); None: enough
         shards of about `rows_per_shard`
@@ -404,7 +402,7 @@ class WriteShards(beam.PTransform):
         to `shard_spill.DEFAULT_SPILL_ROWS` rows waiting to be spilled.
         While one row group is encoded, the next is read and sorted in a
         background thread.
-      row_group_size: Parquet row-group size.
+      row_group_size: Parquet row-group size, or Arrow record-batch size.
       write_threads: shards one worker encodes at once (each in its own
         thread, holding its own key range and row group in memory); None:
         the worker's CPU count, at most `MAX_DEFAULT_WRITE_THREADS`
@@ -414,9 +412,10 @@ class WriteShards(beam.PTransform):
         known only once the data was seen (a vocabulary's size and
         fingerprint, its OOV count), merged into schema.json when the shards
         are done; an `oov_ids` count also goes into the feature's stats.json entry.
-      compression: the Parquet shards' codec, one of
-        `sparse_io.PARQUET_CODECS`; None: zstd (the smallest files; lz4
-        decodes faster at a larger size). TFRecord shards take no codec.
+      compression: the shards' codec, one of
+        `sparse_io.formats.SHARD_CODECS[format]`; None: the format's default
+        (Parquet zstd, the smallest files, lz4 decoding faster at a larger
+        size; Arrow "none", read without decoding). TFRecord shards take no codec.
 
     Input: PCollection[pa.RecordBatch]. Output: a PCollection of one dict
     `{"shards": [paths], "num_rows", "schema", "stats", "stats_features"}`,
@@ -463,7 +462,7 @@ class WriteShards(beam.PTransform):
                 raise ValueError(f"WriteShards: {name} must be a positive integer, got {value!r}")
         if compression is not None:
             try:
-                check_parquet_codec(compression, format)
+                check_shard_codec(compression, format)
             except ValueError as e:
                 raise ValueError(f"WriteShards: {e}") from None
         if seed is not None and not isinstance(seed, int):
@@ -483,7 +482,7 @@ class WriteShards(beam.PTransform):
         self._rows_per_shard = rows_per_shard
         self._row_group_size = row_group_size
         self._write_threads = write_threads
-        self._compression = compression or DEFAULT_PARQUET_CODEC
+        self._compression = compression or DEFAULT_SHARD_CODEC[format]
         self._order_by = tuple(order_by or ())
         if self._order_by and shuffle:
             raise ValueError("WriteShards: order_by applies to unshuffled output (shuffle=False)")

@@ -1,0 +1,275 @@
+"""Arrow IPC shards: record batches laid out as training reads them, memory-mapped, no decoding.
+
+An Arrow shard is an Arrow IPC *file* (`part-00000-of-00004.arrow`) of
+record batches of `record_batch_size` rows (the last one fewer), each batch
+a unit the training reader shuffles and reads, as a Parquet row group is.
+Uncompressed (the default), a column's offsets and values are read where
+they lie in the page cache: nothing is decoded, and the process's resident
+memory for them is file-backed (the kernel drops it under pressure), not
+anonymous. lz4 or zstd buffer compression makes smaller files that are
+decompressed on every read.
+
+Integrity, as Parquet's page checksums and TFRecord's record CRCs give:
+each record batch carries the CRC-32C of its buffers (as the reader gets
+them, decompressed) in its custom metadata, checked the first time a
+`ArrowShard` reads it. The IPC reader itself checks every buffer against
+the body it lies in, so a damaged or truncated file is an error, never a
+read past its end. pyarrow's Python API writes buffers 8-byte aligned
+(`IpcWriteOptions` has no alignment setting); the training reader copies
+each batch's ids once, into a 64-byte-aligned arena, whatever their alignment.
+
+Example:
+  >>> write_arrow_shard("out/" + shard_name(0, 1, ".arrow"), batches, schema)  # doctest: +SKIP
+  >>> with ArrowShard("out/part-00000-of-00001.arrow") as shard:  # doctest: +SKIP
+  ...     table = shard.read_unit(0, ["C1", "label"])
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Sequence
+
+import google_crc32c
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from sparse_io.atomic import atomic_output
+from sparse_io.errors import CorruptFileError, damage_is_corruption
+from sparse_io.formats import DEFAULT_SHARD_CODEC, SHARD_CODECS, check_shard_codec
+from sparse_io.schema import Schema
+from sparse_io.shards import DEFAULT_ROW_GROUP_SIZE, conform_batch
+
+__all__ = [
+    "ARROW_CODECS",
+    "DEFAULT_ARROW_CODEC",
+    "ArrowShard",
+    "batch_checksum",
+    "read_arrow_shard",
+    "write_arrow_shard",
+]
+
+# Buffer codecs an Arrow shard may be written with; "none" is the one read without decoding.
+ARROW_CODECS = SHARD_CODECS["arrow"]
+DEFAULT_ARROW_CODEC = str(DEFAULT_SHARD_CODEC["arrow"])
+# The custom-metadata key of a record batch's checksum.
+CHECKSUM_KEY = b"sparseflow.crc32c"
+# The file-footer key of the rows of every record batch but the last, so a reader learns the
+# batches' sizes without decoding (compressed) batches.
+BATCH_ROWS_KEY = b"sparseflow.record_batch_rows"
+
+
+def batch_checksum(batch: pa.RecordBatch) -> str:
+    """The CRC-32C (8 hex digits) of every buffer of `batch`, in column order, as the IPC reader returns them.
+
+    Covers validity, offsets and values of each column (children included);
+    absent buffers (no nulls) count as empty. Of a batch read back from a
+    shard, it equals the value stored when the batch was written.
+    """
+    crc = 0
+    for column in batch.columns:
+        for buffer in column.buffers():
+            if buffer is not None and buffer.size:
+                crc = google_crc32c.extend(crc, buffer)
+    return f"{crc:08x}"
+
+
+def _canonical(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """`batch` as the IPC reader will return it: its buffers rebased and cut to the rows it holds.
+
+    A sliced array keeps its parent's buffers; the writer writes only the
+    slice. Checksums are taken of what is read, so of this round trip.
+    """
+    return ipc.read_record_batch(batch.serialize(), batch.schema)
+
+
+def write_arrow_shard(
+    path: str,
+    batches: Iterable[pa.RecordBatch | pa.Table],
+    schema: Schema,
+    *,
+    record_batch_size: int = DEFAULT_ROW_GROUP_SIZE,
+    compression: str = DEFAULT_ARROW_CODEC,
+    output_root: str | None = None,
+) -> int:
+    """Writes `batches` to one Arrow IPC file at `path`, atomically; returns the row count.
+
+    Record batches hold `record_batch_size` rows (the last one fewer)
+    whatever the sizes of the incoming batches: the training reader
+    shuffles whole record batches and rows within them, as it does Parquet
+    row groups, so the same size gives the same shuffle quality (65,536
+    rows: ~20 MiB of a Criteo-like batch). No batches writes a valid shard
+    of no record batch. The file's schema is `schema.arrow_schema()`.
+
+    `compression`: one of `ARROW_CODECS`; "none" (the default) is read
+    without decoding, memory-mapped; lz4/zstd buffers are decompressed on
+    every read.
+
+    Raises:
+      ValueError: a bad `record_batch_size` or `compression`; a batch lacks
+        a column or has one of an uncastable type (nothing is left at
+        `path` then, and an earlier file there is kept).
+      PermissionError: `path` is a symbolic link or leads out of `output_root`.
+    """
+    if isinstance(record_batch_size, bool) or not isinstance(record_batch_size, int) or record_batch_size <= 0:
+        raise ValueError(f"record_batch_size must be a positive integer, got {record_batch_size!r}")
+    check_shard_codec(compression, "arrow")
+    target = schema.arrow_schema()
+    options = ipc.IpcWriteOptions(compression=None if compression == "none" else compression)
+    rows = 0
+    with atomic_output(path, output_root=output_root) as stream:
+        footer = {BATCH_ROWS_KEY: str(record_batch_size).encode()}
+        with ipc.new_file(stream, target, options=options, metadata=footer) as writer:
+
+            def emit(table: pa.Table) -> None:
+                for part in table.combine_chunks().to_batches():
+                    part = _canonical(part)
+                    writer.write_batch(part, custom_metadata={CHECKSUM_KEY: batch_checksum(part).encode()})
+
+            pending: list[pa.RecordBatch] = []
+            pending_rows = 0
+            for batch in batches:
+                batch = conform_batch(batch, schema)
+                parts = batch.to_batches() if isinstance(batch, pa.Table) else [batch]
+                for part in parts:
+                    if part.num_rows:
+                        pending.append(part)
+                        pending_rows += part.num_rows
+                        rows += part.num_rows
+                while pending_rows >= record_batch_size:
+                    table = pa.Table.from_batches(pending, schema=target)
+                    emit(table.slice(0, record_batch_size))
+                    rest = table.slice(record_batch_size)
+                    pending, pending_rows = rest.to_batches(), rest.num_rows
+            if pending_rows:
+                emit(pa.Table.from_batches(pending, schema=target))
+    return rows
+
+
+class ArrowShard:
+    """One Arrow shard opened for reading: memory-mapped (a local path) or read through a file system (a URL).
+
+    Args:
+      path: the shard.
+
+    Attributes:
+      schema_arrow: the file's Arrow schema.
+      unit_rows: the rows of each record batch, in file order.
+
+    Raises:
+      CorruptFileError: the file is truncated, damaged or not an Arrow IPC file.
+      FileNotFoundError: no file at `path`.
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+        self._source = _open_source(path)
+        try:
+            with damage_is_corruption(path, "Arrow"):
+                self._reader = ipc.open_file(self._source)
+                self.schema_arrow = self._reader.schema
+                self.unit_rows = self._unit_rows()
+        except BaseException:
+            self._source.close()
+            raise
+        self._verified: set[int] = set()
+
+    def _unit_rows(self) -> list[int]:
+        count = self._reader.num_record_batches
+        stated = (self._reader.metadata or {}).get(BATCH_ROWS_KEY)
+        if stated is None or count == 0:
+            return [self._reader.get_batch(i).num_rows for i in range(count)]
+        if not stated.isdigit() or int(stated) <= 0:
+            raise CorruptFileError(self.path, f"footer states record batches of {stated!r} rows")
+        # Only the last batch is read; each batch's size is checked when it is read.
+        return [int(stated)] * (count - 1) + [self._reader.get_batch(count - 1).num_rows]
+
+    @property
+    def num_rows(self) -> int:
+        """Rows in the whole shard."""
+        return sum(self.unit_rows)
+
+    def read_unit(self, index: int, columns: Sequence[str] | None = None) -> pa.Table:
+        """Record batch `index` (its `columns`, default all) as a one-chunk table, checksum checked on first read.
+
+        Uncompressed buffers are views of the mapped file (no copy).
+
+        Raises:
+          CorruptFileError: the batch's buffers do not match their checksum, or
+            the batch cannot be read.
+          ValueError: a column the file lacks.
+        """
+        with damage_is_corruption(self.path, "Arrow"):
+            batch, metadata = self._reader.get_batch_with_custom_metadata(index)
+        if index not in self._verified:
+            stored = None if metadata is None else metadata.get(CHECKSUM_KEY)
+            if stored is None:
+                raise CorruptFileError(self.path, f"record batch {index} carries no checksum (not written as a shard)")
+            found = batch_checksum(batch)
+            if found.encode() != stored:
+                raise CorruptFileError(
+                    self.path, f"record batch {index}: checksum {found} differs from the stored {stored.decode()}"
+                )
+            if batch.num_rows != self.unit_rows[index]:
+                stated = self.unit_rows[index]
+                raise CorruptFileError(
+                    self.path, f"record batch {index} holds {batch.num_rows} rows, its footer says {stated}"
+                )
+            with damage_is_corruption(self.path, "Arrow"):
+                batch.validate()
+            self._verified.add(index)
+        if columns is not None:
+            missing = [c for c in columns if c not in batch.schema.names]
+            if missing:
+                raise ValueError(f"{self.path}: shard lacks column(s) {missing}; it has {batch.schema.names}")
+            batch = batch.select(list(columns))
+        return pa.Table.from_batches([batch])
+
+    def close(self) -> None:
+        """Closes the file; tables already read keep the mapping alive while they live."""
+        self._source.close()
+
+    def __enter__(self) -> ArrowShard:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _open_source(path: str):
+    if "://" in path:
+        import pyarrow.fs
+
+        fs, inner = pyarrow.fs.FileSystem.from_uri(path)
+        return fs.open_input_file(inner)
+    # Memory-mapped: the buffers the reader returns are views of the page cache.
+    return pa.memory_map(path, "r")
+
+
+def read_arrow_shard(path: str, schema: Schema | None = None) -> pa.Table:
+    """Reads a whole Arrow shard, every checksum checked (local path or URL).
+
+    With `schema`, only its columns are read and their types must be
+    `schema.arrow_schema()`'s.
+
+    Raises:
+      ValueError: a schema column is missing or has another type.
+      CorruptFileError: the shard is truncated, damaged or not an Arrow shard.
+      FileNotFoundError: no file at `path`.
+    """
+    target = schema.arrow_schema() if schema is not None else None
+    with contextlib.closing(ArrowShard(path)) as shard:
+        columns = target.names if target is not None else None
+        if target is not None:
+            for field in target:
+                if field.name not in shard.schema_arrow.names:
+                    raise ValueError(
+                        f"{path}: shard lacks column(s) {[field.name]}; it has {shard.schema_arrow.names}"
+                    )
+                found = shard.schema_arrow.field(field.name).type
+                if found != field.type:
+                    raise ValueError(f"{path}: column {field.name!r} has type {found}, expected {field.type}")
+        tables = [shard.read_unit(i, columns) for i in range(len(shard.unit_rows))]
+        empty_schema = target if target is not None else shard.schema_arrow
+        # The tables' buffers keep the mapping alive after the shard is closed.
+        table = pa.concat_tables(tables) if tables else empty_schema.empty_table()
+    return table if target is None else table.cast(target)
