@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from sparse_io import DeadLetterSink, FeatureSpec, Schema, commit_directory, read_file
+from sparse_io.arrow_shards import write_arrow_shard
 from sparse_io.shards import shard_name, write_parquet_shard
 from sparse_io.tfrecord import write_tfrecord_shard
 
@@ -38,13 +39,16 @@ def _table():
     })
 
 
-@pytest.fixture(scope="module", params=["parquet", "tfrecord"])
+@pytest.fixture(scope="module", params=["parquet", "tfrecord", "arrow"])
 def shards(request, tmp_path_factory):
     directory = str(tmp_path_factory.mktemp(request.param))
     suffix = "." + request.param
     path = os.path.join(directory, shard_name(0, 1, suffix))
     if request.param == "parquet":
         write_parquet_shard(path, [_table()], SCHEMA)
+        SCHEMA.save(directory)
+    elif request.param == "arrow":
+        write_arrow_shard(path, [_table()], SCHEMA)
         SCHEMA.save(directory)
     else:
         schema = SCHEMA.select(n for n in SCHEMA.names if n != "amount")

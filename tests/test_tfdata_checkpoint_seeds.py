@@ -10,7 +10,7 @@ another order, repeating some rows and never reaching others.
 import pytest
 import tensorflow as tf
 from test_tfdata_dataset import _result, _start
-from tfdata_data import random_rows, write_parquet_shards, write_tfrecord_shards
+from tfdata_data import random_rows, write_arrow_shards, write_parquet_shards, write_tfrecord_shards
 from tfdata_workers import CHECKPOINT_CASES, CHECKPOINT_PATHS, CHECKPOINT_TAKEN, checkpoint_dataset, labels
 
 from sparse_io.manifest import commit_directory
@@ -24,6 +24,7 @@ def data_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("checkpoint_data")
     write_parquet_shards(str(root / "parquet"), ROWS, 3, row_group_size=10)
     write_tfrecord_shards(str(root / "tfrecord"), ROWS, 3)
+    write_arrow_shards(str(root / "arrow"), ROWS, 3, record_batch_size=10)
     logs = root / "logs"
     logs.mkdir()
     for k in range(3):

@@ -15,13 +15,14 @@ from tfdata_data import (
     batch_rows,
     random_rows,
     reference_coo,
+    write_arrow_shards,
     write_parquet_shards,
     write_tfrecord_shards,
 )
 
 from sparse_io.manifest import commit_directory
 from transforms import InputState, make_dataset
-from transforms.tfdata.parquet_dataset import _tensor
+from transforms.tfdata.columnar_dataset import _tensor
 
 ROWS = random_rows(150, seed=21)
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -35,9 +36,10 @@ def _capacity(rows, feature, size):
 @pytest.fixture(scope="module")
 def shard_dirs(tmp_path_factory):
     root = tmp_path_factory.mktemp("shards")
-    parquet, tfrecord = str(root / "parquet"), str(root / "tfrecord")
+    parquet, tfrecord, arrow = str(root / "parquet"), str(root / "tfrecord"), str(root / "arrow")
     write_parquet_shards(parquet, ROWS, 3, row_group_size=20)
     write_tfrecord_shards(tfrecord, ROWS, 3)
+    write_arrow_shards(arrow, ROWS, 3, record_batch_size=20)
     stats = {
         "format_version": 1,
         "num_rows": len(ROWS),
@@ -50,10 +52,11 @@ def shard_dirs(tmp_path_factory):
             for f in ("user", "items")
         },
     }
-    with open(os.path.join(parquet, "stats.json"), "w") as f:
-        json.dump(stats, f)
-    commit_directory(parquet)
-    return {"parquet": parquet, "tfrecord": tfrecord}
+    for directory in (parquet, arrow):
+        with open(os.path.join(directory, "stats.json"), "w") as f:
+            json.dump(stats, f)
+        commit_directory(directory)
+    return {"parquet": parquet, "tfrecord": tfrecord, "arrow": arrow}
 
 
 def _all_rows(ds):
@@ -63,7 +66,7 @@ def _all_rows(ds):
     return out
 
 
-@pytest.mark.parametrize("fmt", ["parquet", "tfrecord"])
+@pytest.mark.parametrize("fmt", ["parquet", "tfrecord", "arrow"])
 @pytest.mark.parametrize("batch_size,shuffle", [(7, False), (32, True), (1000, True)])
 def test_every_row_comes_out_once_per_epoch_with_ids_weights_and_label_intact(shard_dirs, fmt, batch_size, shuffle):
     ds = make_dataset(shard_dirs[fmt], batch_size, shuffle=shuffle, seed=2, num_epochs=2, output="ragged")
@@ -75,7 +78,7 @@ def test_every_row_comes_out_once_per_epoch_with_ids_weights_and_label_intact(sh
         assert [r["label"] for r in rows[:150]] == list(range(150))
 
 
-@pytest.mark.parametrize("fmt", ["parquet", "tfrecord"])
+@pytest.mark.parametrize("fmt", ["parquet", "tfrecord", "arrow"])
 def test_drop_remainder_gives_static_shapes_and_the_element_spec_is_exact(shard_dirs, fmt):
     ds = make_dataset(shard_dirs[fmt], 16, output="ragged", drop_remainder=True, shuffle=False)
     spec_features, spec_label = ds.element_spec
@@ -116,7 +119,7 @@ def test_coo_output_without_capacities_has_the_combiner_folded_in(shard_dirs):
     assert_entries(features["user"], reference_coo(rows, "user", weighted=False))
 
 
-@pytest.mark.parametrize("fmt", ["parquet", "tfrecord"])
+@pytest.mark.parametrize("fmt", ["parquet", "tfrecord", "arrow"])
 @pytest.mark.parametrize("workers", [2, 3])
 def test_simulated_workers_read_disjoint_parts_that_cover_the_data(shard_dirs, fmt, workers):
     seen = []
@@ -298,7 +301,7 @@ def test_bad_arguments_are_refused_with_clear_messages(shard_dirs, tmp_path):
         make_dataset(shard_dirs["parquet"], 8, output="dense")
     with pytest.raises(ValueError, match="capacities pad COO batches"):
         make_dataset(shard_dirs["parquet"], 8, output="ragged", capacities={"user": 4})
-    with pytest.raises(ValueError, match="need Parquet shards"):
+    with pytest.raises(ValueError, match="need Parquet or Arrow shards"):
         make_dataset(shard_dirs["tfrecord"], 8, return_position=True)
     with pytest.raises(ValueError, match="needs the seed"):
         make_dataset(shard_dirs["parquet"], 8, start=InputState(0, 0, 0, 1))
@@ -310,7 +313,7 @@ def test_bad_arguments_are_refused_with_clear_messages(shard_dirs, tmp_path):
         make_dataset(shard_dirs["parquet"], 8, capacities={"user": 4})
 
 
-@pytest.mark.parametrize("fmt", ["parquet", "tfrecord"])
+@pytest.mark.parametrize("fmt", ["parquet", "tfrecord", "arrow"])
 def test_padding_of_a_last_partial_batch_points_at_its_own_row_count(shard_dirs, fmt):
     ds = make_dataset(shard_dirs[fmt], 64, shuffle=False, capacities={"user": 64, "items": 400})
     *_, (features, label) = list(ds)
@@ -335,10 +338,10 @@ def test_a_dropped_parquet_dataset_releases_its_reader_and_decoded_row_groups(sh
     import gc
     import weakref
 
-    from transforms.tfdata.parquet_source import ParquetSource
+    from transforms.tfdata.columnar_source import ColumnarSource
 
     def readers():
-        return {id(o): o for o in gc.get_objects() if isinstance(o, ParquetSource)}
+        return {id(o): o for o in gc.get_objects() if isinstance(o, ColumnarSource)}
 
     before = readers()
     ds = make_dataset(shard_dirs["parquet"], 16, shuffle=False, output="ragged")

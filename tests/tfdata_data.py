@@ -15,7 +15,7 @@ import numpy as np
 import oracles
 import pyarrow as pa
 
-from sparse_io import shard_name, write_parquet_shard, write_tfrecord_shard
+from sparse_io import shard_name, write_arrow_shard, write_parquet_shard, write_tfrecord_shard
 from sparse_io.manifest import commit_directory
 from sparse_io.schema import FeatureSpec, Schema
 
@@ -63,6 +63,22 @@ def write_parquet_shards(directory: str, rows: list[dict], num_files: int, row_g
     for k in range(num_files):
         path = os.path.join(directory, shard_name(k, num_files, ".parquet"))
         write_parquet_shard(path, [to_table(rows[k * per : (k + 1) * per])], SCHEMA, row_group_size=row_group_size)
+        paths.append(path)
+    SCHEMA.save(directory)
+    commit_directory(directory)
+    return paths
+
+
+def write_arrow_shards(directory: str, rows: list[dict], num_files: int, record_batch_size: int) -> list[str]:
+    """As `write_parquet_shards`, as Arrow IPC shards of `record_batch_size`-row record batches."""
+    os.makedirs(directory, exist_ok=True)
+    per = math.ceil(len(rows) / num_files) if rows else 0
+    paths = []
+    for k in range(num_files):
+        path = os.path.join(directory, shard_name(k, num_files, ".arrow"))
+        write_arrow_shard(
+            path, [to_table(rows[k * per : (k + 1) * per])], SCHEMA, record_batch_size=record_batch_size
+        )
         paths.append(path)
     SCHEMA.save(directory)
     commit_directory(directory)

@@ -45,7 +45,7 @@ def resume(parquet_dir: str, tfrecord_dir: str, work_dir: str) -> dict:
 
 
 # Every reading path x shuffle and seed that a checkpoint must restore exactly.
-CHECKPOINT_PATHS = ("parquet", "tfrecord", "logs")
+CHECKPOINT_PATHS = ("parquet", "tfrecord", "arrow", "logs")
 CHECKPOINT_CASES = {"unseeded": dict(shuffle=True, seed=None), "seeded": dict(shuffle=True, seed=5),
                     "ordered": dict(shuffle=False, seed=None)}
 CHECKPOINT_TAKEN = 5  # batches read before saving: mid-epoch (15 batches of 8 per epoch)

@@ -9,14 +9,15 @@ How the modules fit, following the data:
 
   options (BatchOptions, OutputOptions: the arguments, checked once)
   sources, each ending in a `finish.RawBatch`:
-    parquet_dataset -> parquet_source (row_plan, unit_loader, csr_assembly /
-      coo_assembly into batch_arrays, handed over as batch_layout; arrow_check)
+    columnar_dataset -> columnar_source (Parquet or Arrow shards: shard_files,
+      row_plan, unit_loader, csr_assembly / coo_assembly into batch_arrays,
+      handed over as batch_layout; arrow_check)
     tfrecord_source
     log_source (log_parsing, rebatch)
   finish: RawBatch -> COO (grouped, over csr_group) or ragged/sparse, padded to
     capacity (capacity), with label and position
   service: `distribute` runs a dataset under the tf.data service, refusing
-    Parquet and counters (what make_dataset/make_log_dataset recorded)
+    Parquet, Arrow and counters (what make_dataset/make_log_dataset recorded)
 """
 
 from transforms.tfdata.capacity import capacity_from_stats, load_stats

@@ -2,15 +2,20 @@
 
 Which reader runs depends on the shard format (the README has the full table):
 
-| | Parquet shards | TFRecord shards |
+| | Parquet or Arrow shards | TFRecord shards |
 |---|---|---|
-| reader | Python (pyarrow in a `tf.py_function`, numpy per batch) | graph-native (TFRecordDataset, parse_example) |
+| reader | Python (pyarrow in a `tf.py_function`, numpy per batch)¹ | graph-native (TFRecordDataset, parse_example) |
 | COO | numpy while the batch is assembled (`numpy_coo`) | `ops.convert_to_coo`, features grouped |
 | tf.data service (`distribute`) | no: refused (py_function of this process) | yes, without `dropped` |
 | `tf.train.Checkpoint(iterator=...)` | yes | yes |
 | explicit `InputState` (`start=`, `return_position=`) | yes | no |
 | sharding | whole files, else row ranges | whole files, else every n-th record |
 | shuffle | units each epoch + rows within units | files each epoch + a record buffer |
+
+¹ Parquet row groups are decoded on every read; Arrow record batches are
+memory-mapped and read without decoding. Parquet and Arrow shards of the
+same rows, written with the same unit size
+(row group / record batch), give the same batches, element by element.
 """
 
 from __future__ import annotations
@@ -23,12 +28,13 @@ import tensorflow as tf
 from sparse_io.formats import SHARD_FORMATS, SHARD_SUFFIXES
 from sparse_io.manifest import check_verify_level, verify_directory, verify_paths
 from sparse_io.schema import Schema
+from transforms.tfdata.columnar_dataset import columnar_batches
 from transforms.tfdata.columns import select_columns
 from transforms.tfdata.finish import column_batch, finish_batches
 from transforms.tfdata.options import BatchOptions, OutputOptions
-from transforms.tfdata.parquet_dataset import parquet_batches
 from transforms.tfdata.paths import list_files, read_schema, shard_format
 from transforms.tfdata.service import remember
+from transforms.tfdata.shard_files import COLUMNAR_FORMATS
 from transforms.tfdata.sharding import resolve_worker
 from transforms.tfdata.state import InputState
 from transforms.tfdata.tfrecord_source import tfrecord_dataset
@@ -65,19 +71,19 @@ def make_dataset(
     schema: Schema | None = None,
     verify: str = "sizes",
 ) -> tf.data.Dataset:
-    """A `tf.data.Dataset` of `(features, label)` batches from Parquet or TFRecord shards.
+    """A `tf.data.Dataset` of `(features, label)` batches from Parquet, TFRecord or Arrow shards.
 
     Args:
       path: a shard directory (as the Beam `WriteShards` or sparse_io writers
-        leave it: `part-*.parquet` or `.tfrecord` plus schema.json), a glob
+        leave it: `part-*.parquet`, `.tfrecord` or `.arrow` plus schema.json), a glob
         pattern, or a list of files.
       batch_size: rows per batch, independent of the row-group size.
       features: feature names to deliver (default: every non-label feature).
       label: the label column (default: the schema's label), or False for
         elements that are the features dict alone.
-      shuffle: Parquet: permute row-group slices every epoch and the rows
-        inside each; TFRecord: permute files every epoch, then records
-        through a `shuffle_buffer`.
+      shuffle: Parquet/Arrow: permute row-group (record-batch) slices every
+        epoch and the rows inside each; TFRecord: permute files every epoch,
+        then records through a `shuffle_buffer`.
       seed: makes the shuffle reproducible. None (the default): the dataset
         draws a seed when it is made, so each process (and each
         `make_dataset` call) reads its own order; the drawn seed is kept in
@@ -85,13 +91,14 @@ def make_dataset(
         `tf.train.Checkpoint(iterator=...)` and restored in a new process
         goes on in exactly the order it was reading. A Parquet dataset
         resumed from a shuffled `InputState` (`start`) needs the seed it was
-        made with (shuffle without a seed and `start` raises ValueError).
+        made with (shuffle without a seed and `start` raises ValueError); so
+        does an Arrow one.
       num_epochs: passes over the data (None: endlessly). Each epoch ends with
         its own partial batch unless `drop_remainder`.
       input_context: a `tf.distribute.InputContext` (from
         `distribute_datasets_from_function`); or give `num_shards` and `index`.
         Each worker reads a disjoint part: whole files when every worker can
-        get one, else row ranges (Parquet) or every n-th record (TFRecord).
+        get one, else row ranges (Parquet, Arrow) or every n-th record (TFRecord).
       num_shards: the number of input workers, a positive int, given with
         `index` instead of `input_context` (default: one worker reading
         everything). Giving only one of the two, or both with
@@ -125,11 +132,11 @@ def make_dataset(
       dropped: an int64 scalar `tf.Variable` that each batch adds its
         dropped COO entries to (overflow="drop" with `capacities`); None
         (the default) counts nothing; anything else raises ValueError.
-      start: resume at this `InputState` (Parquet).
+      start: resume at this `InputState` (Parquet, Arrow).
       return_position: elements get a third part, the int64 `[4]` position
-        after the batch; `InputState.from_tensor` makes it a `start` (Parquet).
+        after the batch; `InputState.from_tensor` makes it a `start` (Parquet, Arrow).
       shuffle_buffer: records in the TFRecord shuffle buffer.
-      format: "parquet" or "tfrecord" (default: from the file suffixes).
+      format: "parquet", "tfrecord" or "arrow" (default: from the file suffixes).
       schema: overrides the directory's schema.json.
       verify: how much of the directory's `_MANIFEST.json` is checked before
         reading (`sparse_io.manifest`): "sizes" (the default: every file there
@@ -149,8 +156,9 @@ def make_dataset(
       tf.errors.InvalidArgumentError: while iterating, a batch that
         overflows a capacity with overflow="error".
 
-    The Parquet reader runs Python (pyarrow) per batch, not per row; see
-    `parquet_dataset` and `parquet_source`. Use TFRecord shards for the tf.data service.
+    The Parquet and Arrow reader runs Python (pyarrow) per batch, not per
+    row; see `columnar_dataset` and `columnar_source`. Use TFRecord shards
+    for the tf.data service.
 
     Example (C1's capacity for 4096 rows in stats.json being 3815):
       >>> ds = make_dataset("/data/shards", 4096, capacities="stats", drop_remainder=True)  # doctest: +SKIP
@@ -161,8 +169,8 @@ def make_dataset(
     batching = BatchOptions(batch_size, num_epochs, drop_remainder, deterministic, shuffle_buffer)
     outputs = OutputOptions(output, combiner, capacities, overflow, capacity_kind, dropped)
     if format is not None and format not in _SUFFIXES:
-        raise ValueError(f"format must be 'parquet' or 'tfrecord', got {format!r}")
-    suffixes = _SUFFIXES[format] if format else _SUFFIXES["parquet"] + _SUFFIXES["tfrecord"]
+        raise ValueError(f"format must be one of {', '.join(SHARD_FORMATS)}, got {format!r}")
+    suffixes = _SUFFIXES[format] if format else tuple(SHARD_SUFFIXES)
     check_verify_level(verify)
     files = list_files(path, suffixes)
     fmt = format or shard_format(files)
@@ -175,9 +183,9 @@ def make_dataset(
     if schema is None:
         schema = read_schema(directory)
     if schema is None:
-        if fmt != "parquet":
+        if fmt not in COLUMNAR_FORMATS:
             raise ValueError(f"{directory}: no schema.json; TFRecord shards need one (or pass schema=)")
-        schema = _schema_from_parquet(files[0])
+        schema = _schema_from_shard(files[0], fmt)
     columns, label_column = select_columns(schema, features, label)
     shards, worker = resolve_worker(input_context, num_shards, index)
     caps = outputs.capacities_for(columns, batch_size, directory)
@@ -190,8 +198,8 @@ def make_dataset(
                 "(hash them in the Beam stage, or read output='ragged' and apply hash_ids)"
             )
     combiners = outputs.combiners(columns)
-    if fmt == "parquet":
-        raw, to_raw_batch, source = parquet_batches(
+    if fmt in COLUMNAR_FORMATS:
+        raw, to_raw_batch, source = columnar_batches(
             files,
             columns,
             label_column,
@@ -203,11 +211,12 @@ def make_dataset(
             start=start,
             num_shards=shards,
             index=worker,
+            shard_format=fmt,
         )
     else:
         if start is not None or return_position:
             raise ValueError(
-                "start/return_position need Parquet shards; save TFRecord input with "
+                "start/return_position need Parquet or Arrow shards; save TFRecord input with "
                 "tf.train.Checkpoint(iterator=iter(dataset)) instead"
             )
         raw = tfrecord_dataset(
@@ -235,19 +244,20 @@ def make_dataset(
         has_label=label_column is not None,
         return_position=return_position,
     )
-    if fmt == "parquet":
-        # The reader's py_function holds the source weakly (see parquet_batches); the dataset,
+    if fmt in COLUMNAR_FORMATS:
+        # The reader's py_function holds the source weakly (see columnar_batches); the dataset,
         # which every dataset derived from it and every iterator over it references, holds it.
         out._sparseflow_parquet_source = source
-    # transforms.distribute refuses Parquet (its py_function lives only here) and counters.
+    # transforms.distribute refuses Parquet and Arrow (their py_function lives only here) and counters.
     return remember(out, fmt, {"dropped": dropped})
 
 
-def _schema_from_parquet(path: str) -> Schema:
+def _schema_from_shard(path: str, shard_format: str) -> Schema:
     """A schema guessed from a shard's Arrow schema when no schema.json exists (`Schema.from_arrow`).
 
     Columns no feature can describe are left out: only the selected ones must be readable.
     """
-    import pyarrow.parquet as pq
+    from transforms.tfdata.shard_files import open_shard
 
-    return Schema.from_arrow(pq.read_schema(path), skip_unsupported=True)
+    with open_shard(path, shard_format) as shard:
+        return Schema.from_arrow(shard.schema_arrow, skip_unsupported=True)

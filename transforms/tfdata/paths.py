@@ -54,7 +54,7 @@ def list_files(path: str | Sequence[str], suffixes: Sequence[str] | None = None)
 
 
 def shard_format(files: Sequence[str]) -> str:
-    """The shard format, "parquet" or "tfrecord", from the file suffixes (all must agree).
+    """The shard format, "parquet", "tfrecord" or "arrow", from the file suffixes (all must agree).
 
     Raises:
       ValueError: unknown suffix, or a mix of formats.

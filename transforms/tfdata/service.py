@@ -4,7 +4,7 @@
 service workers, which run their own copy of it. Two kinds of our datasets
 cannot work there, and TensorFlow does not say so in terms of the dataset:
 
-- Parquet shards: the reader is a `tf.py_function`, whose Python callable
+- Parquet or Arrow shards: the reader is a `tf.py_function`, whose Python callable
   exists only in the process that made the dataset. A worker in another
   process fails at the first batch ("Could not find callback with
   key=pyfunc_0 in the registry"); a worker in this process seems to work.
@@ -37,7 +37,7 @@ class DatasetFacts:
     """What `make_dataset`/`make_log_dataset` built: the source kind and the counter variables given.
 
     Attributes:
-      source: "parquet", "tfrecord" or "log".
+      source: "parquet", "tfrecord", "arrow" or "log".
       counters: the names of the counter arguments given a variable, e.g. ("bad_lines",).
     """
 
@@ -64,7 +64,7 @@ def remember(dataset: tf.data.Dataset, source: str, counters: dict[str, tf.Varia
     """Record `source` and the counters given (the non-None values of `counters`) for `dataset`; return it.
 
     Raises:
-      ValueError: `source` is not one of "parquet", "tfrecord", "log".
+      ValueError: `source` is not one of `SOURCES`.
     """
     if source not in SOURCES:
         raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
@@ -113,15 +113,18 @@ def check_distributable(dataset: tf.data.Dataset) -> None:
     """Raise ValueError if `dataset` (or a dataset it derives from) cannot run under the tf.data service.
 
     Raises:
-      ValueError: it reads Parquet shards (make_dataset over Parquet), or it
+      ValueError: it reads Parquet or Arrow shards (make_dataset over them), or it
         updates a counter variable (bad_lines, padded_lines, dropped).
     """
     records = facts(dataset)
-    if any(record.source == "parquet" for record in records):
+    columnar = next((record.source for record in records if record.source in ("parquet", "arrow")), None)
+    if columnar is not None:
+        name = {"parquet": "Parquet", "arrow": "Arrow"}[columnar]
         raise ValueError(
-            "transforms.distribute: this dataset reads Parquet shards through a tf.py_function, which "
+            f"transforms.distribute: this dataset reads {name} shards through a tf.py_function, which "
             "exists only in this Python process and cannot run in a tf.data service worker; write "
-            "TFRecord shards instead (output.format: tfrecord in the ingest config) and read them with "
+            "TFRecord shards instead (output.format: tfrecord in the ingest config, or "
+            "python -m pipelines.convert SRC DST --format tfrecord) and read them with "
             "make_dataset, or read the raw logs with make_log_dataset"
         )
     for record in records:
@@ -164,7 +167,7 @@ def distribute(
       The distributed dataset, with the elements of `dataset`.
 
     Raises:
-      ValueError (one line): `dataset` reads Parquet shards (their reader is
+      ValueError (one line): `dataset` reads Parquet or Arrow shards (their reader is
         a `tf.py_function` that exists only in this process; use TFRecord
         shards or `make_log_dataset`), or it updates a `bad_lines`,
         `padded_lines` or `dropped` counter (which would stay 0).

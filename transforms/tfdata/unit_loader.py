@@ -1,4 +1,4 @@
-"""Decoding a worker's units (row-group slices) of Parquet shards, with read-ahead and caches.
+"""Reading a worker's units (row-group or record-batch slices) of Parquet or Arrow shards, with read-ahead.
 
 A unit is decoded once, in a read-ahead thread (pyarrow releasing the GIL),
 and kept as Arrow buffers: a sparse column becomes a one-feature `CsrGroup`
@@ -18,33 +18,20 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from sparse_io.arrow import csr_from_arrow
 from sparse_io.csr import SparseValidationError
 from transforms.tfdata.columns import MISSING_INT, Column, dense_dtype
 from transforms.tfdata.csr_group import CsrGroup
+from transforms.tfdata.shard_files import ShardFile, open_shard
 from transforms.tfdata.sharding import Unit
 
-__all__ = ["Loaded", "UnitLoader", "open_parquet"]
+__all__ = ["Loaded", "UnitLoader"]
 
 _CACHED_UNITS = 3
 # Shards held open for the next row groups; past it the least recently read is closed, so a data
 # set of thousands of shards never holds a descriptor per shard.
 _OPEN_FILES = 8
-
-
-def open_parquet(path: str) -> pq.ParquetFile:
-    """A shard opened for reading (a local path or a URL pyarrow's file systems know)."""
-    if "://" in path:
-        import pyarrow.fs
-
-        fs, inner = pyarrow.fs.FileSystem.from_uri(path)
-        return pq.ParquetFile(fs.open_input_file(inner))
-    # Read, not memory-mapped: mapped shards count in the resident set as they are read (a 5M-row
-    # epoch grew it by the 244 MiB of its shards), while reads keep it at the read-ahead buffers;
-    # same speed here.
-    return pq.ParquetFile(path, memory_map=False)
 
 
 @dataclasses.dataclass
@@ -79,16 +66,31 @@ class Loaded:
 
 
 class UnitLoader:
-    """Decodes units of `files` on demand, one read-ahead thread, the last few kept.
+    """Reads units of `files` on demand, one read-ahead thread, the last few kept.
 
     Args:
       files: shard paths; `units` index into them.
       units: the worker's units.
       columns: features to read; `label`: the label column or None.
+      shard_format: "parquet" (units are row groups, decoded) or "arrow"
+        (record batches, memory-mapped: the ids stay views of the file).
+      one_hot_groups: groups whose `Loaded.one_hot_group` (keyed by their
+        index here) is computed as the unit is read, in the read-ahead
+        thread, rather than by the first batch that needs it.
     """
 
-    def __init__(self, files: Sequence[str], units: Sequence[Unit], columns: Sequence[Column], label: Column | None):
+    def __init__(
+        self,
+        files: Sequence[str],
+        units: Sequence[Unit],
+        columns: Sequence[Column],
+        label: Column | None,
+        shard_format: str = "parquet",
+        one_hot_groups: Sequence[Sequence[Column]] = (),
+    ):
         self.files = list(files)
+        self.shard_format = shard_format
+        self.one_hot_groups = [list(g) for g in one_hot_groups]
         self.units = list(units)
         self.columns = list(columns)
         self.label = label
@@ -100,7 +102,7 @@ class UnitLoader:
         if label is not None:
             self._read_names.append(label.name)
         self._lock = threading.Lock()
-        self._handles: OrderedDict[int, pq.ParquetFile] = OrderedDict()  # used by the read-ahead thread only
+        self._handles: OrderedDict[int, ShardFile] = OrderedDict()  # used by the read-ahead thread only
         self._loads: OrderedDict[int, concurrent.futures.Future] = OrderedDict()
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
 
@@ -129,15 +131,16 @@ class UnitLoader:
         unit: Unit = self.units[unit_id]
         handle = self._handles.get(unit.file)
         if handle is None:
-            handle = self._handles[unit.file] = open_parquet(self.files[unit.file])
+            handle = self._handles[unit.file] = open_shard(self.files[unit.file], self.shard_format)
             while len(self._handles) > _OPEN_FILES:
-                self._handles.popitem(last=False)[1].close(force=True)  # also files opened through a URL
+                self._handles.popitem(last=False)[1].close()
         else:
             self._handles.move_to_end(unit.file)
-        table = handle.read_row_group(unit.row_group, columns=self._read_names, use_threads=True)
+        table = handle.read_unit(unit.row_group, self._read_names)
         if unit.start or unit.stop != table.num_rows:
             table = table.slice(unit.start, unit.stop - unit.start)
-        where = f"{self.files[unit.file]} row group {unit.row_group}"
+        kind = "record batch" if self.shard_format == "arrow" else "row group"
+        where = f"{self.files[unit.file]} {kind} {unit.row_group}"
         columns: dict[str, CsrGroup | np.ndarray] = {}
         try:
             for c in self.columns:
@@ -149,7 +152,10 @@ class UnitLoader:
                 columns[self.label.name] = _label(table[self.label.name], self.label)
         except SparseValidationError as e:
             raise SparseValidationError(f"{where}: {e}") from None
-        return Loaded(table.num_rows, columns)
+        loaded = Loaded(table.num_rows, columns)
+        for key, group in enumerate(self.one_hot_groups):
+            loaded.one_hot_group(key, group)
+        return loaded
 
 
 def _sparse(table: pa.Table, c: Column) -> CsrGroup:

@@ -1,6 +1,9 @@
-"""The Python-side Parquet reader behind `make_dataset`: row groups to numbered batches.
+"""The Python-side reader of columnar shards behind `make_dataset`: units to numbered batches.
 
-This reader runs in Python (pyarrow, called from a `tf.py_function`), so it
+Parquet and Arrow shards are read alike: a shard is a sequence of units
+(Parquet row groups, decoded on every read; Arrow record batches,
+memory-mapped and read without decoding: `shard_files`). This reader runs
+in Python (pyarrow, called from a `tf.py_function`), so it
 needs the Python process that built the dataset: it does not run inside the
 tf.data service. Its work per batch is a few numpy calls per column, never a
 loop over rows. It composes:
@@ -8,8 +11,9 @@ loop over rows. It composes:
 * `row_plan`: which rows of which units (row-group slices) make up batch i,
   across unit boundaries, so `batch_size` is independent of the row-group
   size; batch i is a pure function of i;
-* `unit_loader`: each unit decoded once, in a read-ahead thread, and kept as
-  Arrow buffers (the ids are not copied there);
+* `unit_loader`: each unit read once, in a read-ahead thread, and kept as
+  Arrow buffers (the ids are not copied there: for Arrow shards they are the
+  mapped file's pages);
 * `csr_assembly` / `coo_assembly`: each column of the batch written once into
   a 64-byte-aligned arena (`batch_arrays`), the only copy of the ids between
   the Arrow buffer and the tensor, since TensorFlow then aliases the arena
@@ -32,15 +36,16 @@ from transforms.tfdata.columns import Column
 from transforms.tfdata.coo_assembly import assemble_coo
 from transforms.tfdata.csr_assembly import assemble_csr
 from transforms.tfdata.row_plan import RowPlan
+from transforms.tfdata.shard_files import open_shard
 from transforms.tfdata.sharding import plan_units
 from transforms.tfdata.state import InputState, fingerprint
-from transforms.tfdata.unit_loader import Loaded, UnitLoader, open_parquet
+from transforms.tfdata.unit_loader import Loaded, UnitLoader
 
-__all__ = ["ParquetSource", "ALIGNMENT"]
+__all__ = ["ColumnarSource", "ALIGNMENT"]
 
 
-class ParquetSource:
-    """This worker's rows of a set of Parquet shards, as numbered CSR or COO batches.
+class ColumnarSource:
+    """This worker's rows of a set of Parquet or Arrow shards, as numbered CSR or COO batches.
 
     Args:
       files: shard paths, sorted (their order defines the row sequence).
@@ -58,6 +63,7 @@ class ParquetSource:
         (id dtype, weighted) pair, in column order.
       coo: feature -> combiner: deliver COO (`numpy_coo`) instead of CSR,
         every feature of a group sharing its combiner.
+      shard_format: "parquet" or "arrow" (`shard_files.COLUMNAR_FORMATS`).
 
     Raises:
       ValueError: a file lacks a column or has a wrong type, the worker's
@@ -80,8 +86,10 @@ class ParquetSource:
         start: InputState | None = None,
         groups: Sequence[Sequence[str]] | None = None,
         coo: Mapping[str, str] | None = None,
+        shard_format: str = "parquet",
     ):
         self.files = list(files)
+        self.shard_format = shard_format
         self.columns = list(columns)
         self.label = label
         self.groups = _check_groups(self.columns, groups)
@@ -95,10 +103,9 @@ class ParquetSource:
 
         row_groups = []
         for path in self.files:
-            handle = open_parquet(path)
-            check_arrow_schema(path, handle.schema_arrow, self.columns, label)
-            meta = handle.metadata
-            row_groups.append([meta.row_group(g).num_rows for g in range(meta.num_row_groups)])
+            with open_shard(path, shard_format) as handle:
+                check_arrow_schema(path, handle.schema_arrow, self.columns, label)
+                row_groups.append(list(handle.unit_rows))
         self.units, self.mode = plan_units(row_groups, num_shards, index)
         unit_rows = np.array([u.num_rows for u in self.units], dtype=np.int64)
         if drop_remainder and int(unit_rows.sum()) < batch_size:
@@ -134,7 +141,10 @@ class ParquetSource:
         # Plans of other seeds: a checkpoint restored into this source carries the seed it was saved with.
         self._plans: dict[int, RowPlan] = {int(seed): self.plan}
         self._plans_lock = threading.Lock()
-        self.loader = UnitLoader(self.files, self.units, self.columns, label)
+        # COO batches look up each unit's one-hot layout per group (`coo_assembly`): found while reading ahead.
+        self.loader = UnitLoader(
+            self.files, self.units, self.columns, label, shard_format, self.groups if self.coo is not None else ()
+        )
 
     def num_batches(self, num_epochs: int | None) -> int | None:
         """Batches the dataset yields from its start over `num_epochs` (None: endless)."""

@@ -13,8 +13,8 @@ from oracles import coo
 from tfdata_data import SCHEMA, random_rows, reference_coo, to_table, write_parquet_shards
 
 from sparse_io.schema import FeatureSpec, Schema
+from transforms.tfdata.columnar_source import ALIGNMENT, ColumnarSource
 from transforms.tfdata.columns import select_columns
-from transforms.tfdata.parquet_source import ALIGNMENT, ParquetSource
 from transforms.tfdata.state import InputState
 
 ROWS = random_rows(97, seed=11)
@@ -35,7 +35,7 @@ def _source(paths, batch_size, **kwargs):
     columns, label = select_columns(SCHEMA, None, None)
     options = dict(shuffle=False, seed=0, num_shards=1, index=0, drop_remainder=False)
     options.update(kwargs)
-    return ParquetSource(paths, columns, label, batch_size, **options)
+    return ColumnarSource(paths, columns, label, batch_size, **options)
 
 
 def _rows(flat):
@@ -256,7 +256,7 @@ def test_one_hot_groups_give_the_contract_coo_for_every_feature(tmp_path, monkey
     monkeypatch.setattr(source_module._OneHot, "fill", lambda self, *a: fills.append(1) or real_fill(self, *a))
     columns, label = select_columns(ONE_HOT, None, None)
     groups = [[f"a{k}" for k in range(3)], [f"w{k}" for k in range(3)]]
-    source = ParquetSource(
+    source = ColumnarSource(
         paths,
         columns,
         label,

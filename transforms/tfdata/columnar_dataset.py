@@ -1,4 +1,4 @@
-"""The Parquet shards as a `tf.data` source: numbered batches read by `ParquetSource`, as `RawBatch`es.
+"""Parquet or Arrow shards as a `tf.data` source: numbered batches read by `ColumnarSource`, as `RawBatch`es.
 
 `Dataset.range(batches) -> map(py_function(source.read))`: batch i is a pure
 function of i (and the seed), so `tf.train.Checkpoint` can save the iterator
@@ -20,20 +20,20 @@ import tensorflow as tf
 from ops.coo import Coo
 from transforms.tfdata._exit_drain import reader_call
 from transforms.tfdata.batch_arrays import ALIGNMENT
+from transforms.tfdata.columnar_source import ColumnarSource
 from transforms.tfdata.columns import Column
 from transforms.tfdata.csr_group import CsrGroup
 from transforms.tfdata.epochs import draw_seed, plain, seed_in_state
 from transforms.tfdata.finish import RawBatch
 from transforms.tfdata.options import BatchOptions
-from transforms.tfdata.parquet_source import ParquetSource
 from transforms.tfdata.state import InputState
 
-__all__ = ["parquet_batches"]
+__all__ = ["columnar_batches"]
 
 _ENDLESS = 1 << 62
 
 
-def parquet_batches(
+def columnar_batches(
     files: Sequence[str],
     columns: Sequence[Column],
     label: Column | None,
@@ -46,8 +46,9 @@ def parquet_batches(
     start: InputState | None,
     num_shards: int,
     index: int,
+    shard_format: str = "parquet",
 ):
-    """`(dataset of flat batches, the function making each a RawBatch, the ParquetSource)`.
+    """`(dataset of flat batches, the function making each a RawBatch, the ColumnarSource)`.
 
     Sparse features sharing id dtype, weighting and combiner are read as one
     group. With `coo` the reader converts to COO in numpy. The caller must
@@ -55,18 +56,18 @@ def parquet_batches(
 
     Raises:
       ValueError: resuming a shuffled dataset without its seed, and whatever
-        `ParquetSource` raises.
+        `ColumnarSource` raises.
     """
     drawn = shuffle and seed is None
     if drawn:
         if start is not None:
-            raise ValueError("start: resuming a shuffled Parquet dataset needs the seed it was made with")
+            raise ValueError(f"start: resuming a shuffled {shard_format} dataset needs the seed it was made with")
         seed = draw_seed()
     keyed: dict[tuple, list[str]] = {}
     for c in columns:
         if c.is_sparse:
             keyed.setdefault((c.dtype, c.weighted, combiners.get(c.name, "sum")), []).append(c.name)
-    source = ParquetSource(
+    source = ColumnarSource(
         files,
         columns,
         label,
@@ -79,6 +80,7 @@ def parquet_batches(
         start=start,
         groups=list(keyed.values()),
         coo=combiners if coo else None,
+        shard_format=shard_format,
     )
     raw = _read_batches(source, batching.num_epochs, carry_seed=drawn)
     return raw, _raw_batch(source, combiners, batching.static_rows), source
@@ -93,8 +95,8 @@ def _tensor(array: np.ndarray):
     return tf.convert_to_tensor(array)
 
 
-def _read_batches(source: ParquetSource, num_epochs, *, carry_seed: bool = False) -> tf.data.Dataset:
-    """`range -> map(py_function(source.read))`: flat tuples of tensors, see `ParquetSource.read`.
+def _read_batches(source: ColumnarSource, num_epochs, *, carry_seed: bool = False) -> tf.data.Dataset:
+    """`range -> map(py_function(source.read))`: flat tuples of tensors, see `ColumnarSource.read`.
 
     With `carry_seed` the source's seed goes to `read` as a tensor kept in
     the iterator's state (see `epochs.seed_in_state`).
@@ -113,7 +115,7 @@ def _read_batches(source: ParquetSource, num_epochs, *, carry_seed: bool = False
             alive = source_ref()
             if alive is None:
                 raise RuntimeError(
-                    "make_dataset: this Parquet dataset's reader was released with the dataset; keep "
+                    "make_dataset: this dataset's shard reader was released with the dataset; keep "
                     "the dataset returned by make_dataset (or an iterator over it) alive while reading"
                 )
             return [_tensor(a) for a in alive.read(int(i), seed=None if seed is None else int(seed))]
@@ -129,8 +131,8 @@ def _read_batches(source: ParquetSource, num_epochs, *, carry_seed: bool = False
     return ds if total is None else ds.apply(tf.data.experimental.assert_cardinality(total))
 
 
-def _raw_batch(source: ParquetSource, combiners: Mapping[str, str], static_rows: int | None):
-    """Turns `ParquetSource.read`'s flat tensors (see `BatchLayout`) into a `RawBatch`."""
+def _raw_batch(source: ColumnarSource, combiners: Mapping[str, str], static_rows: int | None):
+    """Turns `ColumnarSource.read`'s flat tensors (see `BatchLayout`) into a `RawBatch`."""
     layout = source.layout
 
     def parts(*flat):
