@@ -101,7 +101,7 @@ def _dataset(args, task, directory: str, *, training: bool, start=None, input_co
         start=start,
         return_position=training,
         input_context=input_context,
-        format="parquet",
+        # Parquet or Arrow shards (TFRecord shards hold no resumable position: make_dataset says so).
         verify=_recheck(args.verify),
     )
 
@@ -320,7 +320,7 @@ def evaluate(model, task, directory: str, batch_size: int, *, verify: str = "siz
     """The task's held-out metrics (see `pipelines.tasks`) of `model` on every row of an ingest output."""
     from transforms.tfdata.dataset import make_dataset
 
-    dataset = make_dataset(directory, batch_size, shuffle=False, output="coo", combiner="mean", format="parquet",
+    dataset = make_dataset(directory, batch_size, shuffle=False, output="coo", combiner="mean",
                            features=task.features, label=task.label,
                            drop_remainder=task.name == "next_item", verify=verify)
     return task.evaluate(model, dataset)
