@@ -18,6 +18,14 @@ set (VmHWM) once after its imports and once at the end:
   dataset: `transforms.make_dataset` over the shards the ingest wrote, one
           shuffled epoch of COO batches of 4096 (the training input): its
           memory is its read-ahead buffers, whatever the data set's size;
+  dataset_arrow: the same epoch over Arrow shards of the same rows
+          (`pipelines.convert` of the ingest's output, run in a process of
+          its own before the measured one starts). The shards are
+          memory-mapped: pages of them the epoch has read count in the
+          resident set as file-backed memory, which the kernel drops under
+          pressure, while anonymous memory is what the reader allocates.
+          Both dataset runs sample RssAnon and RssFile (/proc/self/status)
+          after every batch and report each one's peak;
   parquet_table: `pyarrow.parquet.read_table` of those shards, the whole data
           set in memory, as a reader without streaming would hold it.
 
@@ -57,6 +65,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -65,8 +74,47 @@ from benchmarks._rss import add_growth, measure_alternately, measure_in_child, p
 from benchmarks.reader_memory import write_criteo_log
 
 # The ingest runs first at each size: the last two read the shards it wrote.
-CONTENDERS = ("ingest", "reader", "dataset", "parquet_table")
+CONTENDERS = ("ingest", "reader", "dataset", "dataset_arrow", "parquet_table")
 BATCH_SIZE = 4096
+
+
+def _rss_split_mib() -> tuple[float, float]:
+    """(anonymous, file-backed) resident memory of this process now, MiB (0, 0 where /proc is missing)."""
+    anon = file_backed = 0.0
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    anon = int(line.split()[1]) / 1024
+                elif line.startswith("RssFile:"):
+                    file_backed = int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return anon, file_backed
+
+
+def _epoch_rows(dataset) -> tuple[int, dict]:
+    """Rows of one pass, and the peaks of anonymous and file-backed memory sampled after each batch."""
+    rows, peak_anon, peak_file = 0, 0.0, 0.0
+    anon_before, file_before = _rss_split_mib()
+    for _, label in dataset:
+        rows += int(label.shape[0])
+        anon, file_backed = _rss_split_mib()
+        peak_anon, peak_file = max(peak_anon, anon), max(peak_file, file_backed)
+    return rows, {"anon_baseline_mib": anon_before, "peak_anon_mib": peak_anon,
+                  "file_baseline_mib": file_before, "peak_file_mib": peak_file}
+
+
+def _convert_to_arrow(out: str) -> str:
+    """`out` converted to Arrow shards beside it, by `pipelines.convert` in a process of its own."""
+    import shutil
+    import subprocess
+
+    target = out + "-arrow"
+    shutil.rmtree(target, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "pipelines.convert", out, target, "--format", "arrow"], check=True,
+                   capture_output=True)
+    return target
 
 
 def _child(contender: str, path: str, out: str) -> dict:
@@ -77,10 +125,13 @@ def _child(contender: str, path: str, out: str) -> dict:
         from pipelines.ingest import run_ingest
     elif contender == "reader":
         from sparse_io import DeadLetterSink, read_logs
-    elif contender == "dataset":
+    elif contender in ("dataset", "dataset_arrow"):
         import tensorflow  # noqa: F401
 
         from transforms import make_dataset
+
+        if contender == "dataset_arrow":
+            out = _convert_to_arrow(out)
     else:
         import pyarrow.parquet as pq
     baseline = peak_mib()
@@ -95,9 +146,9 @@ def _child(contender: str, path: str, out: str) -> dict:
         extra = {"shards": len([f for f in os.listdir(out) if f.startswith("part-")])}
     elif contender == "reader":
         rows = sum(batch.num_rows for batch in read_logs(path, "criteo", errors=DeadLetterSink()))
-    elif contender == "dataset":
+    elif contender in ("dataset", "dataset_arrow"):
         # Shuffled COO batches padded to stats.json's capacities, the way training reads them.
-        rows = sum(int(label.shape[0]) for _, label in make_dataset(out, BATCH_SIZE, shuffle=True, seed=0))
+        rows, extra = _epoch_rows(make_dataset(out, BATCH_SIZE, shuffle=True, seed=0))
     else:
         shards = sorted(os.path.join(out, f) for f in os.listdir(out) if f.endswith(".parquet"))
         rows = pq.read_table(shards).num_rows
@@ -134,12 +185,29 @@ def run(quick: bool) -> dict:
             )
             for contender, measured in runs.items():
                 summary = summarise(measured, size, "work_mib")
+                for key in ("peak_anon_mib", "peak_file_mib", "anon_baseline_mib"):
+                    if key in measured[0]:
+                        values = [m[key] for m in measured]
+                        summary[key] = {"median": statistics.median(values), "min": min(values), "max": max(values)}
                 if "shards" in measured[0]:
                     summary["shards"] = measured[0]["shards"]
                     summary["shards_at_once"] = min(summary["shards"], default_write_threads())
                 results["runs"].setdefault(contender, {})[str(rows)] = summary
     add_growth(results)
+    small, large = (str(x) for x in sizes)
+    for contender, by_size in results["runs"].items():
+        if "peak_anon_mib" in by_size[small]:
+            grew = by_size[large]["peak_anon_mib"]["median"] - by_size[small]["peak_anon_mib"]["median"]
+            results[f"{contender}_anon_growth_mib"] = grew
     print_table(results, "run", "work_mib", "added by the work")
+    for contender, by_size in results["runs"].items():
+        for rows, r in by_size.items():
+            if "peak_anon_mib" in r:
+                print(f"{contender}, {int(rows):,} rows: peak anonymous {r['peak_anon_mib']['median']:.0f} MiB, "
+                      f"peak file-backed {r['peak_file_mib']['median']:.0f} MiB")
+        if f"{contender}_anon_growth_mib" in results:
+            print(f"{contender}: peak anonymous memory grew {results[f'{contender}_anon_growth_mib']:+.0f} MiB "
+                  f"from {int(small):,} to {int(large):,} rows")
     return results
 
 

@@ -285,8 +285,14 @@ def _tfdata_input(r: dict) -> list[dict]:
             f"pyarrow.parquet read {by[('pyarrow.parquet read', '')]['rows_per_s']:,.0f} rows/s; "
             f"memcpy of the ids {by[('memcpy ids', '')]['rows_per_s']:,.0f} rows/s"
         )
+        if ("memcpy batch bytes", "") in by:
+            limit += f"; memcpy of the batch bytes {by[('memcpy batch bytes', '')]['rows_per_s']:,.0f} rows/s"
+        disk = r.get("ratios", {}).get(data_set, {}).get("disk_mib")
+        if disk:
+            limit += "; on disk " + ", ".join(f"{fmt} {mib:.0f} MiB" for fmt, mib in disk.items())
+        contenders = [c for c in ("ours parquet", "ours arrow", "ours graph (tfrecord)") if (c, "eager") in by]
         for consumer in ("eager", "graph"):
-            for ours in ("ours parquet", "ours graph (tfrecord)"):
+            for ours in contenders:
                 rows.append(
                     comparison_row(
                         "tfdata_input",
@@ -345,6 +351,27 @@ def _ingest_memory(r: dict) -> list[dict]:
         rows += _memory_rows("ingest_memory", r, "dataset", "parquet_table",
                              "peak RSS of make_dataset over the shards of {rows:,} Criteo rows",
                              "pyarrow.parquet.read_table (whole data set)")
+    if "dataset_arrow" in r["runs"]:
+        rows += _anonymous_rows(r)
+    return rows
+
+
+def _anonymous_rows(r: dict) -> list[dict]:
+    """Peak anonymous memory of one shuffled epoch over Arrow shards against the same over Parquet shards."""
+    rows = []
+    for size in (str(s) for s in r["sizes"]):
+        a, b = r["runs"]["dataset_arrow"][size], r["runs"]["dataset"][size]
+        note = f"file-backed peak: arrow {a['peak_file_mib']['median']:.0f} MiB, parquet " \
+               f"{b['peak_file_mib']['median']:.0f} MiB"
+        if size == str(r["sizes"][-1]):
+            note += (f"; 10x rows grew anonymous: arrow {r['dataset_arrow_anon_growth_mib']:+.0f} MiB, parquet "
+                     f"{r['dataset_anon_growth_mib']:+.0f} MiB (target within +64 MiB)")
+        rows.append(comparison_row(
+            "ingest_memory", f"peak anonymous RSS, one shuffled epoch over Arrow shards, {int(size):,} Criteo rows",
+            "make_dataset over the Parquet shards (anonymous)", "MiB", False,
+            tuple(a["peak_anon_mib"][k] for k in ("median", "min", "max")),
+            tuple(b["peak_anon_mib"][k] for k in ("median", "min", "max")), note,
+        ))
     return rows
 
 

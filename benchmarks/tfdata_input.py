@@ -10,11 +10,17 @@ shards (sparse_io writers):
 Contenders, per data set, each from files to COO batches (row_ids, col_ids,
 gains per feature):
   ours parquet   make_dataset over the Parquet shards (pyarrow reader, output="coo");
+  ours arrow     make_dataset over Arrow shards of the same rows (memory-mapped, not decoded);
   ours graph     make_dataset over the TFRecord shards (graph-native, output="coo");
   standard       TFRecordDataset -> batch -> tf.io.parse_example (VarLenFeature)
                  -> SparseTensors -> the combine inputs (row ids, ids, weights) per feature;
   pyarrow.parquet  pq.read_table of the same Parquet shards: the decode limit;
-  memcpy         numpy copy of the same number of id bytes: the physical limit.
+  memcpy         numpy copy of the same number of id bytes;
+  memcpy batch bytes  numpy copy of as many bytes as the COO batches of one pass
+                 hold (row ids, ids, gains, dense columns, label): the physical limit
+                 of a reader that only moves the bytes it delivers.
+Each data set is written once per format (Parquet zstd, TFRecord, Arrow
+uncompressed) and the bytes on disk are reported beside the speeds.
 Each tf.data contender is taken two ways: "eager", `next()` in a Python
 loop (each element becomes Python objects), and "graph", `next()` inside a
 `tf.function` loop, as a compiled training step takes its batches.
@@ -50,7 +56,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from benchmarks._timing import Timing, markdown_table
-from sparse_io import shard_name, write_parquet_shard, write_tfrecord_shard
+from sparse_io import shard_name, write_arrow_shard, write_parquet_shard, write_tfrecord_shard
 from sparse_io.manifest import commit_directory
 from sparse_io.schema import FeatureSpec, Schema, weights_column
 
@@ -102,19 +108,21 @@ def multi_valued(rows: int, seed: int = 1) -> tuple[Schema, pa.Table, int]:
     return Schema(specs), pa.table(cols), ids
 
 
-def write_shards(directory: str, schema: Schema, table: pa.Table) -> tuple[str, str]:
-    parquet, tfrecord = os.path.join(directory, "parquet"), os.path.join(directory, "tfrecord")
+def write_shards(directory: str, schema: Schema, table: pa.Table) -> tuple[str, str, str]:
+    """The table as Parquet, TFRecord and Arrow shard directories (`SHARDS` each), committed."""
+    parquet, tfrecord, arrow = (os.path.join(directory, f) for f in ("parquet", "tfrecord", "arrow"))
     per = -(-table.num_rows // SHARDS)
-    for path in (parquet, tfrecord):
+    for path in (parquet, tfrecord, arrow):
         os.makedirs(path)
         schema.save(path)
     for k in range(SHARDS):
         part = table.slice(k * per, per)
         write_parquet_shard(os.path.join(parquet, shard_name(k, SHARDS, ".parquet")), [part], schema)
         write_tfrecord_shard(os.path.join(tfrecord, shard_name(k, SHARDS, ".tfrecord")), [part], schema)
-    for path in (parquet, tfrecord):
+        write_arrow_shard(os.path.join(arrow, shard_name(k, SHARDS, ".arrow")), [part], schema)
+    for path in (parquet, tfrecord, arrow):
         commit_directory(path)  # readers take a directory only with its manifest
-    return parquet, tfrecord
+    return parquet, tfrecord, arrow
 
 
 def standard_dataset(tfrecord_dir: str, schema: Schema, batch_size: int = BATCH):
@@ -201,13 +209,13 @@ def _allocation_per_batch(parquet_dir: str, schema: Schema) -> dict:
     The arrays are then aliased by DLPack (no tensor copy), so allocated / handed-over near 1.0
     means the ids were copied once, from the Arrow buffer into the batch's arena.
     """
+    from transforms.tfdata.columnar_source import ColumnarSource
     from transforms.tfdata.columns import select_columns
-    from transforms.tfdata.parquet_source import ParquetSource
 
     files = sorted(os.path.join(parquet_dir, f) for f in os.listdir(parquet_dir) if f.endswith(".parquet"))
     columns, label = select_columns(schema, None, None)
     coo = {c.name: "sum" for c in columns if c.is_sparse}
-    source = ParquetSource(
+    source = ColumnarSource(
         files, columns, label, BATCH, shuffle=False, seed=0, num_shards=1, index=0, drop_remainder=False, coo=coo
     )
     source.read(0)
@@ -228,12 +236,13 @@ def bench_set(name: str, schema: Schema, table: pa.Table, ids: int, reps: int, t
 
     directory = os.path.join(tmp, name)
     os.makedirs(directory)
-    parquet, tfrecord = write_shards(directory, schema, table)
+    parquet, tfrecord, arrow = write_shards(directory, schema, table)
     rows = table.num_rows
     batches = -(-rows // BATCH)  # one pass: shard boundaries give no extra partial batch (rows divide evenly)
     parquet_files = sorted(os.path.join(parquet, f) for f in os.listdir(parquet) if f.endswith(".parquet"))
     pipelines = {
         "ours parquet": lambda: make_dataset(parquet, BATCH, shuffle=False, num_epochs=None, output="coo"),
+        "ours arrow": lambda: make_dataset(arrow, BATCH, shuffle=False, num_epochs=None, output="coo"),
         "ours graph (tfrecord)": lambda: make_dataset(tfrecord, BATCH, shuffle=False, num_epochs=None, output="coo"),
         "standard (parse_example)": lambda: standard_dataset(tfrecord, schema),
     }
@@ -245,8 +254,12 @@ def bench_set(name: str, schema: Schema, table: pa.Table, ids: int, reps: int, t
     }
     source = np.arange(ids, dtype=np.int64)
     target = np.empty_like(source)
+    delivered = _delivered_bytes(make_dataset(arrow, BATCH, shuffle=False, num_epochs=1, output="coo"))
+    bytes_source = np.ones(delivered, dtype=np.uint8)
+    bytes_target = np.empty_like(bytes_source)
     contenders[("pyarrow.parquet read", "")] = ("call", lambda: pq.read_table(parquet_files))
     contenders[("memcpy ids", "")] = ("call", lambda: np.copyto(target, source))
+    contenders[("memcpy batch bytes", "")] = ("call", lambda: np.copyto(bytes_target, bytes_source))
     timings = _alternate(contenders, reps=reps, batches=batches)
     results = []
     for (contender, consumer), t in timings.items():
@@ -268,26 +281,48 @@ def bench_set(name: str, schema: Schema, table: pa.Table, ids: int, reps: int, t
         standard = by[("standard (parse_example)", consumer)]["rows_per_s"]
         ratios[consumer] = {
             "parquet_vs_standard": by[("ours parquet", consumer)]["rows_per_s"] / standard,
+            "arrow_vs_standard": by[("ours arrow", consumer)]["rows_per_s"] / standard,
+            "arrow_vs_parquet": by[("ours arrow", consumer)]["rows_per_s"]
+            / by[("ours parquet", consumer)]["rows_per_s"],
+            "arrow_vs_batch_bytes_copy": by[("ours arrow", consumer)]["rows_per_s"]
+            / by[("memcpy batch bytes", "")]["rows_per_s"],
             "graph_vs_standard": by[("ours graph (tfrecord)", consumer)]["rows_per_s"] / standard,
             "parquet_vs_pyarrow_read": by[("ours parquet", consumer)]["rows_per_s"]
             / by[("pyarrow.parquet read", "")]["rows_per_s"],
             "parquet_vs_memcpy": by[("ours parquet", consumer)]["ids_per_s"] / by[("memcpy ids", "")]["ids_per_s"],
         }
     ratios["allocation"] = _allocation_per_batch(parquet, schema)
+    ratios["delivered_mib"] = delivered / 2**20
+    ratios["disk_mib"] = {
+        fmt: sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if f.startswith("part-")) / 2**20
+        for fmt, d in (("parquet", parquet), ("tfrecord", tfrecord), ("arrow", arrow))
+    }
     return results, ratios
 
 
+def _delivered_bytes(dataset) -> int:
+    """The bytes of every tensor of every element of one pass (what a reader must at least move)."""
+    import tensorflow as tf
+
+    return sum(int(t.numpy().nbytes) for element in dataset for t in tf.nest.flatten(element))
+
+
 def batch_sweep(directory: str, schema: Schema, rows: int, batch_sizes, reps: int) -> list[dict]:
-    """Rows per second of the three tf.data contenders at each batch size, over the shards in `directory`."""
+    """Rows per second of the four tf.data contenders at each batch size, over the shards in `directory`."""
     from transforms import make_dataset
 
-    parquet, tfrecord = os.path.join(directory, "parquet"), os.path.join(directory, "tfrecord")
+    parquet, tfrecord, arrow = (os.path.join(directory, f) for f in ("parquet", "tfrecord", "arrow"))
     out = []
     for batch_size in batch_sizes:
         contenders = {
             "ours parquet": (
                 "pipeline",
                 lambda b=batch_size: make_dataset(parquet, b, shuffle=False, num_epochs=None, output="coo"),
+                _eager,
+            ),
+            "ours arrow": (
+                "pipeline",
+                lambda b=batch_size: make_dataset(arrow, b, shuffle=False, num_epochs=None, output="coo"),
                 _eager,
             ),
             "ours graph (tfrecord)": (
@@ -347,11 +382,15 @@ def run(quick: bool) -> dict:
         for consumer in ("eager", "graph"):
             c = r[consumer]
             print(
-                f"{name}, {consumer}: ours parquet {c['parquet_vs_standard']:.2f}x standard, "
+                f"{name}, {consumer}: ours arrow {c['arrow_vs_standard']:.2f}x standard "
+                f"({c['arrow_vs_parquet']:.2f}x ours parquet, {c['arrow_vs_batch_bytes_copy']:.3f}x a copy of the "
+                f"batch bytes), ours parquet {c['parquet_vs_standard']:.2f}x standard, "
                 f"ours graph {c['graph_vs_standard']:.2f}x standard, "
                 f"ours parquet {c['parquet_vs_pyarrow_read']:.2f}x pyarrow.parquet read, "
                 f"{c['parquet_vs_memcpy']:.3f}x memcpy"
             )
+        disk = ", ".join(f"{fmt} {mib:.1f} MiB" for fmt, mib in r["disk_mib"].items())
+        print(f"{name}: shards on disk: {disk}; one pass delivers {r['delivered_mib']:.1f} MiB")
         print(
             f"{name}: Python-side allocation per batch {r['allocation']['allocated_bytes'] / 2**20:.1f} MiB "
             f"= {r['allocation']['allocated_over_handed_over']:.2f}x what it hands to TensorFlow"
