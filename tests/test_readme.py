@@ -146,6 +146,19 @@ def test_a_reader_following_the_readme_succeeds_at_every_step(walk):
     assert not [s["command"] for s in steps if re.search(r"\bnan\b", s["stdout"], re.I)]
 
 
+def test_the_readme_arrow_cache_holds_the_training_rows(walk):
+    home, steps = walk
+    (convert,) = [s for s in steps if s["command"].startswith("python -m pipelines.convert out/train ")]
+    assert convert["returncode"] == 0 and "(arrow)" in convert["stdout"]
+    cache, train = home / "out" / "train_arrow", home / "out" / "train"
+    arrow = sorted(p.name for p in cache.iterdir() if p.name.startswith("part-"))
+    parquet = sorted(p.name for p in train.iterdir() if p.name.startswith("part-"))
+    assert arrow and [n.replace(".arrow", ".parquet") for n in arrow] == parquet
+    manifests = [json.loads((d / "_MANIFEST.json").read_text()) for d in (train, cache)]
+    assert [e["rows"] for e in manifests[0]["shards"]] == [e["rows"] for e in manifests[1]["shards"]]
+    assert (cache / "schema.json").read_bytes() == (train / "schema.json").read_bytes()
+
+
 def _snippet() -> str:
     (code,) = [body for lang, body in BLOCKS if lang == "python" and "def test_" not in body]
     return code
