@@ -150,21 +150,34 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_two_local_workers_train_with_multi_worker_mirrored_strategy(data, tmp_path):
-    cluster = {"worker": [f"localhost:{_free_port()}", f"localhost:{_free_port()}"]}
+def _local_cluster(workers: int) -> dict:
+    return {"worker": [f"localhost:{_free_port()}" for _ in range(workers)]}
+
+
+def _run_workers(data, model_dir, cluster, *extra) -> list[tuple[str, str]]:
+    """Runs `pipelines.train --strategy multi_worker` in one process per worker of `cluster`; their outputs."""
     procs = []
-    for index in range(2):
+    for index in range(len(cluster["worker"])):
         env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3",
                    TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}))
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "pipelines.train", "--data", str(data / "train"),
-             "--model_dir", str(tmp_path / "m"), *SMALL, "--steps", "6", "--checkpoint_every", "3",
-             "--strategy", "multi_worker", "--export", "none"],
+             "--model_dir", str(model_dir), *SMALL, "--strategy", "multi_worker", "--export", "none", *extra],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         ))
-    outputs = [p.communicate(timeout=300) for p in procs]
+    try:
+        outputs = [p.communicate(timeout=300) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
     for p, (_, err) in zip(procs, outputs):
         assert p.returncode == 0, err[-3000:]
+    return outputs
+
+
+def test_two_local_workers_train_with_multi_worker_mirrored_strategy(data, tmp_path):
+    outputs = _run_workers(data, tmp_path / "m", _local_cluster(2), "--steps", "6", "--checkpoint_every", "3")
     chief = json.loads(outputs[0][0][outputs[0][0].index("{"):])
     assert chief["steps"] == 6 and math.isfinite(chief["loss"])
     # The chief's checkpoint is the one in --model_dir; the other worker's went aside.
