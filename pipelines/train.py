@@ -18,9 +18,13 @@ the ingest did.
 `--strategy multi_worker` runs under `tf.distribute.MultiWorkerMirroredStrategy`
 with the cluster taken from TF_CONFIG; each worker reads its own part of the
 shards. Only the chief writes to --model_dir (other workers checkpoint under
-`--model_dir/workers/`); a restarted multi-worker run restores the model and
-the step and reads its data from the start again (per-worker input positions
-are not saved).
+`--model_dir/workers/`). Every checkpoint holds the input position of each
+worker, so when all workers are restarted with the same TF_CONFIG (how a
+multi-worker run recovers) each restores the model, the optimizer and the
+step and goes on reading its own part of the data where it stopped. A run
+with another number of workers than the checkpoint's splits the data
+differently: it restores the model, the optimizer and the step, logs a
+warning, and every worker reads its part from the start.
 """
 
 from __future__ import annotations
@@ -189,11 +193,9 @@ def train(argv: list[str]) -> TrainResult:
     _LOGGER.info("task %s: features %s, label %s", task.name, task.features or "all", task.label)
     keras.utils.set_random_seed(args.seed)
 
-    strategy = (
-        tf.distribute.MultiWorkerMirroredStrategy()
-        if args.strategy == "multi_worker"
-        else tf.distribute.get_strategy()
-    )
+    multi_worker = args.strategy == "multi_worker"
+    strategy = tf.distribute.MultiWorkerMirroredStrategy() if multi_worker else tf.distribute.get_strategy()
+    workers = _num_workers(strategy) if multi_worker else 1
     with strategy.scope():
         model = task.make_model(schema, args, hidden)
         model.build()
@@ -201,28 +203,53 @@ def train(argv: list[str]) -> TrainResult:
         # Variables exist before the restore, so every saved value finds its place at once.
         optimizer.build(model.trainable_variables)
         step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
-        position = tf.Variable([0, 0, 0, 0], dtype=tf.int64, trainable=False, name="input_position")
+        # Multi-worker: one row per worker, the same on all of them (`_cluster_positions`), so whichever
+        # worker's checkpoint is restored, the chief's in --model_dir included, every worker finds its own
+        # row there. A per-worker value would instead be saved only in the file of the worker that held it.
+        position = tf.Variable(tf.zeros([workers, 4] if multi_worker else [4], tf.int64), trainable=False,
+                               name="input_position")
 
     chief = _is_chief(strategy)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step, position=position)
     # Every worker takes part in a save; only the chief's lands in --model_dir.
     checkpoint_dir = os.path.join(args.model_dir, CHECKPOINT_DIR) if chief else _worker_dir(args.model_dir, strategy)
     manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=2)
-    restored = manager.restore_or_initialize()
-    start = None
-    if restored and int(position[3].numpy()) != 0:
-        start = InputState.from_tensor(position.numpy())
-        _LOGGER.info("resumed from %s at step %d, input position %s", restored, int(step.numpy()), start)
+    restored = manager.latest_checkpoint
+    saved_shape = _saved_position_shape(restored) if restored else None
+    if restored and saved_shape != position.shape.as_list():
+        # Positions saved by another number of workers belong to another split of the data (each worker's
+        # part depends on the count), so none of them says where a worker of this cluster stopped.
+        _LOGGER.warning("%s holds %s, this run has %d: the model, optimizer and step are restored, "
+                        "and every worker reads its input from the start",
+                        restored, _describe_positions(saved_shape), workers)
+        tf.train.Checkpoint(model=model, optimizer=optimizer, step=step).restore(restored).expect_partial()
+    elif restored:
+        checkpoint.restore(restored)
+    starts = [InputState.from_tensor(row) if row[3] != 0 else None for row in position.numpy().reshape(-1, 4)]
+    if restored:
+        _LOGGER.info("resumed from %s at step %d", restored, int(step.numpy()))
 
     dropped = tf.Variable(0, dtype=tf.int64, trainable=False, name="dropped_ids")
+    this_worker = 0  # the input pipeline (part of the data) of this process, set by make_input
 
     def make_input(context):
+        nonlocal this_worker
+        this_worker = context.input_pipeline_id if context is not None else 0
+        start = starts[this_worker]
+        if start is not None:
+            _LOGGER.info("worker %d resumes its input at %s", this_worker, start)
         return _dataset(args, task, args.data, training=True, start=start, input_context=context, dropped=dropped)
 
-    if args.strategy == "multi_worker":
+    if multi_worker:
         dataset = strategy.distribute_datasets_from_function(make_input)
     else:
         dataset = make_input(None)
+
+    def save(after) -> None:
+        # `after` is the position after the last trained batch (None when this process trained none).
+        if multi_worker and after is not None:
+            position.assign(_cluster_positions(strategy, after, this_worker, workers))
+        manager.save(checkpoint_number=step)
 
     global_batch = args.batch_size * strategy.num_replicas_in_sync
 
@@ -248,6 +275,7 @@ def train(argv: list[str]) -> TrainResult:
     progress = _Progress(total, global_batch, args.quiet)
     loss_value = float("nan")
     done_here = 0
+    after = None
     started = time.monotonic()
     for element in dataset:
         if total is not None and int(step.numpy()) >= total:
@@ -256,14 +284,14 @@ def train(argv: list[str]) -> TrainResult:
         loss_value = float(distributed_step(features, label))
         step.assign_add(1)
         done_here += 1
-        if args.strategy != "multi_worker":
+        if not multi_worker:
             position.assign(after)
         progress.update(int(step.numpy()), done_here, loss_value)
         if int(step.numpy()) % args.checkpoint_every == 0:
-            manager.save(checkpoint_number=step)
+            save(after)
     elapsed = time.monotonic() - started
     progress.update(int(step.numpy()), done_here, loss_value, final=True)
-    manager.save(checkpoint_number=step)
+    save(after)
 
     if int(dropped.numpy()):
         _LOGGER.warning("%d ids past the stats.json capacity of their shuffled batch were dropped",
@@ -309,6 +337,45 @@ def _is_chief(strategy) -> bool:
     task_type, task_id = resolver.task_type, resolver.task_id
     has_chief = "chief" in resolver.cluster_spec().jobs
     return task_type == "chief" or (task_type == "worker" and task_id == 0 and not has_chief)
+
+
+def _num_workers(strategy) -> int:
+    """The workers of a MultiWorkerMirroredStrategy cluster (chief included): one input pipeline each."""
+    spec = strategy.cluster_resolver.cluster_spec()
+    return max(1, sum(spec.num_tasks(job) for job in ("chief", "worker") if job in spec.jobs))
+
+
+def _saved_position_shape(path: str) -> list[int] | None:
+    """The shape of the input position saved in checkpoint `path`; None when it has none."""
+    import tensorflow as tf
+
+    return tf.train.load_checkpoint(path).get_variable_to_shape_map().get("position/.ATTRIBUTES/VARIABLE_VALUE")
+
+
+def _describe_positions(shape: list[int] | None) -> str:
+    if shape is None:
+        return "no input position"
+    if len(shape) == 1:
+        return "the input position of 1 worker (single-worker training)"
+    return f"the input positions of {shape[0]} workers"
+
+
+def _cluster_positions(strategy, after, this_worker: int, workers: int):
+    """The `[workers, 4]` input positions of the whole cluster, the same on every worker.
+
+    `after` is this worker's per-replica position of its last trained batch. Its replicas take consecutive
+    batches of the worker's dataset in replica order, so the last one's position is the worker's. Every
+    worker puts it in its own row (zeros elsewhere) and the rows are summed across the cluster, which
+    leaves each row exactly as its worker wrote it. A collective: every worker calls it at the same step.
+    """
+    import tensorflow as tf
+
+    local = strategy.experimental_local_results(after)
+    mine = tf.scatter_nd([[this_worker]], tf.reshape(local[-1], [1, 4]), [workers, 4])
+    replicas = len(local)
+    rows = strategy.experimental_distribute_values_from_function(
+        lambda ctx: mine if ctx.replica_id_in_sync_group % replicas == replicas - 1 else tf.zeros_like(mine))
+    return strategy.reduce(tf.distribute.ReduceOp.SUM, rows, axis=None)
 
 
 def _worker_dir(model_dir: str, strategy) -> str:

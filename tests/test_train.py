@@ -150,23 +150,89 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_two_local_workers_train_with_multi_worker_mirrored_strategy(data, tmp_path):
-    cluster = {"worker": [f"localhost:{_free_port()}", f"localhost:{_free_port()}"]}
+def _local_cluster(workers: int) -> dict:
+    return {"worker": [f"localhost:{_free_port()}" for _ in range(workers)]}
+
+
+def _run_workers(data, model_dir, cluster, *extra) -> list[tuple[str, str]]:
+    """Runs `pipelines.train --strategy multi_worker` in one process per worker of `cluster`; their outputs."""
     procs = []
-    for index in range(2):
+    for index in range(len(cluster["worker"])):
         env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3",
                    TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}))
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "pipelines.train", "--data", str(data / "train"),
-             "--model_dir", str(tmp_path / "m"), *SMALL, "--steps", "6", "--checkpoint_every", "3",
-             "--strategy", "multi_worker", "--export", "none"],
+             "--model_dir", str(model_dir), *SMALL, "--strategy", "multi_worker", "--export", "none", *extra],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         ))
-    outputs = [p.communicate(timeout=300) for p in procs]
+    try:
+        outputs = [p.communicate(timeout=300) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
     for p, (_, err) in zip(procs, outputs):
         assert p.returncode == 0, err[-3000:]
+    return outputs
+
+
+def test_two_local_workers_train_with_multi_worker_mirrored_strategy(data, tmp_path):
+    outputs = _run_workers(data, tmp_path / "m", _local_cluster(2), "--steps", "6", "--checkpoint_every", "3")
     chief = json.loads(outputs[0][0][outputs[0][0].index("{"):])
     assert chief["steps"] == 6 and math.isfinite(chief["loss"])
     # The chief's checkpoint is the one in --model_dir; the other worker's went aside.
     assert _checkpointed_variables(tmp_path / "m")["step/.ATTRIBUTES/VARIABLE_VALUE"] == 6
     assert (tmp_path / "m" / "workers" / "worker-1" / "checkpoints").is_dir()
+
+
+def _worker_positions(data, workers: int, steps: int) -> list[list[list[int]]]:
+    """Per worker of a `workers`-worker cluster, the input position after each of its first `steps` batches.
+
+    The trainer's own dataset for that worker (same flags, same part of the data), read here in one process.
+    """
+    from pipelines.tasks import resolve_task
+    from pipelines.train import _args, _dataset
+    from sparse_io.schema import Schema
+
+    args, _ = _args(["--data", str(data / "train"), "--model_dir", "unused", *SMALL, "--steps", str(steps)])
+    task = resolve_task(Schema.load(args.data), args.task)
+    out = []
+    for index in range(workers):
+        context = tf.distribute.InputContext(num_input_pipelines=workers, input_pipeline_id=index,
+                                             num_replicas_in_sync=workers)
+        dataset = _dataset(args, task, args.data, training=True, input_context=context)
+        out.append([after.numpy().tolist() for _, _, after in dataset.take(steps)])
+    return out
+
+
+def _saved_positions(checkpoint_dir) -> tuple[int, list[list[int]]]:
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(checkpoint_dir)))
+    return (int(reader.get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE")),
+            reader.get_tensor("position/.ATTRIBUTES/VARIABLE_VALUE").tolist())
+
+
+def test_restarted_workers_each_resume_their_own_input_where_they_stopped(data, tmp_path):
+    model_dir = tmp_path / "m"
+    # 4000 rows in two parts of 2000: 15 full batches of 128 per worker and epoch, so 20 steps cross an epoch.
+    expected = _worker_positions(data, 2, 20)
+    assert expected[0][-1] != expected[1][-1]  # disjoint parts: the rows tell the workers apart
+    cluster = _local_cluster(2)
+    # Each checkpoint, the chief's in --model_dir and the other worker's aside, holds both workers' positions.
+    checkpoint_dirs = (model_dir / "checkpoints", model_dir / "workers" / "worker-1" / "checkpoints")
+
+    _run_workers(data, model_dir, cluster, "--steps", "4", "--checkpoint_every", "2")
+    for directory in checkpoint_dirs:
+        assert _saved_positions(directory) == (4, [expected[0][3], expected[1][3]])
+
+    # The same cluster restarted (what MultiWorkerMirroredStrategy recovery does): each worker goes on from its
+    # row, so batches 5..20 follow the 4 already trained on, none read twice and none skipped.
+    outputs = _run_workers(data, model_dir, cluster, "--steps", "20", "--checkpoint_every", "2")
+    for directory in checkpoint_dirs:
+        assert _saved_positions(directory) == (20, [expected[0][19], expected[1][19]])
+    for index, (_, err) in enumerate(outputs):
+        assert f"worker {index} resumes its input at" in err, err[-3000:]
+
+    # One worker where two saved: the saved rows belong to another split of the data, so it reads from the start.
+    outputs = _run_workers(data, model_dir, _local_cluster(1), "--steps", "22", "--checkpoint_every", "2")
+    assert "input positions of 2 workers" in outputs[0][1], outputs[0][1][-3000:]
+    assert _saved_positions(model_dir / "checkpoints") == (22, [_worker_positions(data, 1, 2)[0][1]])
