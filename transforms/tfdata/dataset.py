@@ -210,7 +210,7 @@ def make_dataset(
                 "start/return_position need Parquet shards; save TFRecord input with "
                 "tf.train.Checkpoint(iterator=iter(dataset)) instead"
             )
-        raw = tfrecord_dataset(
+        raw, _ = tfrecord_dataset(
             files,
             columns,
             label_column,
