@@ -190,6 +190,7 @@ def make_dataset(
                 "(hash them in the Beam stage, or read output='ragged' and apply hash_ids)"
             )
     combiners = outputs.combiners(columns)
+    whole_files = True  # each input worker reads whole files (Parquet: whole files or row ranges, never refused)
     if fmt == "parquet":
         raw, to_raw_batch, source = parquet_batches(
             files,
@@ -210,7 +211,7 @@ def make_dataset(
                 "start/return_position need Parquet shards; save TFRecord input with "
                 "tf.train.Checkpoint(iterator=iter(dataset)) instead"
             )
-        raw, _ = tfrecord_dataset(
+        raw, whole_files = tfrecord_dataset(
             files,
             columns,
             label_column,
@@ -239,8 +240,9 @@ def make_dataset(
         # The reader's py_function holds the source weakly (see parquet_batches); the dataset,
         # which every dataset derived from it and every iterator over it references, holds it.
         out._sparseflow_parquet_source = source
-    # transforms.distribute refuses Parquet (its py_function lives only here) and counters.
-    return remember(out, fmt, {"dropped": dropped})
+    # transforms.distribute refuses Parquet (its py_function lives only here) and counters, and
+    # splitting by files where the files do not lead the pipeline or the shard is every n-th record.
+    return remember(out, fmt, {"dropped": dropped}, num_epochs=num_epochs, whole_files=whole_files)
 
 
 def _schema_from_parquet(path: str) -> Schema:

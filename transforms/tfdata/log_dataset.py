@@ -268,9 +268,10 @@ def make_log_dataset(
         capacities=outputs.capacities_for(out_columns, batch_size),
         has_label=label_column is not None,
     )
-    # transforms.distribute refuses the counters: under the service they would stay 0.
+    # transforms.distribute refuses the counters (under the service they would stay 0), and
+    # splitting by files where the epochs, not the files, lead the pipeline.
     counters = {"bad_lines": bad_lines, "padded_lines": padded_lines, "dropped": dropped}
-    return remember(out, "log", counters)
+    return remember(out, "log", counters, num_epochs=num_epochs)
 
 
 def _id_maps(schema, columns: Sequence[Column], hash_bins, salt, vocabularies, num_oov_indices) -> dict:
