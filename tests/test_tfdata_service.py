@@ -321,3 +321,12 @@ def test_splitting_by_files_is_refused_for_an_input_shard_of_every_nth_record(tm
     # With whole files per input worker the shard splits fine.
     ds = make_dataset(str(tmp_path), 4, num_epochs=1, num_shards=2, index=1, output="ragged")
     distribute(ds, service, processing_mode="distributed_epoch")
+
+
+def test_more_epochs_under_a_file_split_come_from_repeating_the_distributed_dataset(tmp_path, service):
+    # What the num_epochs refusal tells the caller to do instead.
+    write_tfrecord_shards(str(tmp_path), random_rows(30, seed=8), 3)
+    ds = make_dataset(str(tmp_path), 4, num_epochs=1, output="ragged", shuffle=True, seed=1)
+    distributed = distribute(ds, service, processing_mode="distributed_epoch").repeat(2)
+    labels = [int(y) for _, label in distributed for y in label.numpy()]
+    assert sorted(labels) == sorted(list(range(30)) * 2)

@@ -7,6 +7,7 @@ Which reader runs depends on the shard format (the README has the full table):
 | reader | Python (pyarrow in a `tf.py_function`, numpy per batch) | graph-native (TFRecordDataset, parse_example) |
 | COO | numpy while the batch is assembled (`numpy_coo`) | `ops.convert_to_coo`, features grouped |
 | tf.data service (`distribute`) | no: refused (py_function of this process) | yes, without `dropped` |
+| service split by files (`distributed_epoch`) | no | with `num_epochs=1` |
 | `tf.train.Checkpoint(iterator=...)` | yes | yes |
 | explicit `InputState` (`start=`, `return_position=`) | yes | no |
 | sharding | whole files, else row ranges | whole files, else every n-th record |
@@ -87,7 +88,9 @@ def make_dataset(
         resumed from a shuffled `InputState` (`start`) needs the seed it was
         made with (shuffle without a seed and `start` raises ValueError).
       num_epochs: passes over the data (None: endlessly). Each epoch ends with
-        its own partial batch unless `drop_remainder`.
+        its own partial batch unless `drop_remainder`. With 1 (TFRecord) the
+        pipeline starts from the list of files, so `transforms.distribute`
+        can split the epoch between tf.data service workers by files.
       input_context: a `tf.distribute.InputContext` (from
         `distribute_datasets_from_function`); or give `num_shards` and `index`.
         Each worker reads a disjoint part: whole files when every worker can

@@ -6,7 +6,9 @@ elements as `make_dataset`.
 No Python runs per batch, so it works inside the tf.data service
 (`transforms.distribute`), without the counters: a service worker updates its
 own copy of a `bad_lines`, `padded_lines` or `dropped` variable, so yours
-would stay 0, and `distribute` refuses them.
+would stay 0, and `distribute` refuses them. With `num_epochs=1` the
+pipeline starts from the list of files, so the service can split the epoch
+between its workers by files (`processing_mode="distributed_epoch"`).
 """
 
 from __future__ import annotations
