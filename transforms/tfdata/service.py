@@ -234,8 +234,10 @@ def distribute(
       one partial last batch per worker rather than per epoch (so
       `drop_remainder` drops up to one per worker); and each repetition
       reads the files in the same permutation with the same seeds. A
-      worker takes a few files ahead (the reader's interleave), so with few
-      files per worker the shares are uneven.
+      worker reads ahead as far as its shuffle buffer (`shuffle_buffer`
+      records) and the reader's interleave (a few files) hold: with few
+      files per worker, or files smaller than the buffer, the shares are
+      uneven (the first worker to start may take them all).
     - `ShardingPolicy.FILE` (static): worker i of n reads the file numbers
       i, i + n, ... of the permutation, fixed in advance. tf.data needs the
       workers listed in `DispatcherConfig.worker_addresses` and fails at the
