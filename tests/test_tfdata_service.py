@@ -232,7 +232,7 @@ needs_proc = pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="t
 # that the first cannot read every file before the other starts, and a shuffle buffer far smaller
 # than the epoch (one that holds the epoch pulls every file into the first worker that asks).
 SPLIT_FILES, SPLIT_ROWS, SPLIT_BATCH, SPLIT_BUFFER = 16, 300, 16, 64
-PACE_US = 2000
+PACE_US = 8000
 
 
 @needs_proc
