@@ -6,14 +6,23 @@ iterator's checkpoint the restored iterator would read the rest of an epoch in
 another order, repeating some rows and never reaching others.
 """
 
+import os
 
 import pytest
 import tensorflow as tf
 from test_tfdata_dataset import _result, _start
 from tfdata_data import random_rows, write_arrow_shards, write_parquet_shards, write_tfrecord_shards
-from tfdata_workers import CHECKPOINT_CASES, CHECKPOINT_PATHS, CHECKPOINT_TAKEN, checkpoint_dataset, labels
+from tfdata_workers import (
+    CHECKPOINT_CASES,
+    CHECKPOINT_PATHS,
+    CHECKPOINT_TAKEN,
+    LOG_SCHEMA,
+    checkpoint_dataset,
+    labels,
+)
 
 from sparse_io.manifest import commit_directory
+from transforms import make_dataset, make_log_dataset
 
 ROWS = random_rows(120, seed=3)
 EPOCHS = 2
@@ -63,3 +72,26 @@ def test_checkpoints_restore_exactly_in_a_new_process_for_every_reader_shuffle_a
         # Without a seed each process draws its own: another first batch (a 1 in 120!/112! chance otherwise).
         assert restored[f"{path}/fresh"] != first[path, "unseeded"][:8], path
     assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("path", ["tfrecord", "logs"])
+def test_one_epoch_restores_an_unseeded_shuffle_exactly_into_a_dataset_that_drew_another_seed(data_dir, tmp_path, path):
+    # With num_epochs=1 there is no epoch loop (the files lead the pipeline, for the tf.data service's
+    # split): the drawn seed travels in file_order's scan and the shuffles' saved seeds instead.
+    args = dict(num_epochs=1, output="ragged", shuffle=True, seed=None, shuffle_buffer=16)
+
+    def dataset():
+        if path == "logs":
+            return make_log_dataset(os.path.join(data_dir, "logs"), "tsv", 8, schema=LOG_SCHEMA, **args)
+        return make_dataset(os.path.join(data_dir, "tfrecord"), 8, **args)
+
+    iterator = iter(dataset())
+    first = labels([next(iterator) for _ in range(CHECKPOINT_TAKEN)])
+    tf.train.Checkpoint(iterator=iterator).write(str(tmp_path / "one"))
+    rest = labels(iterator)
+    other = dataset()  # draws another seed: another order from the start
+    assert labels([next(iter(other))]) != first[:8]
+    restored = iter(other)
+    tf.train.Checkpoint(iterator=restored).read(str(tmp_path / "one")).assert_consumed()
+    assert labels(restored) == rest
+    assert sorted(first + rest) == list(range(len(ROWS)))

@@ -4,6 +4,7 @@ Usage:
   python tests/tfdata_workers.py resume <parquet_dir> <tfrecord_dir> <work_dir>
   python tests/tfdata_workers.py mwms <parquet_dir>        (TF_CONFIG set)
   python tests/tfdata_workers.py checkpoints <data_dir> <work_dir>
+  python tests/tfdata_workers.py service-worker <dispatcher_address> <port>   (until stdin closes)
 
 Each prints one JSON line (prefixed "RESULT ") on stdout.
 """
@@ -94,8 +95,25 @@ def mwms(shard_dir: str) -> dict:
     }
 
 
+def service_worker(dispatcher_address: str, port: str) -> dict:
+    """A tf.data service worker in this process until stdin closes; returns this process's pid.
+
+    Prints "READY <pid>" once the worker serves. `port` "0" takes a free
+    port; static sharding needs the one the dispatcher lists. Workers learn
+    of a new job at their heartbeat: a short one starts them together.
+    """
+    config = tf.data.experimental.service.WorkerConfig(
+        dispatcher_address=dispatcher_address, port=int(port), heartbeat_interval_ms=50
+    )
+    worker = tf.data.experimental.service.WorkerServer(config)
+    print(f"READY {os.getpid()}", flush=True)
+    sys.stdin.read()
+    del worker
+    return {"pid": os.getpid()}
+
+
 if __name__ == "__main__":
     mode, *args = sys.argv[1:]
-    run = {"resume": resume, "mwms": mwms, "checkpoints": restore_checkpoints}[mode]
+    run = {"resume": resume, "mwms": mwms, "checkpoints": restore_checkpoints, "service-worker": service_worker}[mode]
     out = run(*args)
     print("RESULT " + json.dumps(out), flush=True)

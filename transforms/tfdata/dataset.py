@@ -7,6 +7,7 @@ Which reader runs depends on the shard format (the README has the full table):
 | reader | Python (pyarrow in a `tf.py_function`, numpy per batch)¹ | graph-native (TFRecordDataset, parse_example) |
 | COO | numpy while the batch is assembled (`numpy_coo`) | `ops.convert_to_coo`, features grouped |
 | tf.data service (`distribute`) | no: refused (py_function of this process) | yes, without `dropped` |
+| service split by files (`distributed_epoch`) | no | with `num_epochs=1` |
 | `tf.train.Checkpoint(iterator=...)` | yes | yes |
 | explicit `InputState` (`start=`, `return_position=`) | yes | no |
 | sharding | whole files, else row ranges | whole files, else every n-th record |
@@ -94,7 +95,9 @@ def make_dataset(
         made with (shuffle without a seed and `start` raises ValueError); so
         does an Arrow one.
       num_epochs: passes over the data (None: endlessly). Each epoch ends with
-        its own partial batch unless `drop_remainder`.
+        its own partial batch unless `drop_remainder`. With 1 (TFRecord) the
+        pipeline starts from the list of files, so `transforms.distribute`
+        can split the epoch between tf.data service workers by files.
       input_context: a `tf.distribute.InputContext` (from
         `distribute_datasets_from_function`); or give `num_shards` and `index`.
         Each worker reads a disjoint part: whole files when every worker can
@@ -198,6 +201,7 @@ def make_dataset(
                 "(hash them in the Beam stage, or read output='ragged' and apply hash_ids)"
             )
     combiners = outputs.combiners(columns)
+    whole_files = True  # input workers read whole files (Parquet, Arrow: files or row ranges, never refused)
     if fmt in COLUMNAR_FORMATS:
         raw, to_raw_batch, source = columnar_batches(
             files,
@@ -219,7 +223,7 @@ def make_dataset(
                 "start/return_position need Parquet or Arrow shards; save TFRecord input with "
                 "tf.train.Checkpoint(iterator=iter(dataset)) instead"
             )
-        raw = tfrecord_dataset(
+        raw, whole_files = tfrecord_dataset(
             files,
             columns,
             label_column,
@@ -248,8 +252,9 @@ def make_dataset(
         # The reader's py_function holds the source weakly (see columnar_batches); the dataset,
         # which every dataset derived from it and every iterator over it references, holds it.
         out._sparseflow_parquet_source = source
-    # transforms.distribute refuses Parquet and Arrow (their py_function lives only here) and counters.
-    return remember(out, fmt, {"dropped": dropped})
+    # transforms.distribute refuses Parquet and Arrow (their py_function lives only here) and counters, and
+    # splitting by files where the files do not lead the pipeline or the shard is every n-th record.
+    return remember(out, fmt, {"dropped": dropped}, num_epochs=num_epochs, whole_files=whole_files)
 
 
 def _schema_from_shard(path: str, shard_format: str) -> Schema:

@@ -11,6 +11,11 @@ it was in and every one after.
 A shuffle the caller did not seed draws its seed when the dataset is made, so
 a new process restoring a checkpoint would draw another; `seed_in_state`
 makes that seed part of what the iterator saves.
+
+A single epoch needs no epoch loop: the sources then start from the list of
+files itself (`file_order`), which is what the tf.data service splits between
+its workers (`transforms.distribute`), and the seed travels in the state of
+a `scan` rather than as the element of an outer `flat_map`.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from collections.abc import Callable
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["over_epochs", "epoch_seed", "draw_seed", "seed_in_state", "plain", "seeded_shuffle"]
+__all__ = ["over_epochs", "epoch_seed", "draw_seed", "seed_in_state", "plain", "seeded_shuffle", "file_order"]
 
 # Every function this package hands to tf.data uses Python control flow on
 # static facts only; autograph's conversion would find nothing to convert and
@@ -87,3 +92,37 @@ def over_epochs(num_epochs: int | None, one_epoch: Callable[[tf.Tensor], tf.data
     """`one_epoch(0)`, `one_epoch(1)`, ... concatenated (`num_epochs` None: endlessly)."""
     epochs = tf.data.Dataset.range(_ENDLESS if num_epochs is None else num_epochs)
     return epochs.flat_map(plain(one_epoch))
+
+
+def file_order(count: int, seed: int | tf.Tensor | None, epoch: int | tf.Tensor) -> tf.data.Dataset:
+    """The file numbers `0..count-1`, as `(seed, number)` int64 pairs: permuted by (seed, epoch), or in order.
+
+    The numbers come from a `Dataset.range` that is the first source dataset
+    of the pipeline built on it, so the tf.data service's dynamic sharding
+    (`distributed_epoch`) hands them out one by one, and its static file
+    sharding keeps every n-th, before the permutation maps each to a file.
+    A shuffle buffer of the file names would instead pull every name into
+    the first worker that asks.
+
+    With a `seed` (an int, or an int64 scalar tensor as `seed_in_state`
+    gives), the permutation and the seed are the state of a `scan`, which an
+    iterator checkpoint saves: an iterator restored in a process that drew
+    another seed goes on with the files and seed it was saved with. Without
+    one, the seed element is 0 and the numbers are in order.
+
+    Example:
+      >>> sorted(int(n) for _, n in file_order(4, 7, 0))
+      [0, 1, 2, 3]
+    """
+    numbers = tf.data.Dataset.range(count)
+    if seed is None:
+        return numbers.map(plain(lambda n: (tf.constant(0, tf.int64), n)))
+    seed = tf.constant(seed, tf.int64) if isinstance(seed, int) else tf.cast(seed, tf.int64)
+    permutation = tf.random.experimental.stateless_shuffle(
+        tf.range(count, dtype=tf.int64), tf.stack([epoch_seed(seed, epoch, 0), 0]), alg="philox"
+    )
+
+    def pick(state, n):
+        return state, (state[0], tf.gather(state[1], n))
+
+    return numbers.scan((seed, permutation), plain(pick))

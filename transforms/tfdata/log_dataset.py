@@ -6,7 +6,9 @@ elements as `make_dataset`.
 No Python runs per batch, so it works inside the tf.data service
 (`transforms.distribute`), without the counters: a service worker updates its
 own copy of a `bad_lines`, `padded_lines` or `dropped` variable, so yours
-would stay 0, and `distribute` refuses them.
+would stay 0, and `distribute` refuses them. With `num_epochs=1` the
+pipeline starts from the list of files, so the service can split the epoch
+between its workers by files (`processing_mode="distributed_epoch"`).
 """
 
 from __future__ import annotations
@@ -268,9 +270,10 @@ def make_log_dataset(
         capacities=outputs.capacities_for(out_columns, batch_size),
         has_label=label_column is not None,
     )
-    # transforms.distribute refuses the counters: under the service they would stay 0.
+    # transforms.distribute refuses the counters (under the service they would stay 0), and
+    # splitting by files where the epochs, not the files, lead the pipeline.
     counters = {"bad_lines": bad_lines, "padded_lines": padded_lines, "dropped": dropped}
-    return remember(out, "log", counters)
+    return remember(out, "log", counters, num_epochs=num_epochs)
 
 
 def _id_maps(schema, columns: Sequence[Column], hash_bins, salt, vocabularies, num_oov_indices) -> dict:

@@ -18,7 +18,15 @@ import tensorflow as tf
 
 from sparse_io.errors import CorruptFileError
 from sparse_io.schema import Schema
-from transforms.tfdata.epochs import draw_seed, epoch_seed, over_epochs, plain, seed_in_state, seeded_shuffle
+from transforms.tfdata.epochs import (
+    draw_seed,
+    epoch_seed,
+    file_order,
+    over_epochs,
+    plain,
+    seed_in_state,
+    seeded_shuffle,
+)
 from transforms.tfdata.log_parsing import LineParser
 from transforms.tfdata.options import BatchOptions
 from transforms.tfdata.rebatch import rebatch
@@ -62,7 +70,7 @@ def log_batches(
         `batching.shuffle_buffer` per file.
       seed: the shuffle's seed (when None and shuffling, one is drawn here
         and kept in the iterator's state, so a checkpoint restores the same
-        order: `seed_in_state`).
+        order: `seed_in_state`, or `file_order` with one epoch).
       num_shards: the number of workers.
       index: this worker, in `[0, num_shards)`. Workers get whole files when
         each can get a non-empty one, else every n-th line of every file.
@@ -72,6 +80,11 @@ def log_batches(
         required with on_error="skip", unused otherwise.
       padded_lines: counts lines read with missing trailing fields, or None.
       lines_per_chunk: lines checked per step (default max(batch_size, 4096)).
+
+    With `batching.num_epochs == 1` the first source dataset is the list of
+    files (`file_order`), so the tf.data service can split the epoch
+    between its workers by files; with more epochs it is the range of
+    epochs (`over_epochs`).
 
     Raises:
       CorruptFileError: a compressed file of this worker is truncated or damaged.
@@ -106,27 +119,28 @@ def log_batches(
             out[name] = fn(out[name])
         return out
 
-    def one_epoch(seed: int | tf.Tensor | None, epoch: tf.Tensor) -> tf.data.Dataset:
-        def numbered_chunks(path, skip, number):
+    def one_epoch(seed: int | tf.Tensor | None, epoch: int | tf.Tensor) -> tf.data.Dataset:
+        def numbered_chunks(file_seed, path, skip, number):
             lines = tf.data.TextLineDataset(path, compression_type=compression)
             numbered = lines.skip(skip).enumerate(start=skip + 1)
             if mine is None:
                 numbered = numbered.shard(num_shards, index)
             if shuffle:
-                # One seed per (epoch, file): files do not share a permutation pattern.
-                numbered = seeded_shuffle(numbered, batching.shuffle_buffer, epoch_seed(seed, epoch, 2 + number))
+                # One seed per (epoch, file): files do not share a permutation pattern. The seed comes
+                # with the file, so an iterator restored in another process keeps the one it was saved with.
+                numbered = seeded_shuffle(numbered, batching.shuffle_buffer, epoch_seed(file_seed, epoch, 2 + number))
             return numbered.batch(chunk).map(plain(lambda numbers, text: (path, numbers, text)))
 
-        paths = tf.data.Dataset.from_tensor_slices(
-            (
-                [files[f] for f in chosen],
-                tf.constant([skips[f] for f in chosen], tf.int64),
-                tf.constant(chosen, tf.int64),
-            )
-        )
-        if shuffle and len(chosen) > 1:
-            paths = seeded_shuffle(paths, len(chosen), epoch_seed(seed, epoch, 0))
-        chunks = paths.interleave(
+        paths = tf.constant([files[f] for f in chosen])
+        header_lines = tf.constant([skips[f] for f in chosen], tf.int64)
+        numbers = tf.constant(chosen, tf.int64)
+
+        def file_at(file_seed, k):
+            return file_seed, tf.gather(paths, k), tf.gather(header_lines, k), tf.gather(numbers, k)
+
+        # The files lead the pipeline (file_order), permuted without a buffer that would pull them all at once.
+        order = file_order(len(chosen), seed if shuffle else None, epoch)
+        chunks = order.map(plain(file_at)).interleave(
             plain(numbered_chunks),
             # Unshuffled input is read file after file, in name order.
             cycle_length=min(len(chosen), 4) if shuffle else 1,
@@ -137,6 +151,10 @@ def log_batches(
         # Lines are re-cut into exact batches before parsing: one string column to carry, not forty.
         lines = rebatch(valid, batching.batch_size, drop_remainder=batching.drop_remainder)
         return lines.map(plain(parse), num_parallel_calls=tf.data.AUTOTUNE, deterministic=batching.deterministic)
+
+    if batching.num_epochs == 1:
+        # No epoch loop: the files lead the pipeline, so the tf.data service can split the epoch by files.
+        return one_epoch(draw_seed() if shuffle and seed is None else seed, 0)
 
     def epochs(seed: int | tf.Tensor | None) -> tf.data.Dataset:
         return over_epochs(batching.num_epochs, lambda epoch: one_epoch(seed, epoch))

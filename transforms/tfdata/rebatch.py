@@ -10,6 +10,12 @@ A `Dataset.scan` carries the rows left over from the previous input and
 emits, per input, the full batches it completes (one nested ragged value,
 then unbatched at the batch level, never per row). Used where rows get
 dropped after batching (bad log lines), so batch sizes stay exact.
+
+Elements of dense columns only (the log reader's lines) go through
+`Dataset.rebatch` instead, which also keeps the pipeline's one source
+dataset: the scan's end-of-input marker is a second one, and under the
+tf.data service's file split (`distributed_epoch`) only one worker would
+get it, so the others would drop their last partial batch.
 """
 
 from __future__ import annotations
@@ -61,6 +67,11 @@ def rebatch(dataset: tf.data.Dataset, batch_size: int, *, drop_remainder: bool) 
         if not ragged and (not isinstance(spec, tf.TensorSpec) or spec.shape.rank != 1):
             raise ValueError(f"rebatch: column {k!r} must be a [n] Tensor or [n, None] RaggedTensor, got {spec}")
     dense, ragged = _groups(specs)
+    if not ragged:
+        # tf.data's own rebatch: one op on one input. The scan below ends the pass with a marker
+        # element from a second source dataset, which the tf.data service's file split hands to a
+        # single worker: every other worker would never emit its last partial batch.
+        return dataset.rebatch(batch_size, drop_remainder=drop_remainder)
     b = tf.constant(batch_size, tf.int64)
 
     def pack(x):

@@ -11,6 +11,14 @@ cannot work there, and TensorFlow does not say so in terms of the dataset:
 - a counter variable (`bad_lines`, `padded_lines`, `dropped`): each worker
   updates its own copy of the variable, so the one the caller holds stays 0.
 
+Two more cannot be split by files (`distributed_epoch`, static FILE
+sharding), which tf.data does at the first source dataset of the pipeline:
+
+- more than one epoch (`num_epochs` other than 1): the range of epochs leads
+  the pipeline, so the service would hand out whole epochs;
+- a TFRecord input shard of every n-th record (fewer non-empty files than
+  input workers): a split of the files would break it.
+
 `make_dataset` and `make_log_dataset` record what they built (`remember`)
 against the dataset object they return; `distribute` looks the record up for
 the dataset it is given and for the datasets it was derived from.
@@ -39,10 +47,14 @@ class DatasetFacts:
     Attributes:
       source: "parquet", "tfrecord", "arrow" or "log".
       counters: the names of the counter arguments given a variable, e.g. ("bad_lines",).
+      num_epochs: the dataset's `num_epochs` (None: endless).
+      whole_files: each input worker reads whole files (False: every n-th record of all of them).
     """
 
     source: str
     counters: tuple[str, ...] = ()
+    num_epochs: int | None = 1
+    whole_files: bool = True
 
 
 # Keyed weakly: the record lives exactly as long as the dataset object it describes.
@@ -60,16 +72,49 @@ _COUNTER_ALTERNATIVES = {
 _MAX_INPUTS = 10_000
 
 
-def remember(dataset: tf.data.Dataset, source: str, counters: dict[str, tf.Variable | None]) -> tf.data.Dataset:
-    """Record `source` and the counters given (the non-None values of `counters`) for `dataset`; return it.
+def remember(
+    dataset: tf.data.Dataset,
+    source: str,
+    counters: dict[str, tf.Variable | None],
+    *,
+    num_epochs: int | None = 1,
+    whole_files: bool = True,
+) -> tf.data.Dataset:
+    """Record `source`, the counters given (the non-None values of `counters`) and the split facts for `dataset`.
+
+    Returns `dataset`.
 
     Raises:
       ValueError: `source` is not one of `SOURCES`.
     """
     if source not in SOURCES:
         raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
-    _FACTS[dataset] = DatasetFacts(source, tuple(name for name, v in counters.items() if v is not None))
+    given = tuple(name for name, v in counters.items() if v is not None)
+    _FACTS[dataset] = DatasetFacts(source, given, num_epochs, whole_files)
     return dataset
+
+
+# processing_mode -> how the service shares the data out: "off" (every worker all of it), "files"
+# (by files: dynamically or statically), "data" (every worker reads all, keeps every n-th element),
+# "hint" (where the dataset holds shard hints).
+_POLICY = tf.data.experimental.service.ShardingPolicy
+_SHARING = {
+    "parallel_epochs": "off",
+    "distributed_epoch": "files",
+    _POLICY.OFF: "off",
+    _POLICY.DYNAMIC: "files",
+    _POLICY.FILE: "files",
+    # Our datasets always have files for tf.data's auto-shard to find, so it never falls back to DATA.
+    _POLICY.FILE_OR_DATA: "files",
+    _POLICY.DATA: "data",
+    _POLICY.HINT: "hint",
+}
+
+
+def _shown(processing_mode) -> str:
+    if isinstance(processing_mode, _POLICY):
+        return f"ShardingPolicy.{processing_mode.name}"
+    return repr(processing_mode)
 
 
 def _lineage(dataset: tf.data.Dataset) -> Iterator[tf.data.Dataset]:
@@ -109,12 +154,15 @@ def facts(dataset: tf.data.Dataset) -> list[DatasetFacts]:
     return found
 
 
-def check_distributable(dataset: tf.data.Dataset) -> None:
+def check_distributable(dataset: tf.data.Dataset, processing_mode="parallel_epochs") -> None:
     """Raise ValueError if `dataset` (or a dataset it derives from) cannot run under the tf.data service.
 
     Raises:
       ValueError: it reads Parquet or Arrow shards (make_dataset over them), or it
-        updates a counter variable (bad_lines, padded_lines, dropped).
+        updates a counter variable (bad_lines, padded_lines, dropped); or
+        `processing_mode` splits by files (distributed_epoch, FILE,
+        FILE_OR_DATA, DYNAMIC) and it was made with `num_epochs` other
+        than 1, or its TFRecord input shard is every n-th record.
     """
     records = facts(dataset)
     columnar = next((record.source for record in records if record.source in ("parquet", "arrow")), None)
@@ -133,13 +181,34 @@ def check_distributable(dataset: tf.data.Dataset) -> None:
                 f"transforms.distribute: the {name} counter would stay 0 under the tf.data service (each "
                 f"worker updates its own copy of the variable, never yours); {_COUNTER_ALTERNATIVES[name]}"
             )
+    try:
+        sharing = _SHARING.get(processing_mode)
+    except TypeError:  # unhashable: not a mode tf.data knows either, and it says so
+        sharing = None
+    if sharing != "files":
+        return
+    for record in records:
+        if record.num_epochs != 1:
+            raise ValueError(
+                f"transforms.distribute: processing_mode={_shown(processing_mode)} splits an epoch between the "
+                f"workers by files only in a dataset made with num_epochs=1; with num_epochs={record.num_epochs} "
+                "the range of epochs leads the pipeline, so the service would hand out whole epochs, each read by "
+                "one worker; make the dataset with num_epochs=1 and repeat the distributed dataset"
+            )
+        if not record.whole_files:
+            raise ValueError(
+                f"transforms.distribute: processing_mode={_shown(processing_mode)} splits the files between the "
+                "workers, but this dataset's input shard is every num_shards-th record of all the files (fewer "
+                "non-empty files than num_shards), which a split by files would break; give every input worker "
+                "at least one file, or use ShardingPolicy.DATA"
+            )
 
 
 def distribute(
     dataset: tf.data.Dataset,
     service: str,
     *,
-    processing_mode: str = "parallel_epochs",
+    processing_mode: str | tf.data.experimental.service.ShardingPolicy = "parallel_epochs",
     job_name: str | None = None,
     **kwargs,
 ) -> tf.data.Dataset:
@@ -151,15 +220,48 @@ def distribute(
     dataset's inputs; a dataset of ours hidden inside `flat_map` or
     `interleave` is not seen.
 
+    How the workers share the data (`processing_mode`):
+
+    - "parallel_epochs" (`ShardingPolicy.OFF`, the default): every worker
+      produces the whole dataset: with n workers each row arrives n times
+      per epoch.
+    - "distributed_epoch" (`ShardingPolicy.DYNAMIC`): the dispatcher hands
+      out the files one at a time to whichever worker asks for more, so the
+      workers read an epoch together, each row once (a worker that fails
+      mid-file may lose or repeat rows: tf.data's own caveat). The dataset
+      must be made with `num_epochs=1` (with more, the epochs lead the
+      pipeline and would be handed out whole: refused); for more epochs
+      repeat the distributed dataset. What does not hold as without the
+      service: the order (each worker shuffles its own records in its own
+      buffer, and the workers' batches arrive interleaved as they come);
+      one partial last batch per worker rather than per epoch (so
+      `drop_remainder` drops up to one per worker); and each repetition
+      reads the files in the same permutation with the same seeds. A
+      worker reads ahead as far as its shuffle buffer (`shuffle_buffer`
+      records) and the reader's interleave (a few files) hold: with few
+      files per worker, or files smaller than the buffer, the shares are
+      uneven (the first worker to start may take them all).
+    - `ShardingPolicy.FILE` (static): worker i of n reads the file numbers
+      i, i + n, ... of the permutation, fixed in advance. tf.data needs the
+      workers listed in `DispatcherConfig.worker_addresses` and fails at the
+      first element with fewer files than workers. Same two refusals as
+      "distributed_epoch". `FILE_OR_DATA` acts as FILE: our datasets always
+      have files to shard.
+    - `ShardingPolicy.DATA`: every worker reads everything and keeps every
+      n-th batch: each row once, no reading saved.
+    - `ShardingPolicy.HINT`: our datasets hold no shard hint, so unless one
+      is added to a derived dataset every worker produces everything.
+
+    Splitting by files also needs whole files per input worker: a TFRecord
+    `make_dataset` with fewer non-empty files than `num_shards` reads every
+    n-th record of all files, and is refused for the modes that split files.
+
     Args:
       dataset: a `make_dataset` dataset over TFRecord shards, a
         `make_log_dataset` dataset without counters, or any other dataset
         the service can run.
       service: the dispatcher's address, e.g. "grpc://host:5050".
-      processing_mode: passed to tf.data as is. With "parallel_epochs"
-        every worker produces the whole dataset: with n workers each row
-        arrives n times per epoch. Other modes (dynamic sharding) are
-        passed through and not tested here.
+      processing_mode: one of the modes above, passed to tf.data as is.
       job_name: share one job between clients (see the tf.data service).
       **kwargs: the other arguments of `tf.data.experimental.service.distribute`.
 
@@ -170,13 +272,16 @@ def distribute(
       ValueError (one line): `dataset` reads Parquet or Arrow shards (their reader is
         a `tf.py_function` that exists only in this process; use TFRecord
         shards or `make_log_dataset`), or it updates a `bad_lines`,
-        `padded_lines` or `dropped` counter (which would stay 0).
+        `padded_lines` or `dropped` counter (which would stay 0); or the
+        mode splits by files and `dataset` was made with `num_epochs` other
+        than 1, or its TFRecord input shard is every n-th record.
 
     Example:
-      >>> ds = make_dataset("out/train_tfrecord", 1024)  # doctest: +SKIP
-      >>> ds = transforms.distribute(ds, "grpc://dispatcher:5050")  # doctest: +SKIP
+      >>> ds = make_dataset("out/train_tfrecord", 1024, num_epochs=1)  # doctest: +SKIP
+      >>> mode = "distributed_epoch"
+      >>> ds = transforms.distribute(ds, "grpc://dispatcher:5050", processing_mode=mode)  # doctest: +SKIP
     """
-    check_distributable(dataset)
+    check_distributable(dataset, processing_mode)
     return dataset.apply(
         tf.data.experimental.service.distribute(
             processing_mode=processing_mode, service=service, job_name=job_name, **kwargs

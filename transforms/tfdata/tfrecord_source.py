@@ -14,7 +14,15 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from transforms.tfdata.columns import MISSING_INT, Column, dense_dtype
-from transforms.tfdata.epochs import draw_seed, epoch_seed, over_epochs, plain, seed_in_state, seeded_shuffle
+from transforms.tfdata.epochs import (
+    draw_seed,
+    epoch_seed,
+    file_order,
+    over_epochs,
+    plain,
+    seed_in_state,
+    seeded_shuffle,
+)
 from transforms.tfdata.sharding import split_files
 
 __all__ = ["tfrecord_dataset", "parse_spec"]
@@ -115,31 +123,35 @@ def tfrecord_dataset(
     deterministic: bool,
     shuffle_buffer: int,
     compression_type: str | None = None,
-) -> tf.data.Dataset:
-    """This worker's batches as dicts of columns (see `parse_batch`), graph-native.
+) -> tuple[tf.data.Dataset, bool]:
+    """This worker's batches as dicts of columns (see `parse_batch`), graph-native; and whether it reads whole files.
 
     With at least as many non-empty files as workers each worker reads whole
-    files; otherwise every worker reads the files in the same order and keeps
-    every `num_shards`-th record (`Dataset.shard`), so the union is still
-    each record once. Shuffling permutes the files each epoch (when each
-    worker has whole files) and then records through a buffer of
-    `shuffle_buffer`, with seeds derived from `seed` and the epoch number.
-    Without a `seed` one is drawn here and kept in the iterator's state, so
-    a checkpoint restores the same order (`seed_in_state`).
+    files (the second value is True); otherwise every worker reads the files
+    in the same order and keeps every `num_shards`-th record
+    (`Dataset.shard`), so the union is still each record once (False).
+    Shuffling permutes the files each epoch (when each worker has whole
+    files) and then records through a buffer of `shuffle_buffer`, with seeds
+    derived from `seed` and the epoch number. Without a `seed` one is drawn
+    here and kept in the iterator's state, so a checkpoint restores the same
+    order (`seed_in_state`, `file_order`).
     Each epoch ends with its own partial batch unless `drop_remainder`.
+
+    With `num_epochs=1` the first source dataset is the list of files (the
+    file numbers of `file_order`, or the `TFRecordDataset` of the files),
+    so the tf.data service can split the epoch between its workers by
+    files; with more epochs it is the range of epochs (`over_epochs`).
     """
     sizes = [tf.io.gfile.stat(f).length for f in files]
     mine = split_files([s > 0 for s in sizes], num_shards, index)
 
-    def one_epoch(seed: int | tf.Tensor | None, epoch: tf.Tensor) -> tf.data.Dataset:
+    def one_epoch(seed: int | tf.Tensor | None, epoch: int | tf.Tensor) -> tf.data.Dataset:
         if mine is not None and shuffle:
-            paths = [files[f] for f in mine]
-            names = tf.data.Dataset.from_tensor_slices(paths)
-            if len(paths) > 1:
-                names = seeded_shuffle(names, len(paths), epoch_seed(seed, epoch, 0))
+            paths = tf.constant([files[f] for f in mine])
+            names = file_order(len(mine), seed, epoch).map(plain(lambda _, number: tf.gather(paths, number)))
             records = names.interleave(
                 plain(lambda path: tf.data.TFRecordDataset(path, compression_type=compression_type)),
-                cycle_length=min(len(paths), 4),
+                cycle_length=min(len(mine), 4),
                 num_parallel_calls=tf.data.AUTOTUNE,
                 deterministic=deterministic,
             )
@@ -154,12 +166,19 @@ def tfrecord_dataset(
             records = seeded_shuffle(records, shuffle_buffer, epoch_seed(seed, epoch, 1))
         return records.batch(batch_size, drop_remainder=drop_remainder)
 
-    def epochs(seed: int | tf.Tensor | None) -> tf.data.Dataset:
-        return over_epochs(num_epochs, lambda epoch: one_epoch(seed, epoch))
+    if num_epochs == 1:
+        # No epoch loop: the files lead the pipeline. An unseeded shuffle keeps its drawn seed in
+        # the iterator's state through file_order's scan and the record shuffle's saved seeds.
+        batches = one_epoch(draw_seed() if shuffle and seed is None else seed, 0)
+    else:
 
-    batches = seed_in_state(draw_seed(), epochs) if shuffle and seed is None else epochs(seed)
-    return batches.map(
+        def epochs(seed: int | tf.Tensor | None) -> tf.data.Dataset:
+            return over_epochs(num_epochs, lambda epoch: one_epoch(seed, epoch))
+
+        batches = seed_in_state(draw_seed(), epochs) if shuffle and seed is None else epochs(seed)
+    parsed = batches.map(
         plain(lambda serialized: parse_batch(serialized, columns, label)),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=deterministic,
     )
+    return parsed, mine is not None
