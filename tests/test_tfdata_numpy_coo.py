@@ -68,3 +68,20 @@ def test_a_hand_worked_batch_with_merges_and_an_empty_row():
     # Rows [7, 7, 2], [], [5]; weights 1, 3, 4 | - | 2; mean: row 0 sums to 8, row 2 to 2.
     got = _got([[7, 7, 2], [], [5]], np.array([1.0, 3.0, 4.0, 2.0], np.float32), "mean")
     assert_entries(got, Entries([0, 0, 2], [7, 2, 5], [0.5, 0.5, 1.0]))
+
+
+def test_rows_of_several_ids_none_repeating_its_neighbour_take_the_csr_as_it_is():
+    # Row 0 holds 7 twice, but not side by side: no merge (the rule merges neighbours only).
+    rows = [[7, 2, 7], [], [5, 6], [1, 2, 3, 4]]
+    weights = np.array([1.0, 3.0, 4.0, 2.0, 0.0, 1.0, 1.0, 1.0, 1.0], np.float32)
+    for combiner in ("sum", "mean", "sqrtn"):
+        _check(rows, weights, combiner)
+        _check(rows, 2.0, combiner)
+    lengths = np.array([len(r) for r in rows])
+    ids = np.array([v for r in rows for v in r])
+    got_rows, _, starts, gains = piece_coo(lengths, ids, weights, "sum")
+    assert starts is None and got_rows.tolist() == [0, 0, 0, 2, 2, 3, 3, 3, 3]
+    assert gains.tolist() == weights.tolist()
+    # Mean over row 0's weights 1 + 3 + 4 = 8; row 2's 2 + 0 = 2.
+    _, _, _, mean = piece_coo(lengths, ids, weights, "mean")
+    np.testing.assert_allclose(mean[:5], [1 / 8, 3 / 8, 4 / 8, 1.0, 0.0])

@@ -82,14 +82,21 @@ def piece_coo(
     begins[0] = True
     np.not_equal(ids[1:], ids[:-1], out=begins[1:])
     begins[1:] |= row_of[1:] != row_of[:-1]
-    starts = np.flatnonzero(begins)
-    rows = row_of[starts]
-    if scalar:
-        run = np.diff(np.append(starts, nnz)).astype(np.float32)
-        gains = run * np.float32(weights)
+    if begins.all():
+        # No id repeats its neighbour in a row (the usual case): every id is its own entry, so the
+        # entries are the CSR as it is, without the index, gather and segment sum of a merge.
+        starts, rows = None, row_of
+        w = np.full(nnz, np.float32(weights), np.float32) if scalar else weights.astype(np.float32, copy=False)
+        gains = w  # the caller copies the gains into the batch; they are never written here
     else:
-        w = weights.astype(np.float32, copy=False)
-        gains = np.add.reduceat(w, starts)
+        starts = np.flatnonzero(begins)
+        rows = row_of[starts]
+        if scalar:
+            run = np.diff(np.append(starts, nnz)).astype(np.float32)
+            gains = run * np.float32(weights)
+        else:
+            w = weights.astype(np.float32, copy=False)
+            gains = np.add.reduceat(w, starts)
     if combiner != "sum":
         present = np.flatnonzero(lengths)
         row_begin = (np.cumsum(lengths) - lengths)[present]
