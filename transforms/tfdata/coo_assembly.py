@@ -17,7 +17,7 @@ import numpy as np
 from transforms.tfdata.batch_arrays import Arena, gather_index
 from transforms.tfdata.columns import Column
 from transforms.tfdata.csr_group import CsrGroup
-from transforms.tfdata.numpy_coo import one_id_gains, piece_coo
+from transforms.tfdata.numpy_coo import native_available, native_coo_into, one_id_gains, piece_coo
 
 __all__ = ["assemble_coo"]
 
@@ -38,14 +38,20 @@ def assemble_coo(
     A group whose features hold at most one id per row in every unit of the
     batch (one-hot, as Criteo's) is handled for all its features at once
     (`_OneHot`): no merge can happen, so the entries are just the rows that
-    have an id.
+    have an id. Other groups are converted by the native kernel straight
+    into the arena where it runs (`_Native`; its arrays then leave unused
+    room after the entries, which the returned views do not include), else
+    by `numpy_coo.piece_coo`, their reference.
     """
     planned: list = []  # per group: a _OneHot, or per feature: [(row offset, rows, ids source, gains)]
     sizes: list[tuple[int, np.dtype]] = []
     for key, group in enumerate(groups):
         combiner = combiners.get(group[0].name, "sum")
         plan = _OneHot.plan(pieces, key, group, combiner)
-        if plan is None:
+        if plan is None and native_available(np.dtype(group[0].dtype)):
+            plan = _Native.plan(pieces, group, combiner)
+            total = plan.room
+        elif plan is None:
             plan = [[] for _ in group]
             offset = 0
             for loaded, rows in pieces:
@@ -55,7 +61,7 @@ def assemble_coo(
                     plan[f].append((offset, piece_rows, (piece_ids, starts), piece_gains))
                 offset += (rows.stop - rows.start) if isinstance(rows, slice) else len(rows)
             total = sum(len(item[1]) for items in plan for item in items)
-        else:
+        elif isinstance(plan, _OneHot):
             total = plan.total
         planned.append(plan)
         sizes += [(total, np.dtype(np.int32)), (total, np.dtype(group[0].dtype)), (total, np.dtype(np.float32))]
@@ -67,6 +73,11 @@ def assemble_coo(
         if isinstance(plan, _OneHot):
             plan.fill(pieces, rows, cols, gains, counts)
             out.append([rows, cols, gains, counts])
+            continue
+        if isinstance(plan, _Native):
+            used = plan.fill(rows, cols, gains, counts)
+            # The arena holds room for every id; the entries are its first `used`.
+            out.append([rows[:used], cols[:used], gains[:used], counts])
             continue
         at = 0
         for f, items in enumerate(plan):
@@ -86,6 +97,46 @@ def assemble_coo(
             counts[f] = at - first
         out.append([rows, cols, gains, counts])
     return out, list(arrays)
+
+
+@dataclasses.dataclass
+class _Native:
+    """A batch's entries of a multi-id group, converted by the native kernel straight into the arena.
+
+    Each feature's pieces (CSR views of a slice, or gathered rows) are
+    converted in order, each conversion writing where the last ended, so the
+    group's arrays need room for every id (the most a conversion gives) and
+    hold the entries in their first part.
+    """
+
+    combiner: str
+    features: list[list[tuple[int, np.ndarray, np.ndarray, np.ndarray | float]]]  # per feature: its pieces
+
+    @classmethod
+    def plan(cls, pieces, group: Sequence[Column], combiner: str) -> _Native:
+        features: list[list] = [[] for _ in group]
+        offset = 0
+        for loaded, rows in pieces:
+            for f, c in enumerate(group):
+                features[f].append((offset, *_piece_csr(loaded.columns[c.name], rows)))
+            offset += (rows.stop - rows.start) if isinstance(rows, slice) else len(rows)
+        return cls(combiner, features)
+
+    @property
+    def room(self) -> int:
+        return sum(len(ids) for items in self.features for _, _, ids, _ in items)
+
+    def fill(self, rows: np.ndarray, cols: np.ndarray, gains: np.ndarray, counts: np.ndarray) -> int:
+        """Writes every feature's entries, feature after feature; returns how many were written."""
+        at = 0
+        for f, items in enumerate(self.features):
+            first = at
+            for offset, lengths, ids, weights in items:
+                at += native_coo_into(
+                    lengths, ids, weights, self.combiner, rows[at:], cols[at:], gains[at:], row_offset=offset
+                )
+            counts[f] = at - first
+        return at
 
 
 @dataclasses.dataclass

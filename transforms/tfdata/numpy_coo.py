@@ -1,6 +1,6 @@
-"""COO for the Python-side Parquet reader, computed while a batch is assembled (numpy).
+"""COO for the Python-side columnar reader, computed while a batch is assembled (numpy, or native).
 
-The Parquet reader already holds each batch's CSR in numpy, so for
+The Parquet/Arrow reader already holds each batch's CSR in numpy, so for
 output="coo" it converts there, with the semantics of `ops.convert_to_coo`
 (TensorFlow's ConvertToCooTensor), and hands TensorFlow finished COO arrays:
 a few numpy passes over the ids instead of a chain of graph ops per batch
@@ -14,13 +14,24 @@ is then multiplied by 1 / sum(w), for "sqrtn" by 1 / sqrt(sum(w^2)), both
 over all of the row's weights, and by 0 where that sum is 0; "sum" scales
 nothing. A row holding at most one id cannot merge, so one-hot features skip
 the merge entirely.
+
+`native_coo_into` is the same rule in one native pass (ops/native/coo_kernels.cc,
+through ctypes, the GIL released), writing straight into the batch's arena;
+`piece_coo` is its plain reference and the path where it cannot run. On the
+multi-valued benchmark set (8 weighted features of ~10 ids a row, batch 4096)
+it took the Arrow reader's batch from about 3.6 to 2.2 ms.
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
+
 import numpy as np
 
-__all__ = ["one_id_gains", "piece_coo"]
+__all__ = ["one_id_gains", "piece_coo", "native_available", "native_coo_into"]
+
+_COMBINERS = {"sum": 0, "mean": 1, "sqrtn": 2}
 
 
 def _scale(totals: np.ndarray, combiner: str) -> np.ndarray:
@@ -109,3 +120,71 @@ def piece_coo(
         totals[present] = per_row
         gains = gains * _scale(totals, combiner)[rows]
     return (rows, ids, starts, gains.astype(np.float32, copy=False))
+
+
+@functools.cache
+def _native_function(id_dtype: str):
+    """The native `sparseflow_csr_to_coo_<i64|i32>` (ops/native/coo_kernels.cc) via ctypes, or None.
+
+    None when the native library cannot be built or loaded here (`ops._native` logs why once).
+    ctypes releases the GIL for the call, so the conversion runs beside TensorFlow's threads.
+    """
+    from ops import _native, _native_build
+
+    if not _native.available():
+        return None
+    function = getattr(ctypes.CDLL(str(_native_build.library_path())), f"sparseflow_csr_to_coo_{id_dtype}")
+    pointer = ctypes.c_void_p
+    function.argtypes = [pointer, ctypes.c_int64, pointer, pointer, ctypes.c_float, ctypes.c_int, ctypes.c_int32,
+                         pointer, pointer, pointer]
+    function.restype = ctypes.c_int64
+    return function
+
+
+_ID_DTYPES = {np.dtype(np.int64): "i64", np.dtype(np.int32): "i32"}
+
+
+def native_available(id_dtype: np.dtype) -> bool:
+    """Whether `native_coo_into` runs here for ids of `id_dtype` (int64 or int32, the library loaded)."""
+    name = _ID_DTYPES.get(np.dtype(id_dtype))
+    return name is not None and _native_function(name) is not None
+
+
+def native_coo_into(
+    lengths: np.ndarray,
+    ids: np.ndarray,
+    weights: np.ndarray | float,
+    combiner: str,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    gains: np.ndarray,
+    row_offset: int = 0,
+) -> int:
+    """Writes `piece_coo`'s entries (rows + `row_offset`) at the start of `rows`/`cols`/`gains`; returns their count.
+
+    The native kernel (one pass over the ids, the GIL released): same rule
+    as `piece_coo`, gains equal to float32 rounding (long rows summed in
+    order here, pairwise by numpy). Each output must hold `len(ids)` entries
+    (the most a conversion can give), be C-contiguous and of the dtype
+    `piece_coo` gives (int32, the ids', float32). Call only where
+    `native_available(ids.dtype)`.
+
+    Example:
+      >>> rows, cols, gains = np.empty(4, np.int32), np.empty(4, np.int64), np.empty(4, np.float32)
+      >>> lengths, ids = np.array([3, 0, 1]), np.array([7, 7, 2, 5])
+      >>> n = native_coo_into(lengths, ids, 1.0, "mean", rows, cols, gains)  # doctest: +SKIP
+      >>> rows[:n].tolist(), cols[:n].tolist()  # doctest: +SKIP
+      ([0, 0, 2], [7, 2, 5])
+    """
+    function = _native_function(_ID_DTYPES[ids.dtype])
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+    ids = np.ascontiguousarray(ids)
+    scalar = not isinstance(weights, np.ndarray)
+    per_id = None if scalar else np.ascontiguousarray(weights, dtype=np.float32)
+    if len(rows) < len(ids) or len(cols) < len(ids) or len(gains) < len(ids) or cols.dtype != ids.dtype:
+        raise ValueError(f"native_coo_into: outputs need room for {len(ids)} entries of ids {ids.dtype}")
+    return int(function(
+        lengths.ctypes.data, len(lengths), ids.ctypes.data, None if per_id is None else per_id.ctypes.data,
+        float(weights) if scalar else 0.0, _COMBINERS[combiner], int(row_offset), rows.ctypes.data,
+        cols.ctypes.data, gains.ctypes.data,
+    ))

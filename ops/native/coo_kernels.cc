@@ -1,0 +1,96 @@
+// CSR rows to COO entries with the combiner folded into the gains, for the columnar shard reader.
+//
+// The reader assembles each batch in numpy; for features of several ids a row the conversion
+// (merging neighbouring equal ids of a row, summing their weights, scaling by the row's combiner)
+// took most of a batch's time as a chain of numpy passes. This is the same rule in one pass over
+// the ids, called through ctypes, which releases the GIL while it runs. Its plain reference is
+// `transforms.tfdata.numpy_coo.piece_coo`; the arithmetic follows it (float32 sums, a run's gain
+// `count * w` for a shared weight, the scale `1 / total` or `1 / sqrt(total)`, 0 where the total is
+// 0), summing in row order where numpy sums long rows pairwise, so gains agree to float32 rounding.
+
+#include <cmath>
+#include <cstdint>
+
+namespace {
+
+enum Combiner { kSum = 0, kMean = 1, kSqrtn = 2 };
+
+float Scale(float total, int combiner) {
+  if (total == 0.0f) return 0.0f;
+  if (combiner == kMean) return 1.0f / total;
+  return 1.0f / std::sqrt(total);
+}
+
+template <typename Id>
+int64_t CsrToCoo(const int64_t* lengths, int64_t num_rows, const Id* ids, const float* weights,
+                 float shared_weight, int combiner, int32_t row_offset, int32_t* out_rows, Id* out_ids,
+                 float* out_gains) {
+  int64_t at = 0;   // the next id
+  int64_t out = 0;  // the next entry
+  for (int64_t row = 0; row < num_rows; ++row) {
+    const int64_t length = lengths[row];
+    if (length <= 0) continue;
+    const int64_t first_entry = out;
+    float total = 0.0f;
+    if (weights == nullptr) {
+      int64_t k = 0;
+      while (k < length) {
+        int64_t run = 1;
+        while (k + run < length && ids[at + k + run] == ids[at + k]) ++run;
+        out_rows[out] = static_cast<int32_t>(row) + row_offset;
+        out_ids[out] = ids[at + k];
+        out_gains[out] = static_cast<float>(run) * shared_weight;
+        ++out;
+        k += run;
+      }
+      const float w = combiner == kMean ? shared_weight : shared_weight * shared_weight;
+      total = static_cast<float>(length) * w;
+    } else {
+      for (int64_t k = 0; k < length; ++k) {
+        const float w = weights[at + k];
+        if (k > 0 && ids[at + k] == ids[at + k - 1]) {
+          out_gains[out - 1] += w;
+        } else {
+          out_rows[out] = static_cast<int32_t>(row) + row_offset;
+          out_ids[out] = ids[at + k];
+          out_gains[out] = w;
+          ++out;
+        }
+        if (combiner == kMean) {
+          total += w;
+        } else if (combiner == kSqrtn) {
+          total += w * w;
+        }
+      }
+    }
+    if (combiner != kSum) {
+      const float scale = Scale(total, combiner);
+      for (int64_t e = first_entry; e < out; ++e) out_gains[e] = out_gains[e] * scale;
+    }
+    at += length;
+  }
+  return out;
+}
+
+}  // namespace
+
+extern "C" {
+
+// Entries written (at most the ids' count, the room every output must have), each entry's row being
+// its CSR row plus `row_offset`. `weights` may be null: every id then weighs `shared_weight`.
+// `combiner`: 0 sum, 1 mean, 2 sqrtn.
+__attribute__((visibility("default"))) int64_t sparseflow_csr_to_coo_i64(
+    const int64_t* lengths, int64_t num_rows, const int64_t* ids, const float* weights, float shared_weight,
+    int combiner, int32_t row_offset, int32_t* out_rows, int64_t* out_ids, float* out_gains) {
+  return CsrToCoo<int64_t>(lengths, num_rows, ids, weights, shared_weight, combiner, row_offset, out_rows,
+                           out_ids, out_gains);
+}
+
+__attribute__((visibility("default"))) int64_t sparseflow_csr_to_coo_i32(
+    const int64_t* lengths, int64_t num_rows, const int32_t* ids, const float* weights, float shared_weight,
+    int combiner, int32_t row_offset, int32_t* out_rows, int32_t* out_ids, float* out_gains) {
+  return CsrToCoo<int32_t>(lengths, num_rows, ids, weights, shared_weight, combiner, row_offset, out_rows,
+                           out_ids, out_gains);
+}
+
+}  // extern "C"

@@ -1,0 +1,98 @@
+"""The native CSR-to-COO kernel of the columnar reader follows the COO rule: against the plain oracle and numpy.
+
+`numpy_coo.piece_coo` is its reference; the oracle (tests/oracles.py) is written apart from both.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from oracles import assert_entries, coo
+
+from transforms.tfdata.numpy_coo import native_available, native_coo_into, piece_coo
+
+pytestmark = pytest.mark.skipif(not native_available(np.dtype(np.int64)), reason="native kernels not built here")
+
+rows_strategy = st.lists(st.lists(st.integers(0, 3), max_size=12), min_size=0, max_size=10)
+
+
+def _native(rows, weights, combiner, dtype=np.int64, row_offset=0):
+    lengths = np.array([len(r) for r in rows], dtype=np.int64)
+    ids = np.array([v for r in rows for v in r], dtype=dtype)
+    room = len(ids) + 3  # more room than needed: only the first `count` entries are written
+    out = np.full(room, -7, np.int32), np.full(room, -7, dtype), np.full(room, -7.0, np.float32)
+    count = native_coo_into(lengths, ids, weights, combiner, *out, row_offset=row_offset)
+    assert (out[0][count:] == -7).all() and (out[2][count:] == -7.0).all()
+    return out[0][:count], out[1][:count], out[2][:count]
+
+
+def _check(rows, weights, combiner):
+    if isinstance(weights, np.ndarray):
+        flat = iter(weights.tolist())
+        per_row = [[next(flat) for _ in r] for r in rows]
+    else:
+        per_row = float(weights)
+    got = _native(rows, weights, combiner)
+    assert_entries(got, coo(rows, per_row, combiner), rtol=2e-6, atol=1e-7)
+    lengths = np.array([len(r) for r in rows], dtype=np.int64)
+    ids = np.array([v for r in rows for v in r], dtype=np.int64)
+    ref_rows, ref_ids, starts, ref_gains = piece_coo(lengths, ids, weights, combiner)
+    np.testing.assert_array_equal(got[0], ref_rows)
+    np.testing.assert_array_equal(got[1], ref_ids if starts is None else ref_ids[starts])
+    np.testing.assert_allclose(got[2], ref_gains, rtol=2e-6, atol=1e-7)
+
+
+@settings(max_examples=60)
+@given(rows=rows_strategy, combiner=st.sampled_from(["sum", "mean", "sqrtn"]), data=st.data())
+def test_per_id_weights_follow_the_coo_rule(rows, combiner, data):
+    n = sum(len(r) for r in rows)
+    weights = data.draw(st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0, -1.5, 3.25]), min_size=n, max_size=n))
+    _check(rows, np.array(weights, dtype=np.float32), combiner)
+
+
+@settings(max_examples=30)
+@given(rows=rows_strategy, combiner=st.sampled_from(["sum", "mean", "sqrtn"]), w=st.sampled_from([1.0, 2.5, 0.0]))
+def test_a_shared_weight_follows_the_coo_rule(rows, combiner, w):
+    _check(rows, w, combiner)
+
+
+def test_a_hand_worked_batch_with_merges_an_empty_row_and_a_row_offset():
+    # Rows [7, 7, 2], [], [5]; weights 1, 3, 4 | - | 2; mean: row 0 sums to 8, row 2 to 2; rows shifted by 10.
+    rows, cols, gains = _native([[7, 7, 2], [], [5]], np.array([1.0, 3.0, 4.0, 2.0], np.float32), "mean",
+                                row_offset=10)
+    assert rows.tolist() == [10, 10, 12] and cols.tolist() == [7, 2, 5]
+    np.testing.assert_allclose(gains, [0.5, 0.5, 1.0])
+
+
+def test_int32_ids_and_too_little_room():
+    rows, cols, gains = _native([[3, 3, 1]], 2.0, "sum", dtype=np.int32)
+    assert cols.dtype == np.int32 and cols.tolist() == [3, 1] and gains.tolist() == [4.0, 2.0]
+    small = np.empty(2, np.int32), np.empty(2, np.int64), np.empty(2, np.float32)
+    with pytest.raises(ValueError, match="room for 3 entries"):
+        native_coo_into(np.array([3]), np.array([1, 2, 3]), 1.0, "sum", *small)
+
+
+def test_the_reader_gives_the_same_coo_batches_with_and_without_the_native_kernel(tmp_path, monkeypatch):
+    from tfdata_data import SCHEMA, random_rows, write_parquet_shards
+
+    from transforms.tfdata import coo_assembly
+    from transforms.tfdata.columnar_source import ColumnarSource
+    from transforms.tfdata.columns import select_columns
+
+    paths = write_parquet_shards(str(tmp_path), random_rows(90, seed=4), 2, row_group_size=16)
+    columns, label = select_columns(SCHEMA, None, None)
+    combiners = {c.name: "mean" for c in columns if c.is_sparse}
+
+    def batches():
+        source = ColumnarSource(paths, columns, label, 20, shuffle=True, seed=3, num_shards=1, index=0,
+                                drop_remainder=False, coo=combiners)
+        return [source.read(i) for i in range(source.num_batches(2))]
+
+    native = batches()
+    monkeypatch.setattr(coo_assembly, "native_available", lambda dtype: False)
+    reference = batches()
+    assert len(native) == len(reference) > 0
+    for a, b in zip(native, reference, strict=True):
+        for x, y in zip(a, b, strict=True):
+            assert x.dtype == y.dtype and x.shape == y.shape
+            np.testing.assert_allclose(x, y, rtol=2e-6, atol=1e-7)
