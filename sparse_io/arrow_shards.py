@@ -37,7 +37,7 @@ from sparse_io.atomic import atomic_output
 from sparse_io.errors import CorruptFileError, damage_is_corruption
 from sparse_io.formats import DEFAULT_SHARD_CODEC, SHARD_CODECS, check_shard_codec
 from sparse_io.schema import Schema
-from sparse_io.shards import DEFAULT_ROW_GROUP_SIZE, conform_batch
+from sparse_io.shards import DEFAULT_ROW_GROUP_SIZE, fixed_size_tables
 
 __all__ = [
     "ARROW_CODECS",
@@ -119,29 +119,11 @@ def write_arrow_shard(
     with atomic_output(path, output_root=output_root) as stream:
         footer = {BATCH_ROWS_KEY: str(record_batch_size).encode()}
         with ipc.new_file(stream, target, options=options, metadata=footer) as writer:
-
-            def emit(table: pa.Table) -> None:
+            for table in fixed_size_tables(batches, schema, record_batch_size):
                 for part in table.combine_chunks().to_batches():
                     part = _canonical(part)
                     writer.write_batch(part, custom_metadata={CHECKSUM_KEY: batch_checksum(part).encode()})
-
-            pending: list[pa.RecordBatch] = []
-            pending_rows = 0
-            for batch in batches:
-                batch = conform_batch(batch, schema)
-                parts = batch.to_batches() if isinstance(batch, pa.Table) else [batch]
-                for part in parts:
-                    if part.num_rows:
-                        pending.append(part)
-                        pending_rows += part.num_rows
-                        rows += part.num_rows
-                while pending_rows >= record_batch_size:
-                    table = pa.Table.from_batches(pending, schema=target)
-                    emit(table.slice(0, record_batch_size))
-                    rest = table.slice(record_batch_size)
-                    pending, pending_rows = rest.to_batches(), rest.num_rows
-            if pending_rows:
-                emit(pa.Table.from_batches(pending, schema=target))
+                rows += table.num_rows
     return rows
 
 

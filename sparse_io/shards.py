@@ -9,7 +9,7 @@ a partial one, and writing a shard again replaces it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -22,6 +22,7 @@ from sparse_io.schema import Schema
 __all__ = [
     "shard_name",
     "conform_batch",
+    "fixed_size_tables",
     "write_parquet_shard",
     "read_parquet_shard",
     "DEFAULT_ROW_GROUP_SIZE",
@@ -89,6 +90,35 @@ def conform_batch(batch: pa.RecordBatch | pa.Table, schema: Schema) -> pa.Record
     return make(arrays, schema=target)
 
 
+def fixed_size_tables(
+    batches: Iterable[pa.RecordBatch | pa.Table], schema: Schema, size: int
+) -> Iterator[pa.Table]:
+    """The rows of `batches`, conformed to `schema` (`conform_batch`), as tables of `size` rows, the last fewer.
+
+    Whatever the sizes of the incoming batches, so a writer's row groups (or
+    record batches) have one size; no rows give no table.
+
+    Raises:
+      ValueError: as `conform_batch`.
+    """
+    target = schema.arrow_schema()
+    pending: list[pa.RecordBatch] = []
+    pending_rows = 0
+    for batch in batches:
+        batch = conform_batch(batch, schema)
+        for part in batch.to_batches() if isinstance(batch, pa.Table) else [batch]:
+            if part.num_rows:
+                pending.append(part)
+                pending_rows += part.num_rows
+        while pending_rows >= size:
+            table = pa.Table.from_batches(pending, schema=target)
+            yield table.slice(0, size)
+            rest = table.slice(size)
+            pending, pending_rows = rest.to_batches(), rest.num_rows
+    if pending_rows:
+        yield pa.Table.from_batches(pending, schema=target)
+
+
 def write_parquet_shard(
     path: str,
     batches: Iterable[pa.RecordBatch | pa.Table],
@@ -137,25 +167,9 @@ def write_parquet_shard(
             dictionary_pagesize_limit=DICTIONARY_PAGE_LIMIT,
         )
         with contextlib.closing(writer):
-            pending: list[pa.RecordBatch] = []
-            pending_rows = 0
-            for batch in batches:
-                batch = conform_batch(batch, schema)
-                parts = batch.to_batches() if isinstance(batch, pa.Table) else [batch]
-                for part in parts:
-                    pending.append(part)
-                    pending_rows += part.num_rows
-                    rows += part.num_rows
-                if pending_rows >= row_group_size:
-                    table = pa.Table.from_batches(pending, schema=target)
-                    full = (pending_rows // row_group_size) * row_group_size
-                    writer.write_table(table.slice(0, full), row_group_size=row_group_size)
-                    rest = table.slice(full)
-                    pending, pending_rows = rest.to_batches(), rest.num_rows
-            if pending_rows:
-                writer.write_table(
-                    pa.Table.from_batches(pending, schema=target), row_group_size=row_group_size
-                )
+            for table in fixed_size_tables(batches, schema, row_group_size):
+                writer.write_table(table, row_group_size=row_group_size)
+                rows += table.num_rows
     return rows
 
 

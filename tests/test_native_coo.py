@@ -1,13 +1,13 @@
-"""The native CSR-to-COO kernel of the columnar reader follows the COO rule: against the plain oracle and numpy.
+"""The native CSR-to-COO kernel of the columnar reader: its reference's entries, its room and offsets, the reader.
 
-`numpy_coo.piece_coo` is its reference; the oracle (tests/oracles.py) is written apart from both.
+`numpy_coo.piece_coo` is its reference; both are checked against the plain oracle (tests/oracles.py, written
+apart from both) in test_tfdata_numpy_coo.py.
 """
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from oracles import assert_entries, coo
 
 from transforms.tfdata.numpy_coo import native_available, native_coo_into, piece_coo
 
@@ -26,34 +26,19 @@ def _native(rows, weights, combiner, dtype=np.int64, row_offset=0):
     return out[0][:count], out[1][:count], out[2][:count]
 
 
-def _check(rows, weights, combiner):
-    if isinstance(weights, np.ndarray):
-        flat = iter(weights.tolist())
-        per_row = [[next(flat) for _ in r] for r in rows]
-    else:
-        per_row = float(weights)
-    got = _native(rows, weights, combiner)
-    assert_entries(got, coo(rows, per_row, combiner), rtol=2e-6, atol=1e-7)
+@settings(max_examples=40)
+@given(rows=rows_strategy, combiner=st.sampled_from(["sum", "mean", "sqrtn"]), data=st.data())
+def test_the_kernel_gives_its_references_entries(rows, combiner, data):
+    # The rule itself is checked against the oracle in test_tfdata_numpy_coo.py, for both implementations.
     lengths = np.array([len(r) for r in rows], dtype=np.int64)
     ids = np.array([v for r in rows for v in r], dtype=np.int64)
+    weights = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.5, 2.0, -1.5]), min_size=len(ids),
+                                          max_size=len(ids))), np.float32)
+    got = _native(rows, weights, combiner)
     ref_rows, ref_ids, starts, ref_gains = piece_coo(lengths, ids, weights, combiner)
     np.testing.assert_array_equal(got[0], ref_rows)
     np.testing.assert_array_equal(got[1], ref_ids if starts is None else ref_ids[starts])
     np.testing.assert_allclose(got[2], ref_gains, rtol=2e-6, atol=1e-7)
-
-
-@settings(max_examples=60)
-@given(rows=rows_strategy, combiner=st.sampled_from(["sum", "mean", "sqrtn"]), data=st.data())
-def test_per_id_weights_follow_the_coo_rule(rows, combiner, data):
-    n = sum(len(r) for r in rows)
-    weights = data.draw(st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0, -1.5, 3.25]), min_size=n, max_size=n))
-    _check(rows, np.array(weights, dtype=np.float32), combiner)
-
-
-@settings(max_examples=30)
-@given(rows=rows_strategy, combiner=st.sampled_from(["sum", "mean", "sqrtn"]), w=st.sampled_from([1.0, 2.5, 0.0]))
-def test_a_shared_weight_follows_the_coo_rule(rows, combiner, w):
-    _check(rows, w, combiner)
 
 
 def test_a_hand_worked_batch_with_merges_an_empty_row_and_a_row_offset():
