@@ -19,7 +19,10 @@ Parquet (small) are converted once into a local training cache::
     pipelines.convert: 64/64 shards, 45,840,617 rows: gs://bucket/criteo/train -> /mnt/cache/train (arrow)
 
 DST must not exist or be an empty directory: nothing there is ever deleted
-or overwritten. Memory holds one shard at a time.
+or overwritten. Memory holds one shard at a time. DST is committed last, and
+its manifest must count as many rows as SRC's; a conversion that fails
+part-way leaves DST without a manifest, which every reader refuses: remove it
+and convert again.
 
 Exit status: 0 when DST is committed; 2 for bad flags, a SRC that is not a
 committed output (or differs from its manifest), or a DST that is not
