@@ -49,12 +49,19 @@ def test_a_hand_worked_batch_with_merges_an_empty_row_and_a_row_offset():
     np.testing.assert_allclose(gains, [0.5, 0.5, 1.0])
 
 
-def test_int32_ids_and_too_little_room():
+def test_int32_ids_and_inputs_the_kernel_must_not_read_past():
     rows, cols, gains = _native([[3, 3, 1]], 2.0, "sum", dtype=np.int32)
     assert cols.dtype == np.int32 and cols.tolist() == [3, 1] and gains.tolist() == [4.0, 2.0]
     small = np.empty(2, np.int32), np.empty(2, np.int64), np.empty(2, np.float32)
     with pytest.raises(ValueError, match="room for 3 entries"):
         native_coo_into(np.array([3]), np.array([1, 2, 3]), 1.0, "sum", *small)
+    room = np.empty(9, np.int32), np.empty(9, np.int64), np.empty(9, np.float32)
+    with pytest.raises(ValueError, match="do not cover 3 ids"):
+        native_coo_into(np.array([4]), np.array([1, 2, 3]), 1.0, "sum", *room)
+    with pytest.raises(ValueError, match="do not cover 3 ids"):
+        native_coo_into(np.array([5, -2]), np.array([1, 2, 3]), 1.0, "sum", *room)
+    with pytest.raises(ValueError, match="2 weights for 3 ids"):
+        native_coo_into(np.array([3]), np.array([1, 2, 3]), np.ones(2, np.float32), "sum", *room)
 
 
 def test_the_reader_gives_the_same_coo_batches_with_and_without_the_native_kernel(tmp_path, monkeypatch):

@@ -183,6 +183,11 @@ def native_coo_into(
     per_id = None if scalar else np.ascontiguousarray(weights, dtype=np.float32)
     if len(rows) < len(ids) or len(cols) < len(ids) or len(gains) < len(ids) or cols.dtype != ids.dtype:
         raise ValueError(f"native_coo_into: outputs need room for {len(ids)} entries of ids {ids.dtype}")
+    # The kernel trusts the lengths to cover the ids exactly; checked here, so it never reads past them.
+    if len(lengths) and (int(lengths.min()) < 0 or int(lengths.sum()) != len(ids)):
+        raise ValueError(f"native_coo_into: row lengths (sum {int(lengths.sum())}) do not cover {len(ids)} ids")
+    if per_id is not None and len(per_id) != len(ids):
+        raise ValueError(f"native_coo_into: {len(per_id)} weights for {len(ids)} ids")
     return int(function(
         lengths.ctypes.data, len(lengths), ids.ctypes.data, None if per_id is None else per_id.ctypes.data,
         float(weights) if scalar else 0.0, _COMBINERS[combiner], int(row_offset), rows.ctypes.data,
