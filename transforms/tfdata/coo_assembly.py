@@ -43,7 +43,7 @@ def assemble_coo(
     room after the entries, which the returned views do not include), else
     by `numpy_coo.piece_coo`, their reference.
     """
-    planned: list = []  # per group: a _OneHot, or per feature: [(row offset, rows, ids source, gains)]
+    planned: list = []  # per group: a _OneHot, a _Native, or per feature: [(row offset, rows, ids source, gains)]
     sizes: list[tuple[int, np.dtype]] = []
     for key, group in enumerate(groups):
         combiner = combiners.get(group[0].name, "sum")
