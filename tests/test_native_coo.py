@@ -58,10 +58,34 @@ def test_int32_ids_and_inputs_the_kernel_must_not_read_past():
     room = np.empty(9, np.int32), np.empty(9, np.int64), np.empty(9, np.float32)
     with pytest.raises(ValueError, match="do not cover 3 ids"):
         native_coo_into(np.array([4]), np.array([1, 2, 3]), 1.0, "sum", *room)
-    with pytest.raises(ValueError, match="do not cover 3 ids"):
+    with pytest.raises(ValueError, match="negative row lengths"):
         native_coo_into(np.array([5, -2]), np.array([1, 2, 3]), 1.0, "sum", *room)
     with pytest.raises(ValueError, match="2 weights for 3 ids"):
         native_coo_into(np.array([3]), np.array([1, 2, 3]), np.ones(2, np.float32), "sum", *room)
+    with pytest.raises(ValueError, match="rows reach outside the 3 ids"):
+        native_coo_into(np.array([2]), np.array([1, 2, 3]), 1.0, "sum", *room, starts=np.array([2]))
+    with pytest.raises(ValueError, match="rows reach outside the 3 ids"):
+        native_coo_into(np.array([1]), np.array([1, 2, 3]), 1.0, "sum", *room, starts=np.array([-1]))
+
+
+@settings(max_examples=30)
+@given(rows=rows_strategy, combiner=st.sampled_from(["sum", "mean", "sqrtn"]), data=st.data())
+def test_rows_read_where_they_lie_equal_the_same_rows_gathered_first(rows, combiner, data):
+    # Shuffled batches pass each row's start in the unit instead of a gathered copy of the rows.
+    order = data.draw(st.permutations(range(len(rows))))
+    lengths = np.array([len(r) for r in rows], dtype=np.int64)
+    splits = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    ids = np.array([v for r in rows for v in r], dtype=np.int64)
+    weights = np.arange(1, len(ids) + 1, dtype=np.float32) / 4
+    picked = np.array(order, dtype=np.int64)
+    room = int(lengths.sum())
+    out = np.empty(room, np.int32), np.empty(room, np.int64), np.empty(room, np.float32)
+    count = native_coo_into(lengths[picked], ids, weights, combiner, *out, row_offset=3, starts=splits[picked])
+    gathered = [rows[k] for k in order]
+    flat = np.concatenate([weights[splits[k]:splits[k + 1]] for k in order]) if order else weights[:0]
+    expected = _native(gathered, flat.astype(np.float32), combiner, row_offset=3)
+    for got, want in zip((a[:count] for a in out), expected, strict=True):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_the_reader_gives_the_same_coo_batches_with_and_without_the_native_kernel(tmp_path, monkeypatch):

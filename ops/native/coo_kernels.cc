@@ -21,15 +21,17 @@ float Scale(float total, int combiner) {
   return 1.0f / std::sqrt(total);
 }
 
+// Row r's ids are ids[starts[r] .. starts[r] + lengths[r]) (weights likewise): the rows of a batch
+// are read where they lie in their unit, in the batch's order, with no gathered copy of them.
 template <typename Id>
-int64_t CsrToCoo(const int64_t* lengths, int64_t num_rows, const Id* ids, const float* weights,
-                 float shared_weight, int combiner, int32_t row_offset, int32_t* out_rows, Id* out_ids,
-                 float* out_gains) {
-  int64_t at = 0;   // the next id
+int64_t CsrToCoo(const int64_t* starts, const int64_t* lengths, int64_t num_rows, const Id* ids,
+                 const float* weights, float shared_weight, int combiner, int32_t row_offset, int32_t* out_rows,
+                 Id* out_ids, float* out_gains) {
   int64_t out = 0;  // the next entry
   for (int64_t row = 0; row < num_rows; ++row) {
     const int64_t length = lengths[row];
     if (length <= 0) continue;
+    const int64_t at = starts[row];
     const int64_t first_entry = out;
     float total = 0.0f;
     if (weights == nullptr) {
@@ -67,7 +69,6 @@ int64_t CsrToCoo(const int64_t* lengths, int64_t num_rows, const Id* ids, const 
       const float scale = Scale(total, combiner);
       for (int64_t e = first_entry; e < out; ++e) out_gains[e] = out_gains[e] * scale;
     }
-    at += length;
   }
   return out;
 }
@@ -76,20 +77,21 @@ int64_t CsrToCoo(const int64_t* lengths, int64_t num_rows, const Id* ids, const 
 
 extern "C" {
 
-// Entries written (at most the ids' count, the room every output must have), each entry's row being
-// its CSR row plus `row_offset`. `weights` may be null: every id then weighs `shared_weight`.
-// `combiner`: 0 sum, 1 mean, 2 sqrtn.
+// Entries written (at most the rows' total length, the room every output must have), each entry's
+// row being its position in `starts`/`lengths` plus `row_offset`. `weights` may be null: every id
+// then weighs `shared_weight`. `combiner`: 0 sum, 1 mean, 2 sqrtn. The caller checks that every row
+// lies inside `ids` (and `weights`).
 __attribute__((visibility("default"))) int64_t sparseflow_csr_to_coo_i64(
-    const int64_t* lengths, int64_t num_rows, const int64_t* ids, const float* weights, float shared_weight,
-    int combiner, int32_t row_offset, int32_t* out_rows, int64_t* out_ids, float* out_gains) {
-  return CsrToCoo<int64_t>(lengths, num_rows, ids, weights, shared_weight, combiner, row_offset, out_rows,
+    const int64_t* starts, const int64_t* lengths, int64_t num_rows, const int64_t* ids, const float* weights,
+    float shared_weight, int combiner, int32_t row_offset, int32_t* out_rows, int64_t* out_ids, float* out_gains) {
+  return CsrToCoo<int64_t>(starts, lengths, num_rows, ids, weights, shared_weight, combiner, row_offset, out_rows,
                            out_ids, out_gains);
 }
 
 __attribute__((visibility("default"))) int64_t sparseflow_csr_to_coo_i32(
-    const int64_t* lengths, int64_t num_rows, const int32_t* ids, const float* weights, float shared_weight,
-    int combiner, int32_t row_offset, int32_t* out_rows, int32_t* out_ids, float* out_gains) {
-  return CsrToCoo<int32_t>(lengths, num_rows, ids, weights, shared_weight, combiner, row_offset, out_rows,
+    const int64_t* starts, const int64_t* lengths, int64_t num_rows, const int32_t* ids, const float* weights,
+    float shared_weight, int combiner, int32_t row_offset, int32_t* out_rows, int32_t* out_ids, float* out_gains) {
+  return CsrToCoo<int32_t>(starts, lengths, num_rows, ids, weights, shared_weight, combiner, row_offset, out_rows,
                            out_ids, out_gains);
 }
 

@@ -103,14 +103,15 @@ def assemble_coo(
 class _Native:
     """A batch's entries of a multi-id group, converted by the native kernel straight into the arena.
 
-    Each feature's pieces (CSR views of a slice, or gathered rows) are
-    converted in order, each conversion writing where the last ended, so the
-    group's arrays need room for every id (the most a conversion gives) and
-    hold the entries in their first part.
+    Each feature's pieces (their rows' starts and lengths in the unit, a
+    slice or shuffled) are converted in order, each conversion writing where
+    the last ended, so the group's arrays need room for every id (the most
+    a conversion gives) and hold the entries in their first part.
     """
 
     combiner: str
-    features: list[list[tuple[int, np.ndarray, np.ndarray, np.ndarray | float]]]  # per feature: its pieces
+    # Per feature, its pieces: (row offset in the batch, row starts, row lengths, the unit's column).
+    features: list[list[tuple[int, np.ndarray, np.ndarray, CsrGroup]]]
 
     @classmethod
     def plan(cls, pieces, group: Sequence[Column], combiner: str) -> _Native:
@@ -118,22 +119,30 @@ class _Native:
         offset = 0
         for loaded, rows in pieces:
             for f, c in enumerate(group):
-                features[f].append((offset, *_piece_csr(loaded.columns[c.name], rows)))
+                sparse = loaded.columns[c.name]
+                splits = sparse.row_splits
+                if isinstance(rows, slice):
+                    starts, ends = splits[rows.start : rows.stop], splits[rows.start + 1 : rows.stop + 1]
+                else:
+                    # Shuffled rows are read where they lie in the unit: no gathered copy of their ids.
+                    starts, ends = splits[rows], splits[rows + 1]
+                features[f].append((offset, starts, ends - starts, sparse))
             offset += (rows.stop - rows.start) if isinstance(rows, slice) else len(rows)
         return cls(combiner, features)
 
     @property
     def room(self) -> int:
-        return sum(len(ids) for items in self.features for _, _, ids, _ in items)
+        return sum(int(lengths.sum()) for items in self.features for _, _, lengths, _ in items)
 
     def fill(self, rows: np.ndarray, cols: np.ndarray, gains: np.ndarray, counts: np.ndarray) -> int:
         """Writes every feature's entries, feature after feature; returns how many were written."""
         at = 0
         for f, items in enumerate(self.features):
             first = at
-            for offset, lengths, ids, weights in items:
+            for offset, starts, lengths, sparse in items:
                 at += native_coo_into(
-                    lengths, ids, weights, self.combiner, rows[at:], cols[at:], gains[at:], row_offset=offset
+                    lengths, sparse.values, sparse.weights, self.combiner, rows[at:], cols[at:], gains[at:],
+                    row_offset=offset, starts=starts,
                 )
             counts[f] = at - first
         return at

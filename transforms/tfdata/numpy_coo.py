@@ -135,8 +135,8 @@ def _native_function(id_dtype: str):
         return None
     function = getattr(ctypes.CDLL(str(_native_build.library_path())), f"sparseflow_csr_to_coo_{id_dtype}")
     pointer = ctypes.c_void_p
-    function.argtypes = [pointer, ctypes.c_int64, pointer, pointer, ctypes.c_float, ctypes.c_int, ctypes.c_int32,
-                         pointer, pointer, pointer]
+    function.argtypes = [pointer, pointer, ctypes.c_int64, pointer, pointer, ctypes.c_float, ctypes.c_int,
+                         ctypes.c_int32, pointer, pointer, pointer]
     function.restype = ctypes.c_int64
     return function
 
@@ -159,15 +159,25 @@ def native_coo_into(
     cols: np.ndarray,
     gains: np.ndarray,
     row_offset: int = 0,
+    *,
+    starts: np.ndarray | None = None,
 ) -> int:
     """Writes `piece_coo`'s entries (rows + `row_offset`) at the start of `rows`/`cols`/`gains`; returns their count.
 
     The native kernel (one pass over the ids, the GIL released): same rule
     as `piece_coo`, gains equal to float32 rounding (long rows summed in
-    order here, pairwise by numpy). Each output must hold `len(ids)` entries
-    (the most a conversion can give), be C-contiguous and of the dtype
-    `piece_coo` gives (int32, the ids', float32). Call only where
+    order here, pairwise by numpy). Row r holds `ids[starts[r] :
+    starts[r] + lengths[r]]` (weights likewise); without `starts` the rows
+    lie end to end and cover `ids` exactly. With `starts` a batch's rows are
+    read where they lie in their unit, in any order, without gathering them
+    first. Each output must hold `lengths.sum()` entries (the most a
+    conversion can give), be C-contiguous and of the dtype `piece_coo`
+    gives (int32, the ids', float32). Call only where
     `native_available(ids.dtype)`.
+
+    Raises:
+      ValueError: too little room, or rows that do not lie inside `ids`
+        (checked here, so the kernel never reads past them).
 
     Example:
       >>> rows, cols, gains = np.empty(4, np.int32), np.empty(4, np.int64), np.empty(4, np.float32)
@@ -181,15 +191,25 @@ def native_coo_into(
     ids = np.ascontiguousarray(ids)
     scalar = not isinstance(weights, np.ndarray)
     per_id = None if scalar else np.ascontiguousarray(weights, dtype=np.float32)
-    if len(rows) < len(ids) or len(cols) < len(ids) or len(gains) < len(ids) or cols.dtype != ids.dtype:
-        raise ValueError(f"native_coo_into: outputs need room for {len(ids)} entries of ids {ids.dtype}")
-    # The kernel trusts the lengths to cover the ids exactly; checked here, so it never reads past them.
-    if len(lengths) and (int(lengths.min()) < 0 or int(lengths.sum()) != len(ids)):
-        raise ValueError(f"native_coo_into: row lengths (sum {int(lengths.sum())}) do not cover {len(ids)} ids")
+    total = int(lengths.sum())
+    if len(lengths) and int(lengths.min()) < 0:
+        raise ValueError("native_coo_into: negative row lengths")
+    if starts is None:
+        if total != len(ids):
+            raise ValueError(f"native_coo_into: row lengths (sum {total}) do not cover {len(ids)} ids")
+        starts = np.cumsum(lengths) - lengths
+    else:
+        starts = np.ascontiguousarray(starts, dtype=np.int64)
+        if len(starts) != len(lengths) or (
+            len(starts) and (int(starts.min()) < 0 or int((starts + lengths).max()) > len(ids))
+        ):
+            raise ValueError(f"native_coo_into: rows reach outside the {len(ids)} ids")
     if per_id is not None and len(per_id) != len(ids):
         raise ValueError(f"native_coo_into: {len(per_id)} weights for {len(ids)} ids")
+    if len(rows) < total or len(cols) < total or len(gains) < total or cols.dtype != ids.dtype:
+        raise ValueError(f"native_coo_into: outputs need room for {total} entries of ids {ids.dtype}")
     return int(function(
-        lengths.ctypes.data, len(lengths), ids.ctypes.data, None if per_id is None else per_id.ctypes.data,
-        float(weights) if scalar else 0.0, _COMBINERS[combiner], int(row_offset), rows.ctypes.data,
-        cols.ctypes.data, gains.ctypes.data,
+        starts.ctypes.data, lengths.ctypes.data, len(lengths), ids.ctypes.data,
+        None if per_id is None else per_id.ctypes.data, float(weights) if scalar else 0.0, _COMBINERS[combiner],
+        int(row_offset), rows.ctypes.data, cols.ctypes.data, gains.ctypes.data,
     ))
