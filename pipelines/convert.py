@@ -83,22 +83,12 @@ def _join(directory: str, relative: str) -> str:
 def _unit_size(path: str) -> int | None:
     """The rows of the first row group (Parquet) or record batch (Arrow) of a shard; None for TFRecord or none."""
     from sparse_io.formats import shard_format_of
+    from sparse_io.shard_files import COLUMNAR_FORMATS, open_shard
 
-    fmt = shard_format_of(path)
-    if fmt == "arrow":
-        from sparse_io.arrow_shards import ArrowShard
-
-        with ArrowShard(path) as shard:
-            return shard.unit_rows[0] if shard.unit_rows else None
-    if fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        from sparse_io.readers._source import open_binary
-
-        with open_binary(path) as f:
-            meta = pq.ParquetFile(f).metadata
-            return meta.row_group(0).num_rows if meta.num_row_groups else None
-    return None
+    if shard_format_of(path) not in COLUMNAR_FORMATS:
+        return None
+    with open_shard(path) as shard:
+        return shard.unit_rows[0] if shard.unit_rows else None
 
 
 def _copy(source: str, target: str, output_root: str) -> None:

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from sparse_io.shard_files import open_shard
 from transforms.tfdata.arrow_check import check_arrow_schema
 from transforms.tfdata.batch_arrays import ALIGNMENT, fill_rows
 from transforms.tfdata.batch_layout import BatchLayout, BatchParts
@@ -36,7 +37,6 @@ from transforms.tfdata.columns import Column
 from transforms.tfdata.coo_assembly import assemble_coo
 from transforms.tfdata.csr_assembly import assemble_csr
 from transforms.tfdata.row_plan import RowPlan
-from transforms.tfdata.shard_files import open_shard
 from transforms.tfdata.sharding import plan_units
 from transforms.tfdata.state import InputState, fingerprint
 from transforms.tfdata.unit_loader import Loaded, UnitLoader

@@ -29,13 +29,13 @@ import tensorflow as tf
 from sparse_io.formats import SHARD_FORMATS, SHARD_SUFFIXES
 from sparse_io.manifest import check_verify_level, verify_directory, verify_paths
 from sparse_io.schema import Schema
+from sparse_io.shard_files import COLUMNAR_FORMATS
 from transforms.tfdata.columnar_dataset import columnar_batches
 from transforms.tfdata.columns import select_columns
 from transforms.tfdata.finish import column_batch, finish_batches
 from transforms.tfdata.options import BatchOptions, OutputOptions
 from transforms.tfdata.paths import list_files, read_schema, shard_format
 from transforms.tfdata.service import remember
-from transforms.tfdata.shard_files import COLUMNAR_FORMATS
 from transforms.tfdata.sharding import resolve_worker
 from transforms.tfdata.state import InputState
 from transforms.tfdata.tfrecord_source import tfrecord_dataset
@@ -262,7 +262,7 @@ def _schema_from_shard(path: str, shard_format: str) -> Schema:
 
     Columns no feature can describe are left out: only the selected ones must be readable.
     """
-    from transforms.tfdata.shard_files import open_shard
+    from sparse_io.shard_files import open_shard
 
     with open_shard(path, shard_format) as shard:
         return Schema.from_arrow(shard.schema_arrow, skip_unsupported=True)

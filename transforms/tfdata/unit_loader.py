@@ -21,9 +21,9 @@ import pyarrow.compute as pc
 
 from sparse_io.arrow import csr_from_arrow
 from sparse_io.csr import SparseValidationError
+from sparse_io.shard_files import ShardFile, open_shard
 from transforms.tfdata.columns import MISSING_INT, Column, dense_dtype
 from transforms.tfdata.csr_group import CsrGroup
-from transforms.tfdata.shard_files import ShardFile, open_shard
 from transforms.tfdata.sharding import Unit
 
 __all__ = ["Loaded", "UnitLoader"]

@@ -1,6 +1,7 @@
 """The columnar shard formats behind one small interface: a file of units (row groups or record batches).
 
-`ColumnarSource` and `UnitLoader` read Parquet and Arrow shards the same
+The training reader (`transforms.tfdata`'s `ColumnarSource` and
+`UnitLoader`) and `pipelines.convert` read Parquet and Arrow shards the same
 way: a file's Arrow schema, the rows of each unit, and a unit's columns as
 a table. Parquet units are row groups, decoded on every read; Arrow units
 are record batches, memory-mapped and read without decoding
@@ -20,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sparse_io.arrow_shards import ArrowShard
+from sparse_io.formats import shard_format_of
 
 __all__ = ["COLUMNAR_FORMATS", "ParquetShard", "ShardFile", "open_parquet", "open_shard"]
 
@@ -80,14 +82,16 @@ class ParquetShard:
         self.close()
 
 
-def open_shard(path: str, shard_format: str) -> ParquetShard | ArrowShard:
-    """Shard `path` of `shard_format` ("parquet" or "arrow") opened as a `ShardFile`.
+def open_shard(path: str, shard_format: str | None = None) -> ParquetShard | ArrowShard:
+    """Shard `path` of `shard_format` ("parquet" or "arrow"; default: its suffix's) opened as a `ShardFile`.
 
     Raises:
       ValueError: another format.
       CorruptFileError: an Arrow file that is truncated or not Arrow (Parquet
         errors are pyarrow's, as they were).
     """
+    if shard_format is None:
+        shard_format = shard_format_of(path)
     if shard_format == "parquet":
         return ParquetShard(path)
     if shard_format == "arrow":
