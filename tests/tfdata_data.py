@@ -15,9 +15,10 @@ import numpy as np
 import oracles
 import pyarrow as pa
 
-from sparse_io import shard_name, write_arrow_shard, write_parquet_shard, write_tfrecord_shard
+from sparse_io import shard_name
 from sparse_io.manifest import commit_directory
 from sparse_io.schema import FeatureSpec, Schema
+from sparse_io.shard_set import write_shard
 
 SCHEMA = Schema(
     [
@@ -55,34 +56,28 @@ def to_table(rows: list[dict], schema: Schema = SCHEMA) -> pa.Table:
     return pa.table({name: [row[name] for row in rows] for name in arrow.names}, schema=arrow)
 
 
-def write_parquet_shards(directory: str, rows: list[dict], num_files: int, row_group_size: int) -> list[str]:
-    """Rows split in order over `num_files` shards (trailing ones may be empty), plus schema.json."""
+def _write_split(directory: str, rows: list[dict], num_files: int, suffix: str, unit: int) -> list[str]:
+    """Rows split in order over `num_files` shards of `suffix`'s format (trailing ones may be empty), committed."""
     os.makedirs(directory, exist_ok=True)
     per = math.ceil(len(rows) / num_files) if rows else 0
     paths = []
     for k in range(num_files):
-        path = os.path.join(directory, shard_name(k, num_files, ".parquet"))
-        write_parquet_shard(path, [to_table(rows[k * per : (k + 1) * per])], SCHEMA, row_group_size=row_group_size)
+        path = os.path.join(directory, shard_name(k, num_files, suffix))
+        write_shard(path, [to_table(rows[k * per : (k + 1) * per])], SCHEMA, row_group_size=unit)
         paths.append(path)
     SCHEMA.save(directory)
     commit_directory(directory)
     return paths
+
+
+def write_parquet_shards(directory: str, rows: list[dict], num_files: int, row_group_size: int) -> list[str]:
+    """Rows split in order over `num_files` shards (trailing ones may be empty), plus schema.json."""
+    return _write_split(directory, rows, num_files, ".parquet", row_group_size)
 
 
 def write_arrow_shards(directory: str, rows: list[dict], num_files: int, record_batch_size: int) -> list[str]:
     """As `write_parquet_shards`, as Arrow IPC shards of `record_batch_size`-row record batches."""
-    os.makedirs(directory, exist_ok=True)
-    per = math.ceil(len(rows) / num_files) if rows else 0
-    paths = []
-    for k in range(num_files):
-        path = os.path.join(directory, shard_name(k, num_files, ".arrow"))
-        write_arrow_shard(
-            path, [to_table(rows[k * per : (k + 1) * per])], SCHEMA, record_batch_size=record_batch_size
-        )
-        paths.append(path)
-    SCHEMA.save(directory)
-    commit_directory(directory)
-    return paths
+    return _write_split(directory, rows, num_files, ".arrow", record_batch_size)
 
 
 def example_bytes(row: dict) -> bytes:
@@ -100,16 +95,7 @@ def example_bytes(row: dict) -> bytes:
 
 def write_tfrecord_shards(directory: str, rows: list[dict], num_files: int) -> list[str]:
     """As `write_parquet_shards`, one tf.train.Example per row (sparse_io's writer)."""
-    os.makedirs(directory, exist_ok=True)
-    per = math.ceil(len(rows) / num_files) if rows else 0
-    paths = []
-    for k in range(num_files):
-        path = os.path.join(directory, shard_name(k, num_files, ".tfrecord"))
-        write_tfrecord_shard(path, [to_table(rows[k * per : (k + 1) * per])], SCHEMA)
-        paths.append(path)
-    SCHEMA.save(directory)
-    commit_directory(directory)
-    return paths
+    return _write_split(directory, rows, num_files, ".tfrecord", 1)
 
 
 def _ragged_rows(value) -> list[list]:
