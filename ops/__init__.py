@@ -2,10 +2,13 @@
 
 COO conversion and padding to a static capacity, embedding bags over COO,
 block-sparse matmuls. `ops.Coo` is the COO batch type they share.
+`ops.stock_ops_only()` traces graphs that must load without sparseflow
+(SavedModels for serving) from stock ops only.
 
 `ops.layers` (Keras 3 layers) is imported on first use.
 """
 
+from ops._native import stock_ops_only
 from ops.block_layouts import banded_layout, magnitude_layout, random_layout
 from ops.block_sparse import BlockSparseMatMul, block_sparse_matmul
 from ops.convert_to_coo import convert_to_coo
@@ -25,6 +28,7 @@ __all__ = [
     "magnitude_layout",
     "pad_coo",
     "random_layout",
+    "stock_ops_only",
     "to_coo",
 ]
 

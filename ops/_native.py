@@ -8,16 +8,19 @@ these ops: callers use them outside `jit_compile` functions only.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
+import threading
 
 import tensorflow as tf
 from tensorflow.python.ops import resource_variable_ops
 
-__all__ = ["available", "embedding_bag", "library", "unavailable_reason"]
+__all__ = ["available", "embedding_bag", "library", "stock_ops_only", "unavailable_reason"]
 
 _log = logging.getLogger("sparseflow.ops")
 _failure: list[str] = []
+_scope = threading.local()
 
 
 @functools.cache
@@ -36,8 +39,32 @@ def library():
 
 
 def available() -> bool:
-    """Whether the native kernels can run in this process (builds them on first call)."""
+    """Whether the native kernels can run in this process (builds them on first call).
+
+    False inside `stock_ops_only()`.
+    """
+    if getattr(_scope, "stock_only", 0):
+        return False
     return library() is not None
+
+
+@contextlib.contextmanager
+def stock_ops_only():
+    """Within (this thread): every op traced picks its stock-op composition, never a native kernel.
+
+    For graphs that leave this process: a SavedModel traced here loads in any
+    TensorFlow (TensorFlow Serving, a process without sparseflow), which the
+    native ops' library would otherwise have to be loaded into first.
+
+    Example:
+      >>> with stock_ops_only():
+      ...     tf.saved_model.save(module, export_dir)
+    """
+    _scope.stock_only = getattr(_scope, "stock_only", 0) + 1
+    try:
+        yield
+    finally:
+        _scope.stock_only -= 1
 
 
 def unavailable_reason() -> str | None:

@@ -80,7 +80,9 @@ def _save(module: tf.Module, model, serve, export_dir: str) -> str:
     # Serving never differentiates; the custom gradients of the bag and block-sparse
     # ops capture graph-local tensors that a SavedModel cannot hold.
     options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
-    tf.saved_model.save(module, export_dir, signatures={"serving_default": serve}, options=options)
+    # Traced with stock ops only: the export must load where sparseflow's native library is absent.
+    with ops.stock_ops_only():
+        tf.saved_model.save(module, export_dir, signatures={"serving_default": serve}, options=options)
     return export_dir
 
 
