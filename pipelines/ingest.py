@@ -97,7 +97,8 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
 
     The graph: ReadLogs -> [LogProgress] -> [GroupHistories] -> HashIds ->
     [ComputeVocabulary + ApplyVocabulary, or ApplyVocabulary of the
-    `vocab_from` ingest's files] -> [CountOovIds] -> WriteShards (which also
+    `vocab_from` ingest's files; computed vocabularies' batches wait on disk
+    meanwhile: HoldBatches + ReleaseBatches] -> [CountOovIds] -> WriteShards (which also
     writes schema.json, with each feature's id space, and stats.json). Every element between read and write is a
     `pa.RecordBatch`.
     """
@@ -111,6 +112,7 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
         ReadLogs,
         WriteShards,
     )
+    from transforms.beam.held_batches import HoldBatches, ReleaseBatches
 
     batches = pipeline | "ReadLogs" >> ReadLogs(
         input_pattern,
@@ -164,10 +166,17 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     groups: dict[tuple, list[str]] = {}
     for p in config.vocabularies:
         groups.setdefault((p.min_frequency, p.top_k, p.num_oov_buckets), []).append(p.name)
+    # Every vocabulary is counted from the same batches (each group owns its features), and the
+    # batches wait on disk, not in the runner, until all are written (transforms.beam.held_batches).
+    computed = []
     for i, ((min_frequency, top_k, num_oov), names) in enumerate(sorted(groups.items(), key=str)):
-        vocab = batches | f"ComputeVocabulary{i}" >> ComputeVocabulary(
-            names, vocab_dir, min_frequency, top_k, num_oov
+        computed.append(
+            batches | f"ComputeVocabulary{i}" >> ComputeVocabulary(names, vocab_dir, min_frequency, top_k, num_oov)
         )
+    if computed:
+        held = batches | "HoldBatches" >> HoldBatches(output_dir)
+        batches = held | "ReleaseBatches" >> ReleaseBatches(computed)
+    for i, vocab in enumerate(computed):
         batches = batches | f"ApplyVocabulary{i}" >> ApplyVocabulary(vocab)
         late.append(vocab | f"VocabularySizes{i}" >> beam.Map(vocabulary_updates))
     looked_up = {p.name: p.num_oov_buckets for p in config.vocabularies}

@@ -68,7 +68,7 @@ except (OSError, AttributeError):  # not glibc
     _MALLOC_TRIM = None
 
 
-def _return_freed_memory() -> None:
+def return_freed_memory() -> None:
     """Asks glibc's malloc to give freed heap memory back to the system; a no-op elsewhere.
 
     The buffered batches are mostly numpy-allocated (glibc heap) and freed
@@ -150,7 +150,7 @@ class SpillByKeyRange(beam.DoFn):
             del ordered
             yield shard, path
         del table
-        _return_freed_memory()
+        return_freed_memory()
 
     def _write(self, shard: int, table: pa.Table, ranges: np.ndarray) -> str:
         starts = np.concatenate([[0], np.flatnonzero(np.diff(ranges)) + 1])
