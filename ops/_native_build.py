@@ -8,21 +8,24 @@ CPU family builds afresh and nothing is ever written into the installed package.
 builds (test workers) each leave a whole library.
 
 `python ops/_native_build.py` builds (the README's `make demo` and `make test` run it first, as a
-file, so that TensorFlow loads only once its log lines are silenced) and prints the library's path
-in one line; without a working compiler it prints one warning line and exits 0: the ops then use
-their stock-op compositions.
+file, so that TensorFlow loads only once its log lines are silenced) this library and
+`sparse_io.native_build`'s I/O helpers, and prints each library's path in a line; without a
+working compiler it prints a warning line and exits 0: the ops then use their stock-op
+compositions, and sparse_io its numpy encoders.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import platform
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from sparse_io import native_build as io_build
+from sparse_io.native_build import cache_dir, compiler, instruction_flags
 
 SOURCES = Path(__file__).parent / "native"
 LIBRARY_NAME = "sparseflow_native.so"
@@ -30,37 +33,6 @@ LIBRARY_NAME = "sparseflow_native.so"
 
 class BuildError(RuntimeError):
     """The native library could not be built (no compiler, or the compiler failed)."""
-
-
-def cache_dir() -> Path:
-    """Where built libraries are kept (`$SPARSEFLOW_CACHE_DIR`, else the user cache dir)."""
-    explicit = os.environ.get("SPARSEFLOW_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "sparseflow"
-
-
-def compiler() -> str:
-    return os.environ.get("CXX") or "g++"
-
-
-def _instruction_flags() -> list[str]:
-    """The x86-64 level this CPU supports (never -march=native: the level is part of the cache key)."""
-    if platform.machine() not in ("x86_64", "AMD64"):
-        return []
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as cpuinfo:
-            flags = next((line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags")), [])
-    except OSError:
-        flags = []
-    if {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl", "avx2", "fma", "bmi2", "movbe"} <= set(flags):
-        return ["-march=x86-64-v4"]
-    if {"avx2", "fma", "bmi2", "movbe"} <= set(flags):
-        return ["-march=x86-64-v3"]
-    if {"sse4_2", "popcnt", "ssse3"} <= set(flags):
-        return ["-march=x86-64-v2"]
-    return []
 
 
 def _command(sources: list[Path], output: Path) -> list[str]:
@@ -71,7 +43,7 @@ def _command(sources: list[Path], output: Path) -> list[str]:
         "-O3",
         # Fused multiply-adds in the inner loops; each output is still summed in one fixed order.
         "-ffp-contract=fast",
-        *_instruction_flags(),
+        *instruction_flags(),
         "-shared",
         "-fPIC",
         "-fvisibility=hidden",
@@ -146,6 +118,10 @@ def main() -> int:
         print(f"native CPU kernels: {build()}")
     except BuildError as error:
         print(f"warning: native kernels not built, the stock-op compositions will run: {error}", file=sys.stderr)
+    try:
+        print(f"native I/O helpers: {io_build.build()}")
+    except io_build.BuildError as error:
+        print(f"warning: native I/O helpers not built, numpy will encode: {error}", file=sys.stderr)
     return 0
 
 

@@ -13,6 +13,13 @@ canonical encoding: packed numeric lists, empty lists as empty messages,
 features in name order), one row per element of a binary array.
 TensorFlow is not needed.
 
+Where sparse_io's native helpers build (`sparse_io.native_build`: plain C++
+through ctypes, the GIL released), `encode_examples` and `encode_tfrecords`
+run the native encoder (sparse_io/native/example_encoding.cc), which also
+frames each record for a TFRecord file in the same pass; the numpy encoder
+here is its reference (the two give the same bytes) and runs where no
+compiler works.
+
 Column mapping (see `sparse_io.schema`): a sparse feature becomes an
 int64_list (int ids) or bytes_list (string ids), its weights a float_list;
 a dense feature a float_list (int64_list for int dtypes) with 0 values when
@@ -21,7 +28,9 @@ missing or 1; the label an int64_list or float_list of one value.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import functools
 
 import numpy as np
 import pyarrow as pa
@@ -29,7 +38,7 @@ import pyarrow as pa
 from sparse_io.arrow import _offsets_and_values
 from sparse_io.schema import Schema, weights_column
 
-__all__ = ["encode_examples"]
+__all__ = ["encode_examples", "encode_tfrecords", "native_encoder_available"]
 
 # Wire tags of length-delimited fields 1, 2 and 3: (field_number << 3) | 2.
 _F1, _F2, _F3 = 0x0A, 0x12, 0x1A
@@ -199,6 +208,29 @@ def _entry(column: pa.Array, name: str, dtype: str, sparse: bool) -> tuple[_Ragg
     return header, payload, size
 
 
+def _columns(batch: pa.RecordBatch, schema: Schema) -> list[tuple[str, str, bool]]:
+    """(column, dtype, sparse) of every column an Example of `schema` holds, in name order.
+
+    Raises:
+      ValueError: a float64 feature, or a column missing from `batch`.
+    """
+    columns = []
+    for spec in schema:
+        if spec.dtype == "float64":
+            # A FloatList holds float32: writing one would round silently.
+            raise ValueError(
+                f"feature {spec.name!r}: a tf.train.Example has no float64 list; write Parquet shards "
+                "or declare the column float32"
+            )
+        columns.append((spec.name, spec.dtype, spec.is_sparse))
+        if spec.weighted:
+            columns.append((weights_column(spec.name), "float32", True))
+    for name, _, _ in columns:
+        if name not in batch.schema.names:
+            raise ValueError(f"feature {name!r}: column missing from the batch; it has {batch.schema.names}")
+    return sorted(columns)
+
+
 def encode_examples(batch: pa.RecordBatch, schema: Schema) -> pa.Array:
     """One serialized `tf.train.Example` per row of `batch`.
 
@@ -219,32 +251,135 @@ def encode_examples(batch: pa.RecordBatch, schema: Schema) -> pa.Array:
       >>> len(encode_examples(b, s))
       1
     """
+    columns = _columns(batch, schema)
+    if _native() is None:
+        example = _encode_numpy(batch, columns)
+        offsets, data = example.offsets, example.data
+    else:
+        lengths, data = _encode_native(batch, columns, framed=False)
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+    return _binary_array(offsets, data)
+
+
+def encode_tfrecords(batch: pa.RecordBatch, schema: Schema) -> np.ndarray:
+    """The bytes of a TFRecord file holding one `tf.train.Example` per row of `batch` (uint8 [n]).
+
+    The same bytes as `frame_records(encode_examples(batch, schema))`
+    (sparse_io.tfrecord), made in one pass where the native encoder runs.
+
+    Raises:
+      ValueError: as `encode_examples`.
+    """
+    columns = _columns(batch, schema)
+    if _native() is None:
+        from sparse_io.tfrecord import frame_records
+
+        example = _encode_numpy(batch, columns)
+        framed = frame_records(_binary_array(example.offsets, example.data))
+        return np.frombuffer(framed, dtype=np.uint8)
+    return _encode_native(batch, columns, framed=True)[1]
+
+
+def _binary_array(offsets: np.ndarray, data: np.ndarray) -> pa.Array:
+    n = len(offsets) - 1
+    if offsets[-1] > np.iinfo(np.int32).max:
+        return pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    return pa.BinaryArray.from_buffers(
+        pa.binary(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)]
+    )
+
+
+def _encode_numpy(batch: pa.RecordBatch, columns: list[tuple[str, str, bool]]) -> _Ragged:
+    """The reference encoder: every row's Example as one ragged byte array."""
     n = batch.num_rows
-    columns = []
-    for spec in schema:
-        if spec.dtype == "float64":
-            # A FloatList holds float32: writing one would round silently.
-            raise ValueError(
-                f"feature {spec.name!r}: a tf.train.Example has no float64 list; write Parquet shards "
-                "or declare the column float32"
-            )
-        columns.append((spec.name, spec.dtype, spec.is_sparse))
-        if spec.weighted:
-            columns.append((weights_column(spec.name), "float32", True))
     pieces, features_len = [], np.zeros(n, dtype=np.int64)
-    for name, dtype, sparse in sorted(columns):
-        if name not in batch.schema.names:
-            raise ValueError(f"feature {name!r}: column missing from the batch; it has {batch.schema.names}")
+    for name, dtype, sparse in columns:
         header, payload, size = _entry(batch.column(name), name, dtype, sparse)
         pieces += [header, payload]
         features_len += size
     # Sizes are known before any byte is written, so each byte is copied once, in one pass.
-    example = _concat([_constant(n, bytes([_F1])), _varints(features_len), *pieces])
-    offsets = example.offsets
-    if offsets[-1] > np.iinfo(np.int32).max:
-        return pa.LargeBinaryArray.from_buffers(
-            pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(example.data)]
-        )
-    return pa.BinaryArray.from_buffers(
-        pa.binary(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(example.data)]
+    return _concat([_constant(n, bytes([_F1])), _varints(features_len), *pieces])
+
+
+# The native encoder ------------------------------------------------------------------------------------------
+
+
+class _NativeColumn(ctypes.Structure):
+    # Mirrors `Column` in sparse_io/native/example_encoding.cc.
+    _fields_ = [
+        ("key", ctypes.c_void_p),
+        ("key_len", ctypes.c_int64),
+        ("kind", ctypes.c_int64),
+        ("splits", ctypes.c_void_p),
+        ("values", ctypes.c_void_p),
+        ("value_offsets", ctypes.c_void_p),
+    ]
+
+
+_KINDS = {"int64": 0, "float32": 1, "string": 2}
+
+
+@functools.cache
+def _native():
+    """(example_lengths, write_examples) of the native library, or None where it cannot be built or loaded."""
+    from sparse_io import native_build
+
+    library = native_build.load()
+    if library is None:
+        return None
+    lengths, write = library.sparseflow_example_lengths, library.sparseflow_write_examples
+    p, i64 = ctypes.c_void_p, ctypes.c_int64
+    lengths.argtypes, lengths.restype = [i64, p, i64, p, p], i64
+    write.argtypes, write.restype = [i64, p, i64, p, p, ctypes.c_int32, p], i64
+    return lengths, write
+
+
+def native_encoder_available() -> bool:
+    """Whether encode_examples / encode_tfrecords run the native encoder in this process."""
+    return _native() is not None
+
+
+def _native_column(column: pa.Array, name: str, dtype: str, sparse: bool, keep: list) -> _NativeColumn:
+    """The C view of one column; `keep` holds the arrays it points into until the call returns."""
+    splits, values = _parts(column, name, sparse)
+    splits = np.ascontiguousarray(splits, dtype=np.int64)
+    key = np.frombuffer(name.encode("utf-8"), dtype=np.uint8)
+    offsets = None
+    if dtype == "string":
+        values = values.cast(pa.large_binary())
+        stored = np.frombuffer(values.buffers()[1], dtype=np.int64)[values.offset : values.offset + len(values) + 1]
+        buffer = values.buffers()[2]
+        data = np.frombuffer(buffer, dtype=np.uint8) if buffer is not None else np.zeros(1, np.uint8)
+        offsets = np.ascontiguousarray(stored)
+        kind = _KINDS["string"]
+    elif dtype == "float32":
+        data = np.ascontiguousarray(values.to_numpy(zero_copy_only=False), dtype="<f4")
+        kind = _KINDS["float32"]
+    else:
+        data = np.ascontiguousarray(values.to_numpy(zero_copy_only=False), dtype=np.int64)
+        kind = _KINDS["int64"]
+    keep += [splits, key, data, offsets]
+    return _NativeColumn(
+        key.ctypes.data if len(key) else None, len(key), kind, splits.ctypes.data,
+        data.ctypes.data if data.size else None, None if offsets is None else offsets.ctypes.data,
     )
+
+
+def _encode_native(batch: pa.RecordBatch, columns: list[tuple[str, str, bool]], *, framed: bool):
+    """(Example lengths int64 [n], the bytes uint8) by the native encoder; framed as a TFRecord file if asked."""
+    example_lengths, write_examples = _native()
+    n = batch.num_rows
+    keep: list = []
+    views = (_NativeColumn * max(len(columns), 1))(
+        *(_native_column(batch.column(name), name, dtype, sparse, keep) for name, dtype, sparse in columns)
+    )
+    lengths = np.empty(n, dtype=np.int64)
+    features = np.empty(n, dtype=np.int64)
+    total = example_lengths(n, views, len(columns), lengths.ctypes.data, features.ctypes.data)
+    out = np.empty(total + (16 * n if framed else 0), dtype=np.uint8)
+    written = write_examples(n, views, len(columns), lengths.ctypes.data, features.ctypes.data, int(framed),
+                             out.ctypes.data)
+    if written != len(out):
+        raise RuntimeError(f"native Example encoder wrote {written} bytes, planned {len(out)}")
+    return lengths, out

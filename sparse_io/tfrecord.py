@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from sparse_io.atomic import atomic_output
 from sparse_io.errors import CorruptFileError
-from sparse_io.example_encoding import _concat, _from_lengths, _Ragged, encode_examples
+from sparse_io.example_encoding import _concat, _from_lengths, _Ragged, encode_tfrecords
 from sparse_io.schema import Schema, weights_column
 from sparse_io.shards import conform_batch
 
@@ -110,7 +110,7 @@ def write_tfrecord_shard(
             batch = conform_batch(batch, schema)
             for part in batch.to_batches() if isinstance(batch, pa.Table) else [batch]:
                 if part.num_rows:
-                    stream.write(frame_records(encode_examples(part, schema)))
+                    stream.write(encode_tfrecords(part, schema).data)
                     rows += part.num_rows
     return rows
 

@@ -1,4 +1,4 @@
-"""Vectorised tf.train.Example encoding: every row parses to the Example a per-row build gives."""
+"""tf.train.Example encoding, native and numpy: every row parses to the Example a per-row build gives."""
 
 import pyarrow as pa
 import pytest
@@ -6,9 +6,22 @@ from _batches import SCHEMA, rows, to_batch
 from hypothesis import given, settings
 
 from sparse_io import FeatureSpec, Schema
+from sparse_io import example_encoding
 from sparse_io.example_encoding import encode_examples
 
 example_pb2 = pytest.importorskip("tensorflow.core.example.example_pb2")
+
+
+@pytest.fixture(autouse=True, scope="module", params=["native", "numpy"])
+def encoder(request):
+    """Every test here runs against the native encoder and against its numpy reference."""
+    if request.param == "native":
+        assert example_encoding.native_encoder_available(), "a C++ compiler builds the encoder on every CI machine"
+        yield request.param
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(example_encoding, "_native", lambda: None)
+        yield request.param
 
 
 def _reference(row) -> "example_pb2.Example":

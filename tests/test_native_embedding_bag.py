@@ -17,6 +17,7 @@ import tensorflow as tf
 
 import ops
 from ops import _native, _native_build
+from sparse_io import native_build as io_build
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -289,7 +290,7 @@ def test_build_script_without_a_compiler_warns_and_succeeds(tmp_path):
     assert [line for line in result.stderr.splitlines() if "native kernels not built" in line]
 
 
-def test_the_build_step_before_the_demo_says_one_line_and_no_tensorflow_lines():
+def test_the_build_step_before_the_demo_says_a_line_per_library_and_no_tensorflow_lines():
     # `make demo` and `make test` run it first, as a file (`import ops` would load TensorFlow before it can
     # quiet it): a new user sees its output before anything else.
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
@@ -298,8 +299,9 @@ def test_the_build_step_before_the_demo_says_one_line_and_no_tensorflow_lines():
         timeout=300,
     )
     assert result.returncode == 0 and result.stderr == "", result.stderr
-    (line,) = result.stdout.splitlines()
-    assert line.startswith("native CPU kernels: ") and line.endswith(_native_build.LIBRARY_NAME)
+    kernels, helpers = result.stdout.splitlines()
+    assert kernels.startswith("native CPU kernels: ") and kernels.endswith(_native_build.LIBRARY_NAME)
+    assert helpers.startswith("native I/O helpers: ") and helpers.endswith(io_build.LIBRARY_NAME)
 
 
 def test_the_cache_is_keyed_by_tensorflow_version_and_sources(tmp_path, monkeypatch):
