@@ -5,8 +5,7 @@ import pytest
 from _batches import SCHEMA, rows, to_batch
 from hypothesis import given, settings
 
-from sparse_io import FeatureSpec, Schema
-from sparse_io import example_encoding
+from sparse_io import FeatureSpec, Schema, example_encoding
 from sparse_io.example_encoding import encode_examples
 
 example_pb2 = pytest.importorskip("tensorflow.core.example.example_pb2")

@@ -18,7 +18,8 @@ def _native_encoder():
 def _numpy(batch, schema) -> tuple[pa.Array, bytes]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(example_encoding, "_native", lambda: None)
-        return example_encoding.encode_examples(batch, schema), example_encoding.encode_tfrecords(batch, schema).tobytes()
+        framed = example_encoding.encode_tfrecords(batch, schema).tobytes()
+        return example_encoding.encode_examples(batch, schema), framed
 
 
 @settings(max_examples=60, deadline=None)
