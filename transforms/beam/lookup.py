@@ -3,8 +3,10 @@
 A vocabulary file (as ComputeVocabulary writes it: a token a line) assigns
 OOV indices `0..n-1` and the token on line `i` the index `n + i`, which is
 what `keras.layers.StringLookup(vocabulary=path, num_oov_indices=n)` does.
-Lookups are vectorised: strings through their Fingerprint64 in a sorted
-table (then compared byte for byte), integers through a sorted array.
+Lookups are vectorised: strings through a native hash table that compares
+bytes (`sparse_io.token_table`; where it cannot be built, through their
+Fingerprint64 in a sorted table, then compared byte for byte: its
+reference), integers through a sorted array.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from apache_beam.io.filesystems import FileSystems
 
+from sparse_io import token_table
 from sparse_io.hashing import fingerprint64, hash_strings, normalize_salt
 from sparse_io.paths import join_under
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
@@ -74,6 +77,11 @@ class VocabularyLookup:
         self._text = pa.array(list(tokens), pa.large_string()) if tokens else pa.array([], pa.large_string())
         self._int_keys: tuple[np.ndarray, np.ndarray] | None = None
         self._str_keys: tuple[np.ndarray, np.ndarray] | None = None
+        self._table: token_table.TokenTable | None = None
+
+    def __getstate__(self) -> dict:
+        # The native table is rebuilt where the lookup is unpickled (it holds a pointer).
+        return {**self.__dict__, "_table": None}
 
     def __len__(self) -> int:
         return len(self._text)
@@ -101,9 +109,30 @@ class VocabularyLookup:
             _check_unique_tokens(self._text, self._feature)
         return self._str_keys
 
+    def _native_table(self) -> token_table.TokenTable | None:
+        """The native exact-match table of the tokens (built once), or None where it cannot run."""
+        if self._table is None and token_table.available():
+            _check_unique_tokens(self._text, self._feature)
+            self._table = token_table.TokenTable(self._text)
+        return self._table
+
     def __call__(self, values: pa.Array, feature: str) -> np.ndarray:
         """int64 indices of flat `values` (strings or integers, no nulls)."""
         n = len(values)
+        table = None if pa.types.is_integer(values.type) else self._native_table()
+        if table is not None:
+            position = table.lookup(values)
+            found = position >= 0
+            out = np.where(found, position + self._num_oov, 0)
+        else:
+            found, out = self._search(values, n)
+        oov = ~found
+        if oov.any():
+            out[oov] = self._oov_indices(values, oov, feature)
+        return out
+
+    def _search(self, values: pa.Array, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(found, index) by binary search: the reference of the native table, and the path for integers."""
         if pa.types.is_integer(values.type):
             keys, order = self._sorted_ints()
             ids = values.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
@@ -127,11 +156,7 @@ class VocabularyLookup:
                     found, pos = _resolve_collisions(
                         keys, order, self._text, text, hashes, missed, found, pos
                     )
-        out = np.where(found, order[pos] + self._num_oov if len(keys) else 0, 0).astype(np.int64)
-        oov = ~found
-        if oov.any():
-            out[oov] = self._oov_indices(values, oov, feature)
-        return out
+        return found, np.where(found, order[pos] + self._num_oov if len(keys) else 0, 0).astype(np.int64)
 
     def _oov_indices(self, values: pa.Array, oov: np.ndarray, feature: str) -> np.ndarray:
         if self._num_oov == 0:

@@ -1,0 +1,134 @@
+// An exact token -> index hash table over Arrow string buffers: the vocabulary lookup of ApplyVocabulary.
+//
+// The table copies the vocabulary's bytes, hashes each token, and places (hash, index) pairs in an
+// open-addressing array of at least twice as many slots as tokens (linear probing). A lookup hashes
+// the probe, walks the slots from its home slot, and answers the index of the slot whose hash matches
+// and whose bytes are equal, or -1 at the first empty slot: a hash collision can never give a wrong
+// index. The numpy reference (transforms/beam/lookup.py: Fingerprint64, a sorted table, a byte
+// comparison) gives the same answers; tests/test_token_table.py checks both against a dict.
+
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <vector>
+
+namespace {
+
+inline uint64_t Rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+inline uint64_t Mix(uint64_t h) {
+  h ^= h >> 33;
+  h *= 0xFF51AFD7ED558CCDull;
+  h ^= h >> 33;
+  h *= 0xC4CEB9FE1A85EC53ull;
+  h ^= h >> 33;
+  return h;
+}
+
+// A 64-bit hash of a byte string: a multiply-rotate round per 8-byte word, the length folded in.
+uint64_t HashBytes(const uint8_t* p, int64_t n) {
+  constexpr uint64_t kP1 = 0x9E3779B185EBCA87ull, kP2 = 0xC2B2AE3D27D4EB4Full;
+  uint64_t h = 0x27D4EB2F165667C5ull ^ (static_cast<uint64_t>(n) * kP1);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = Rotl(h ^ (w * kP2), 31) * kP1;
+  }
+  if (i < n) {
+    uint64_t w = 0;
+    std::memcpy(&w, p + i, n - i);
+    h = Rotl(h ^ (w * kP2), 31) * kP1;
+  }
+  return Mix(h);
+}
+
+struct Slot {
+  uint64_t hash;
+  int64_t index;  // -1: empty
+};
+
+struct TokenTable {
+  std::vector<uint8_t> bytes;
+  std::vector<int64_t> offsets;  // [tokens + 1] into `bytes`
+  std::vector<Slot> slots;
+  uint64_t mask = 0;
+
+  int64_t Find(const uint8_t* p, int64_t n, uint64_t hash) const {
+    for (uint64_t s = hash & mask;; s = (s + 1) & mask) {
+      const Slot& slot = slots[s];
+      if (slot.index < 0) return -1;
+      if (slot.hash != hash) continue;
+      const int64_t start = offsets[slot.index], len = offsets[slot.index + 1] - start;
+      if (len == n && (n == 0 || std::memcmp(bytes.data() + start, p, n) == 0)) return slot.index;
+    }
+  }
+};
+
+template <typename Offset>
+void LookupAll(const TokenTable& table, const Offset* offsets, const uint8_t* data, int64_t n, int64_t* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t start = offsets[i], len = static_cast<int64_t>(offsets[i + 1]) - start;
+    const uint8_t* p = data + start;
+    out[i] = table.Find(p, len, HashBytes(p, len));
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+// A table of `count` tokens: token i is data[offsets[i] .. offsets[i + 1]) (int64 offsets). The bytes are
+// copied. A repeated token keeps its first index. Returns nullptr when memory runs out.
+__attribute__((visibility("default"))) void* sparseflow_token_table_new(const int64_t* offsets, const uint8_t* data,
+                                                                       int64_t count) {
+  TokenTable* table = new (std::nothrow) TokenTable;
+  if (table == nullptr) return nullptr;
+  try {
+    const int64_t first = count > 0 ? offsets[0] : 0;
+    const int64_t size = count > 0 ? offsets[count] - first : 0;
+    table->bytes.assign(data + first, data + first + size);
+    table->offsets.resize(count + 1);
+    for (int64_t i = 0; i <= count; ++i) table->offsets[i] = (count > 0 ? offsets[i] : 0) - first;
+    uint64_t capacity = 16;
+    while (capacity < 2 * static_cast<uint64_t>(count)) capacity <<= 1;
+    table->slots.assign(capacity, Slot{0, -1});
+    table->mask = capacity - 1;
+    for (int64_t i = 0; i < count; ++i) {
+      const uint8_t* p = table->bytes.data() + table->offsets[i];
+      const int64_t len = table->offsets[i + 1] - table->offsets[i];
+      const uint64_t hash = HashBytes(p, len);
+      if (table->Find(p, len, hash) >= 0) continue;
+      uint64_t s = hash & table->mask;
+      while (table->slots[s].index >= 0) s = (s + 1) & table->mask;
+      table->slots[s] = Slot{hash, i};
+    }
+  } catch (const std::bad_alloc&) {
+    delete table;
+    return nullptr;
+  }
+  return table;
+}
+
+__attribute__((visibility("default"))) void sparseflow_token_table_free(void* table) {
+  delete static_cast<TokenTable*>(table);
+}
+
+// out[i] = the index of string i (data[offsets[i] .. offsets[i + 1]), offsets of `offset_bytes` 4 or 8),
+// or -1 when the table lacks it. Returns 0, or -1 for another offset width.
+__attribute__((visibility("default"))) int32_t sparseflow_token_table_lookup(const void* table, const void* offsets,
+                                                                            int32_t offset_bytes,
+                                                                            const uint8_t* data, int64_t n,
+                                                                            int64_t* out) {
+  const TokenTable& t = *static_cast<const TokenTable*>(table);
+  if (offset_bytes == 4) {
+    LookupAll(t, static_cast<const int32_t*>(offsets), data, n, out);
+  } else if (offset_bytes == 8) {
+    LookupAll(t, static_cast<const int64_t*>(offsets), data, n, out);
+  } else {
+    return -1;
+  }
+  return 0;
+}
+
+}  // extern "C"
