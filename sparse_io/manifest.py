@@ -27,7 +27,9 @@ The lock file of a running ingest (`LOCK_FILE`) is not part of an output.
 
 from __future__ import annotations
 
+import ctypes
 import datetime
+import functools
 import json
 import os
 import struct
@@ -161,12 +163,59 @@ class _TFRecordCounter:
         return not self._skip and not self._head
 
 
+class _NativeFrameState(ctypes.Structure):
+    # Mirrors `SparseflowFrameCounter` in sparse_io/native/tfrecord_frames.cc.
+    _fields_ = [
+        ("records", ctypes.c_int64),
+        ("skip", ctypes.c_int64),
+        ("head_len", ctypes.c_int64),
+        ("head", ctypes.c_uint8 * 16),
+    ]
+
+
+@functools.cache
+def _native_count_frames():
+    from sparse_io import native_build
+
+    library = native_build.load()
+    if library is None:
+        return None
+    function = library.sparseflow_count_frames
+    function.argtypes, function.restype = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64], ctypes.c_int64
+    return function
+
+
+class _NativeFrameCounter:
+    """`_TFRecordCounter` in native code (sparse_io/native/tfrecord_frames.cc): one call per chunk."""
+
+    def __init__(self, count_frames):
+        self._count = count_frames
+        self._state = _NativeFrameState()
+
+    def feed(self, chunk: bytes) -> None:
+        self._count(ctypes.byref(self._state), chunk, len(chunk))
+
+    @property
+    def records(self) -> int:
+        return int(self._state.records)
+
+    @property
+    def complete(self) -> bool:
+        return not self._state.skip and not self._state.head_len
+
+
+def _frame_counter():
+    """A TFRecord frame counter: native where sparse_io's helpers build, else `_TFRecordCounter`."""
+    count_frames = _native_count_frames()
+    return _TFRecordCounter() if count_frames is None else _NativeFrameCounter(count_frames)
+
+
 def _scan(path: str, count_records: bool) -> tuple[str, int, int | None]:
     """(crc32c hex, bytes, TFRecord records or None) of a file, read once in chunks."""
     import google_crc32c
 
     crc, size = 0, 0
-    counter = _TFRecordCounter() if count_records else None
+    counter = _frame_counter() if count_records else None
     with _open(path) as f:
         while True:
             chunk = f.read(_CHUNK)
