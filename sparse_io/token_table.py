@@ -1,4 +1,7 @@
-"""An exact token -> index table over Arrow string arrays, in native code (`sparse_io/native/token_table.cc`).
+"""Exact token tables over Arrow string arrays, in native code (`sparse_io/native/token_table.cc`).
+
+`TokenTable`: token -> index, for vocabulary lookups. `TokenCounter`:
+token -> count, for vocabularies' counts.
 
 Vocabulary lookups find every id of a batch in a table of up to millions of
 tokens. The native table hashes each probe once and compares bytes only
@@ -21,7 +24,7 @@ import weakref
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["TokenTable", "available"]
+__all__ = ["TokenCounter", "TokenTable", "available"]
 
 _NARROW = (pa.string(), pa.binary())
 _WIDE = (pa.large_string(), pa.large_binary())
@@ -43,7 +46,19 @@ def _functions():
     new.argtypes, new.restype = [p, p, i64], p
     free.argtypes, free.restype = [p], None
     lookup.argtypes, lookup.restype = [p, p, ctypes.c_int32, p, i64, p], ctypes.c_int32
-    return new, free, lookup
+    counter = {
+        "new": library.sparseflow_token_counter_new,
+        "free": library.sparseflow_token_counter_free,
+        "add": library.sparseflow_token_counter_add,
+        "size": library.sparseflow_token_counter_size,
+        "export": library.sparseflow_token_counter_export,
+    }
+    counter["new"].argtypes, counter["new"].restype = [], p
+    counter["free"].argtypes, counter["free"].restype = [p], None
+    counter["add"].argtypes, counter["add"].restype = [p, p, ctypes.c_int32, p, i64], i64
+    counter["size"].argtypes, counter["size"].restype = [p, p, p], None
+    counter["export"].argtypes, counter["export"].restype = [p, p, p, p], None
+    return new, free, lookup, counter
 
 
 def available() -> bool:
@@ -81,7 +96,7 @@ class TokenTable:
         functions = _functions()
         if functions is None:
             raise RuntimeError("TokenTable: sparseflow's native I/O helpers are not available here")
-        new, free, self._lookup = functions
+        new, free, self._lookup, _ = functions
         offsets, data = _buffers(tokens)
         wide = np.ascontiguousarray(offsets, dtype=np.int64)
         handle = new(wide.ctypes.data, data.ctypes.data, len(tokens))
@@ -106,3 +121,58 @@ class TokenTable:
             self._lookup(self._handle, offsets.ctypes.data, offsets.itemsize, data.ctypes.data, len(values),
                          out.ctypes.data)
         return out
+
+
+class TokenCounter:
+    """token -> how many times it was added, exact, for whole string arrays at once.
+
+    Example:
+      >>> counter = TokenCounter(); counter.add(pa.array(["b", "a", "b"]))  # doctest: +SKIP
+      >>> counter.table(pa.large_string()).to_pydict()  # doctest: +SKIP
+      {'value': ['b', 'a'], 'count': [2, 1]}
+
+    Raises:
+      RuntimeError: the native library is not available (check `available()`).
+      MemoryError: the table could not grow.
+    """
+
+    def __init__(self):
+        functions = _functions()
+        if functions is None:
+            raise RuntimeError("TokenCounter: sparseflow's native I/O helpers are not available here")
+        self._calls = functions[3]
+        handle = self._calls["new"]()
+        if not handle:
+            raise MemoryError("TokenCounter: no memory for a table")
+        self._handle = handle
+        self._release = weakref.finalize(self, self._calls["free"], handle)
+
+    def add(self, values: pa.Array) -> None:
+        """Counts every string of `values` (no nulls).
+
+        Raises:
+          ValueError: a null value.
+          MemoryError: the table could not grow (the counter is unusable then).
+        """
+        offsets, data = _buffers(values)
+        if len(values) and self._calls["add"](self._handle, offsets.ctypes.data, offsets.itemsize,
+                                              data.ctypes.data, len(values)) == -2:
+            raise MemoryError("TokenCounter: no memory to grow the table")
+
+    def __len__(self) -> int:
+        tokens, size = ctypes.c_int64(), ctypes.c_int64()
+        self._calls["size"](self._handle, ctypes.byref(tokens), ctypes.byref(size))
+        return tokens.value
+
+    def table(self, value_type: pa.DataType) -> pa.Table:
+        """`(value, count)`, distinct values of type `value_type` (large_string or large_binary), first seen first."""
+        tokens, size = ctypes.c_int64(), ctypes.c_int64()
+        self._calls["size"](self._handle, ctypes.byref(tokens), ctypes.byref(size))
+        offsets = np.empty(tokens.value + 1, dtype=np.int64)
+        data = np.empty(max(size.value, 1), dtype=np.uint8)
+        counts = np.empty(tokens.value, dtype=np.int64)
+        self._calls["export"](self._handle, offsets.ctypes.data, data.ctypes.data, counts.ctypes.data)
+        values = pa.Array.from_buffers(
+            value_type, tokens.value, [None, pa.py_buffer(offsets), pa.py_buffer(data[: size.value])]
+        )
+        return pa.table({"value": values, "count": pa.array(counts)})

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparse_io import token_table
-from sparse_io.token_table import TokenTable
+from sparse_io.token_table import TokenCounter, TokenTable
 from transforms.beam.lookup import VocabularyLookup
 
 
@@ -70,3 +70,61 @@ def test_vocabulary_lookup_gives_its_reference_indices(tokens, probes, num_oov):
         patch.setattr(token_table, "available", lambda: False)
         reference = VocabularyLookup(tokens, num_oov, oov_method="farmhash")(values, "f")
     np.testing.assert_array_equal(native, reference)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(_TEXT, max_size=40), max_size=6),
+       st.sampled_from([pa.string(), pa.large_string(), pa.binary(), pa.large_binary()]))
+def test_counter_counts_like_a_counter_in_first_seen_order(batches, value_type):
+    import collections
+
+    counter = TokenCounter()
+    reference: collections.Counter = collections.Counter()
+    for batch in batches:
+        encoded = [t.encode() for t in batch] if value_type in (pa.binary(), pa.large_binary()) else batch
+        counter.add(pa.array(encoded, value_type))
+        reference.update(encoded)
+    large = pa.large_binary() if value_type in (pa.binary(), pa.large_binary()) else pa.large_string()
+    table = counter.table(large)
+    assert table.column("value").type == large and len(counter) == len(reference)
+    assert dict(zip(table.column("value").to_pylist(), table.column("count").to_pylist())) == dict(reference)
+    assert table.column("value").to_pylist() == list(reference)  # Counter keeps first-seen order too
+
+
+def test_counter_grows_past_many_distinct_tokens():
+    rng = np.random.default_rng(9)
+    ids = rng.zipf(1.3, 300_000) % 150_000
+    tokens = np.char.add("t", ids.astype(str))
+    counter = TokenCounter()
+    for part in np.array_split(tokens, 7):
+        counter.add(pa.array(part.tolist()).slice(0))
+    table = counter.table(pa.large_string())
+    got = dict(zip(table.column("value").to_pylist(), table.column("count").to_pylist()))
+    values, counts = np.unique(tokens, return_counts=True)
+    assert got == dict(zip(values.tolist(), counts.tolist()))
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_count_tables_of_strings_merge_and_pickle_alike_with_and_without_the_counter(native, monkeypatch):
+    import collections
+    import pickle
+
+    from transforms.beam._counts import CountTable
+
+    if not native:
+        monkeypatch.setattr(token_table, "available", lambda: False)
+    rng = np.random.default_rng(4)
+    reference: collections.Counter = collections.Counter()
+    tables = [CountTable() for _ in range(3)]
+    for i in range(24):
+        ids = rng.zipf(1.4, int(rng.integers(0, 3000))) % 5000
+        values = np.char.add("id-", ids.astype(str)).tolist()
+        tables[i % 3].add(pa.array(values, pa.large_string() if i % 2 else pa.string()))
+        reference.update(values)
+    tables[1] = pickle.loads(pickle.dumps(tables[1]))
+    tables[0].merge(tables[1])
+    tables[0].merge(tables[2])
+    got = tables[0].sorted()
+    expected = sorted(reference.items(), key=lambda kv: (-kv[1], kv[0]))
+    assert list(zip(got.column("value").to_pylist(), got.column("count").to_pylist())) == expected
+    assert tables[0].total() == sum(reference.values())

@@ -1,4 +1,5 @@
-// An exact token -> index hash table over Arrow string buffers: the vocabulary lookup of ApplyVocabulary.
+// Exact token hash tables over Arrow string buffers: the vocabulary lookup of ApplyVocabulary
+// (TokenTable) and the token counts of ComputeVocabulary (TokenCounter).
 //
 // The table copies the vocabulary's bytes, hashes each token, and places (hash, index) pairs in an
 // open-addressing array of at least twice as many slots as tokens (linear probing). A lookup hashes
@@ -65,6 +66,57 @@ struct TokenTable {
   }
 };
 
+// token -> count; tokens kept in first-seen order. Open addressing as TokenTable, growing at half full.
+struct TokenCounter {
+  std::vector<uint8_t> bytes;
+  std::vector<int64_t> offsets{0};
+  std::vector<int64_t> counts;
+  std::vector<Slot> slots = std::vector<Slot>(1024, Slot{0, -1});
+  uint64_t mask = 1023;
+
+  void Grow() {
+    std::vector<Slot> bigger(slots.size() * 2, Slot{0, -1});
+    const uint64_t bigger_mask = bigger.size() - 1;
+    for (const Slot& slot : slots) {
+      if (slot.index < 0) continue;
+      uint64_t s = slot.hash & bigger_mask;
+      while (bigger[s].index >= 0) s = (s + 1) & bigger_mask;
+      bigger[s] = slot;
+    }
+    slots.swap(bigger);
+    mask = bigger_mask;
+  }
+
+  void Add(const uint8_t* p, int64_t n) {
+    const uint64_t hash = HashBytes(p, n);
+    uint64_t s = hash & mask;
+    for (;; s = (s + 1) & mask) {
+      const Slot& slot = slots[s];
+      if (slot.index < 0) break;
+      if (slot.hash != hash) continue;
+      const int64_t start = offsets[slot.index], len = offsets[slot.index + 1] - start;
+      if (len == n && (n == 0 || std::memcmp(bytes.data() + start, p, n) == 0)) {
+        counts[slot.index] += 1;
+        return;
+      }
+    }
+    const int64_t index = static_cast<int64_t>(counts.size());
+    slots[s] = Slot{hash, index};
+    bytes.insert(bytes.end(), p, p + n);
+    offsets.push_back(static_cast<int64_t>(bytes.size()));
+    counts.push_back(1);
+    if (2 * counts.size() > slots.size()) Grow();
+  }
+};
+
+template <typename Offset>
+void CountAll(TokenCounter& counter, const Offset* offsets, const uint8_t* data, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t start = offsets[i];
+    counter.Add(data + start, static_cast<int64_t>(offsets[i + 1]) - start);
+  }
+}
+
 template <typename Offset>
 void LookupAll(const TokenTable& table, const Offset* offsets, const uint8_t* data, int64_t n, int64_t* out) {
   for (int64_t i = 0; i < n; ++i) {
@@ -129,6 +181,51 @@ __attribute__((visibility("default"))) int32_t sparseflow_token_table_lookup(con
     return -1;
   }
   return 0;
+}
+
+__attribute__((visibility("default"))) void* sparseflow_token_counter_new() {
+  return new (std::nothrow) TokenCounter;
+}
+
+__attribute__((visibility("default"))) void sparseflow_token_counter_free(void* counter) {
+  delete static_cast<TokenCounter*>(counter);
+}
+
+// Counts each of `n` strings (offsets of `offset_bytes` 4 or 8, as the lookup). Returns the distinct
+// tokens so far, -1 for another offset width, -2 when memory ran out (the counter is then unusable).
+__attribute__((visibility("default"))) int64_t sparseflow_token_counter_add(void* counter, const void* offsets,
+                                                                           int32_t offset_bytes,
+                                                                           const uint8_t* data, int64_t n) {
+  TokenCounter& c = *static_cast<TokenCounter*>(counter);
+  try {
+    if (offset_bytes == 4) {
+      CountAll(c, static_cast<const int32_t*>(offsets), data, n);
+    } else if (offset_bytes == 8) {
+      CountAll(c, static_cast<const int64_t*>(offsets), data, n);
+    } else {
+      return -1;
+    }
+  } catch (const std::bad_alloc&) {
+    return -2;
+  }
+  return static_cast<int64_t>(c.counts.size());
+}
+
+// The distinct tokens and the bytes they hold, for sizing `sparseflow_token_counter_export`'s outputs.
+__attribute__((visibility("default"))) void sparseflow_token_counter_size(const void* counter, int64_t* tokens,
+                                                                         int64_t* bytes) {
+  const TokenCounter& c = *static_cast<const TokenCounter*>(counter);
+  *tokens = static_cast<int64_t>(c.counts.size());
+  *bytes = static_cast<int64_t>(c.bytes.size());
+}
+
+// Copies the tokens (int64 offsets [tokens + 1], their bytes) and counts [tokens] out, first seen first.
+__attribute__((visibility("default"))) void sparseflow_token_counter_export(const void* counter, int64_t* offsets,
+                                                                           uint8_t* data, int64_t* counts) {
+  const TokenCounter& c = *static_cast<const TokenCounter*>(counter);
+  std::memcpy(offsets, c.offsets.data(), c.offsets.size() * sizeof(int64_t));
+  if (!c.bytes.empty()) std::memcpy(data, c.bytes.data(), c.bytes.size());
+  if (!c.counts.empty()) std::memcpy(counts, c.counts.data(), c.counts.size() * sizeof(int64_t));
 }
 
 }  // extern "C"

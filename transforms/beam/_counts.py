@@ -1,7 +1,10 @@
 """Exact value counts over Arrow arrays, for combiners that count ids.
 
-A batch is counted with one `pc.value_counts` call; tables from many batches
-are summed with a hash aggregation (`Table.group_by`). Summing every new batch
+Strings are counted in a native hash table as they are added
+(`sparse_io.token_table.TokenCounter`, where it builds); otherwise a batch is
+counted with one `pc.value_counts` call (the reference, and the path for
+integers: `np.bincount` or `np.unique`). Tables are summed with a hash
+aggregation (`Table.group_by`). Summing every new batch
 into one big table would cost O(distinct values) per batch, so parts are kept
 side by side and merged like a binary counter: a part is folded into its
 neighbour only once it has grown to half the neighbour's size, so each value
@@ -14,9 +17,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparse_io import token_table
+
 __all__ = ["CountTable", "list_values"]
 
 _MAX_PARTS = 24
+_TEXT_TYPES = (pa.large_string(), pa.large_binary())
 _RAW_BUFFER = 1 << 20  # values buffered before counting
 
 
@@ -71,18 +77,36 @@ class CountTable:
         self._parts: list[pa.Table] = []
         self._raw: list[pa.Array] = []
         self._raw_size = 0
+        # Strings are counted in a native hash table as they come, where it builds (sparse_io.token_table).
+        self._counter: token_table.TokenCounter | None = None
+        self._counter_type: pa.DataType | None = None
 
     def add(self, values: pa.Array) -> None:
         if len(values) == 0:
             return
+        values = _normalize(values)
+        if values.type in _TEXT_TYPES and token_table.available():
+            if self._counter is not None and values.type != self._counter_type:
+                self._flush_counter()
+            if self._counter is None:
+                self._counter, self._counter_type = token_table.TokenCounter(), values.type
+            self._counter.add(values)
+            return
         # Batches are counted together once enough values are buffered: one
         # value_counts over many batches instead of a count and a merge each.
-        self._raw.append(_normalize(values))
+        self._raw.append(values)
         self._raw_size += len(values)
         if self._raw_size >= _RAW_BUFFER:
             self._flush()
 
+    def _flush_counter(self) -> None:
+        counter, value_type = self._counter, self._counter_type
+        self._counter = self._counter_type = None
+        if counter is not None and value_type is not None and len(counter):
+            self._push(counter.table(value_type))
+
     def _flush(self) -> None:
+        self._flush_counter()
         if not self._raw:
             return
         raw = self._raw[0] if len(self._raw) == 1 else pa.concat_arrays(self._raw)
