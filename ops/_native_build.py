@@ -18,21 +18,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from sparse_io import native_build as io_build
-from sparse_io.native_build import cache_dir, compiler, instruction_flags
+from sparse_io.native_build import BuildError, cache_dir, compile_library, compiler, instruction_flags
 
 SOURCES = Path(__file__).parent / "native"
 LIBRARY_NAME = "sparseflow_native.so"
-
-
-class BuildError(RuntimeError):
-    """The native library could not be built (no compiler, or the compiler failed)."""
 
 
 def _command(sources: list[Path], output: Path) -> list[str]:
@@ -78,21 +71,8 @@ def build() -> Path:
     Raises:
       BuildError: no compiler on PATH, or compilation failed (the message holds the compiler's last lines).
     """
-    target = library_path()
-    if target.exists():
-        return target
-    if shutil.which(compiler()) is None:
-        raise BuildError(f"no C++ compiler {compiler()!r} found (set CXX)")
-    target.parent.mkdir(parents=True, exist_ok=True)
     sources = sorted(SOURCES.glob("*.cc"))
-    with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
-        partial = Path(scratch) / LIBRARY_NAME
-        result = subprocess.run(_command(sources, partial), capture_output=True, text=True)
-        if result.returncode != 0:
-            tail = " | ".join(result.stderr.strip().splitlines()[-3:])
-            raise BuildError(f"{compiler()} failed with exit code {result.returncode}: {tail}")
-        os.replace(partial, target)
-    return target
+    return compile_library(library_path(), lambda output: _command(sources, output))
 
 
 def _import_tensorflow_quietly() -> None:
@@ -120,7 +100,7 @@ def main() -> int:
         print(f"warning: native kernels not built, the stock-op compositions will run: {error}", file=sys.stderr)
     try:
         print(f"native I/O helpers: {io_build.build()}")
-    except io_build.BuildError as error:
+    except BuildError as error:
         print(f"warning: native I/O helpers not built, numpy will encode: {error}", file=sys.stderr)
     return 0
 

@@ -23,9 +23,19 @@ import platform
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["BuildError", "build", "cache_dir", "compiler", "instruction_flags", "load", "unavailable_reason"]
+__all__ = [
+    "BuildError",
+    "build",
+    "cache_dir",
+    "compile_library",
+    "compiler",
+    "instruction_flags",
+    "load",
+    "unavailable_reason",
+]
 
 SOURCES = Path(__file__).parent / "native"
 LIBRARY_NAME = "sparseflow_io.so"
@@ -90,16 +100,29 @@ def build() -> Path:
     Raises:
       BuildError: no compiler on PATH, or compilation failed (the message holds the compiler's last lines).
     """
-    target = library_path()
+    sources = sorted(SOURCES.glob("*.cc"))
+    return compile_library(
+        library_path(), lambda output: [compiler(), *_flags(), *map(str, sources), "-o", str(output)]
+    )
+
+
+def compile_library(target: Path, command: Callable[[Path], list[str]]) -> Path:
+    """Runs `command(partial)` to compile a shared library unless `target` exists; returns `target`.
+
+    The compiler writes into a temporary folder beside `target`, and the
+    library is renamed into place, so concurrent builds each leave a whole one.
+
+    Raises:
+      BuildError: no compiler on PATH, or it failed (the message holds its last lines).
+    """
     if target.exists():
         return target
     if shutil.which(compiler()) is None:
         raise BuildError(f"no C++ compiler {compiler()!r} found (set CXX)")
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
-        partial = Path(scratch) / LIBRARY_NAME
-        command = [compiler(), *_flags(), *map(str, sorted(SOURCES.glob("*.cc"))), "-o", str(partial)]
-        result = subprocess.run(command, capture_output=True, text=True)
+        partial = Path(scratch) / target.name
+        result = subprocess.run(command(partial), capture_output=True, text=True)
         if result.returncode != 0:
             tail = " | ".join(result.stderr.strip().splitlines()[-3:])
             raise BuildError(f"{compiler()} failed with exit code {result.returncode}: {tail}")

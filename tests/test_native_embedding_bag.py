@@ -288,6 +288,7 @@ def test_build_script_without_a_compiler_warns_and_succeeds(tmp_path):
     )
     assert result.returncode == 0
     assert [line for line in result.stderr.splitlines() if "native kernels not built" in line]
+    assert [line for line in result.stderr.splitlines() if "native I/O helpers not built" in line]
 
 
 def test_the_build_step_before_the_demo_says_a_line_per_library_and_no_tensorflow_lines():

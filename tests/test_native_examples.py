@@ -78,3 +78,28 @@ def test_the_framed_bytes_read_back_as_tensorflow_reads_a_tfrecord_file(tmp_path
     records = [r.numpy() for r in tf.data.TFRecordDataset(str(path)).apply(tf.data.experimental.ignore_errors())]
     strict = [r.numpy() for r in tf.data.TFRecordDataset(str(path))]
     assert records == strict == example_encoding.encode_examples(batch, SCHEMA).to_pylist()
+
+
+def test_without_a_compiler_numpy_encodes_after_one_warning_line(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import logging, pyarrow as pa\n"
+        "logging.basicConfig(level=logging.WARNING, format='%(message)s')\n"
+        "from sparse_io import FeatureSpec, Schema, example_encoding, token_table\n"
+        "s = Schema([FeatureSpec('label', 'label'), FeatureSpec('ids', 'sparse', 'int64')])\n"
+        "b = pa.record_batch({'label': [1, 0], 'ids': [[1, 2], []]}, schema=s.arrow_schema())\n"
+        "print(len(example_encoding.encode_tfrecords(b, s)), len(example_encoding.encode_tfrecords(b, s)))\n"
+        "print(example_encoding.native_encoder_available(), token_table.available())\n"
+    )
+    env = dict(os.environ, CXX=str(tmp_path / "no-such-compiler"), SPARSEFLOW_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    sizes, flags = done.stdout.split("\n")[:2]
+    assert flags == "False False"
+    first, second = sizes.split()
+    assert first == second and int(first) > 0
+    warnings = [line for line in done.stderr.splitlines() if "native I/O helpers unavailable" in line]
+    assert len(warnings) == 1, done.stderr
