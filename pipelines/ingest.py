@@ -97,8 +97,8 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
 
     The graph: ReadLogs -> [LogProgress] -> [GroupHistories] -> HashIds ->
     [ComputeVocabulary + ApplyVocabulary, or ApplyVocabulary of the
-    `vocab_from` ingest's files; computed vocabularies' batches wait on disk
-    meanwhile: HoldBatches + ReleaseBatches] -> [CountOovIds] -> WriteShards (which also
+    `vocab_from` ingest's files; on a local runner, computed vocabularies'
+    batches wait on disk meanwhile: HoldBatches + ReleaseBatches] -> [CountOovIds] -> WriteShards (which also
     writes schema.json, with each feature's id space, and stats.json). Every element between read and write is a
     `pa.RecordBatch`.
     """
@@ -113,6 +113,7 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
         WriteShards,
     )
     from transforms.beam.held_batches import HoldBatches, ReleaseBatches
+    from transforms.beam.runner import keeps_pcollections_in_memory
 
     batches = pipeline | "ReadLogs" >> ReadLogs(
         input_pattern,
@@ -166,14 +167,15 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     groups: dict[tuple, list[str]] = {}
     for p in config.vocabularies:
         groups.setdefault((p.min_frequency, p.top_k, p.num_oov_buckets), []).append(p.name)
-    # Every vocabulary is counted from the same batches (each group owns its features), and the
-    # batches wait on disk, not in the runner, until all are written (transforms.beam.held_batches).
+    # Every vocabulary is counted from the same batches (each group owns its features). A local
+    # runner would hold the batches in memory until all are written: they wait on disk instead
+    # (transforms.beam.held_batches); a distributed runner materializes them in its own shuffle.
     computed = []
     for i, ((min_frequency, top_k, num_oov), names) in enumerate(sorted(groups.items(), key=str)):
         computed.append(
             batches | f"ComputeVocabulary{i}" >> ComputeVocabulary(names, vocab_dir, min_frequency, top_k, num_oov)
         )
-    if computed:
+    if computed and keeps_pcollections_in_memory(pipeline.options):
         held = batches | "HoldBatches" >> HoldBatches(output_dir)
         batches = held | "ReleaseBatches" >> ReleaseBatches(computed)
     for i, vocab in enumerate(computed):

@@ -117,3 +117,16 @@ def test_an_ingest_with_vocabularies_leaves_no_held_file(tmp_path):
     assert summary["rows_out"] == 3000
     leftovers = [str(p) for p in out.rglob("*") if p.name.startswith(HELD_PREFIX)]
     assert leftovers == []
+
+
+def test_a_local_ingest_graph_holds_the_batches_a_vocabulary_waits_for():
+    from pipelines.config import load_config
+    from pipelines.ingest import build_ingest
+
+    config = load_config(os.path.join(os.path.dirname(os.path.dirname(__file__)), "pipelines", "configs",
+                                      "criteo.yaml"))
+    assert config.vocabularies, "the shipped criteo config computes vocabularies"
+    pipeline = beam.Pipeline(options=in_process_options())
+    build_ingest(pipeline, config, "logs/day_*.tsv", "out")
+    names = {t.unique_name for t in pipeline.to_runner_api().components.transforms.values()}
+    assert {"HoldBatches", "ReleaseBatches"} <= names

@@ -14,7 +14,12 @@ only the file names. `ReleaseBatches(wait_for)` reads them back, in the order
 they were written, once the PCollections in `wait_for` are complete: they are
 its side inputs, which keeps the runner from fusing the read-back into the
 step that wrote the files, so the batches flow from disk straight into the
-step that needed the side input. Each file is deleted once read.
+step that needed the side input. Each file is deleted once read (a failed
+run's leftovers go with its other temporaries).
+
+`pipelines.ingest` holds batches on the local runners only
+(`transforms.beam.runner.keeps_pcollections_in_memory`): a distributed runner
+materializes the waiting input in its own shuffle, not in memory.
 
     held = batches | HoldBatches(output_dir)
     vocab = batches | ComputeVocabulary(names, vocab_dir)

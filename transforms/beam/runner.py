@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-__all__ = ["IN_PROCESS_RUNNER", "in_process_options"]
+__all__ = ["IN_PROCESS_RUNNER", "in_process_options", "keeps_pcollections_in_memory"]
 
 IN_PROCESS_RUNNER = "FnApiRunner"
 
@@ -36,3 +36,30 @@ def in_process_options(argv: Sequence[str] | None = None, **overrides) -> Pipeli
     if not standard.runner:
         standard.runner = IN_PROCESS_RUNNER
     return options
+
+
+# Runners that run a pipeline in this process (or a local one of their own) and keep every
+# PCollection that crosses a stage boundary in memory.
+_IN_MEMORY_RUNNERS = {
+    "FnApiRunner", "DirectRunner", "SwitchingDirectRunner", "BundleBasedDirectRunner", "PrismRunner",
+    "InteractiveRunner",
+}
+
+
+def keeps_pcollections_in_memory(options: PipelineOptions) -> bool:
+    """Whether `options`' runner holds whole PCollections in memory between stages (the local runners).
+
+    Distributed runners (Dataflow, Flink, Spark, a portable job service)
+    spill what they materialize to their own shuffle or disk.
+
+    Example:
+      >>> keeps_pcollections_in_memory(in_process_options())
+      True
+      >>> keeps_pcollections_in_memory(PipelineOptions(["--runner=DataflowRunner"]))
+      False
+    """
+    runner = options.view_as(StandardOptions).runner
+    if runner is None:
+        return True
+    name = runner if isinstance(runner, str) else type(runner).__name__
+    return name.rsplit(".", 1)[-1] in _IN_MEMORY_RUNNERS
