@@ -1,6 +1,6 @@
 // tf.train.Example encoding and TFRecord framing of a whole record batch, in two passes over its columns.
 //
-// The byte-for-byte reference is sparse_io/example_encoding.py's numpy encoder (`_encode_examples_numpy`)
+// The byte-for-byte reference is sparse_io/example_encoding.py's numpy encoder (`_encode_numpy`)
 // and sparse_io/tfrecord.py's `frame_records`; tests/test_native_examples.py checks the two agree. The
 // wire format, per row:
 //
