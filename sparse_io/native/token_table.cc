@@ -1,10 +1,10 @@
 // Exact token hash tables over Arrow string buffers: the vocabulary lookup of ApplyVocabulary
 // (TokenTable) and the token counts of ComputeVocabulary (TokenCounter).
 //
-// The table copies the vocabulary's bytes, hashes each token, and places (hash, index) pairs in an
+// The table copies the vocabulary's bytes, hashes each token, and places a slot per token in an
 // open-addressing array of at least twice as many slots as tokens (linear probing). A lookup hashes
-// the probe, walks the slots from its home slot, and answers the index of the slot whose hash matches
-// and whose bytes are equal, or -1 at the first empty slot: a hash collision can never give a wrong
+// the probe, walks the slots from its home slot, and answers the index of the slot whose token equals
+// it (see `Slot`), or -1 at the first empty slot: a hash collision can never give a wrong
 // index. The numpy reference (transforms/beam/lookup.py: Fingerprint64, a sorted table, a byte
 // comparison) gives the same answers; tests/test_token_table.py checks both against a dict.
 
@@ -44,68 +44,101 @@ uint64_t HashBytes(const uint8_t* p, int64_t n) {
   return Mix(h);
 }
 
+// A slot holds what decides most comparisons without touching the token's bytes elsewhere in memory:
+// the token's first 8 bytes (zero-padded), 24 bits of its hash and its length (capped at 255). Tokens of
+// at most 8 bytes are equal exactly when these agree; longer ones are then compared byte for byte.
 struct Slot {
-  uint64_t hash;
-  int64_t index;  // -1: empty
+  uint64_t head;
+  uint32_t check;
+  int32_t index;  // -1: empty
 };
 
-struct TokenTable {
+struct Key {
+  uint64_t hash;
+  uint64_t head;
+  uint32_t check;
+};
+
+inline Key KeyOf(const uint8_t* p, int64_t n) {
+  Key key;
+  key.hash = HashBytes(p, n);
+  key.head = 0;
+  std::memcpy(&key.head, p, n < 8 ? n : 8);
+  key.check = static_cast<uint32_t>(key.hash >> 40) << 8 | static_cast<uint32_t>(n < 255 ? n : 255);
+  return key;
+}
+
+// Tokens (their bytes end to end, int64 offsets) and an open-addressing index over them, linear probing.
+struct SlotIndex {
   std::vector<uint8_t> bytes;
-  std::vector<int64_t> offsets;  // [tokens + 1] into `bytes`
+  std::vector<int64_t> offsets{0};  // [tokens + 1] into `bytes`
   std::vector<Slot> slots;
   uint64_t mask = 0;
 
-  int64_t Find(const uint8_t* p, int64_t n, uint64_t hash) const {
-    for (uint64_t s = hash & mask;; s = (s + 1) & mask) {
+  // The slot holding the token, or the empty slot where it would go.
+  uint64_t Probe(const uint8_t* p, int64_t n, const Key& key) const {
+    for (uint64_t s = key.hash & mask;; s = (s + 1) & mask) {
       const Slot& slot = slots[s];
-      if (slot.index < 0) return -1;
-      if (slot.hash != hash) continue;
+      if (slot.index < 0) return s;
+      if (slot.check != key.check || slot.head != key.head) continue;
+      if (n <= 8) return s;
       const int64_t start = offsets[slot.index], len = offsets[slot.index + 1] - start;
-      if (len == n && (n == 0 || std::memcmp(bytes.data() + start, p, n) == 0)) return slot.index;
+      if (len == n && std::memcmp(bytes.data() + start, p, n) == 0) return s;
     }
+  }
+
+  void Resize(uint64_t capacity) {
+    std::vector<Slot> fresh(capacity, Slot{0, 0, -1});
+    const uint64_t fresh_mask = capacity - 1;
+    for (const Slot& slot : slots) {
+      if (slot.index < 0) continue;
+      const int64_t start = offsets[slot.index];
+      uint64_t s = HashBytes(bytes.data() + start, offsets[slot.index + 1] - start) & fresh_mask;
+      while (fresh[s].index >= 0) s = (s + 1) & fresh_mask;
+      fresh[s] = slot;
+    }
+    slots.swap(fresh);
+    mask = fresh_mask;
+  }
+
+  // Appends a token not yet present into the empty slot `s` that Probe gave; returns its index.
+  int32_t Insert(uint64_t s, const uint8_t* p, int64_t n, const Key& key) {
+    const int32_t index = static_cast<int32_t>(offsets.size() - 1);
+    bytes.insert(bytes.end(), p, p + n);
+    offsets.push_back(static_cast<int64_t>(bytes.size()));
+    slots[s] = Slot{key.head, key.check, index};
+    return index;
+  }
+
+  int64_t size() const { return static_cast<int64_t>(offsets.size()) - 1; }
+};
+
+constexpr int64_t kMaxTokens = INT32_MAX - 1;
+
+struct TokenTable : SlotIndex {
+  int64_t Find(const uint8_t* p, int64_t n) const {
+    const Slot& slot = slots[Probe(p, n, KeyOf(p, n))];
+    return slot.index;
   }
 };
 
-// token -> count; tokens kept in first-seen order. Open addressing as TokenTable, growing at half full.
-struct TokenCounter {
-  std::vector<uint8_t> bytes;
-  std::vector<int64_t> offsets{0};
+// token -> count; tokens kept in first-seen order, growing at half full.
+struct TokenCounter : SlotIndex {
   std::vector<int64_t> counts;
-  std::vector<Slot> slots = std::vector<Slot>(1024, Slot{0, -1});
-  uint64_t mask = 1023;
 
-  void Grow() {
-    std::vector<Slot> bigger(slots.size() * 2, Slot{0, -1});
-    const uint64_t bigger_mask = bigger.size() - 1;
-    for (const Slot& slot : slots) {
-      if (slot.index < 0) continue;
-      uint64_t s = slot.hash & bigger_mask;
-      while (bigger[s].index >= 0) s = (s + 1) & bigger_mask;
-      bigger[s] = slot;
-    }
-    slots.swap(bigger);
-    mask = bigger_mask;
-  }
+  TokenCounter() { Resize(1024); }
 
   void Add(const uint8_t* p, int64_t n) {
-    const uint64_t hash = HashBytes(p, n);
-    uint64_t s = hash & mask;
-    for (;; s = (s + 1) & mask) {
-      const Slot& slot = slots[s];
-      if (slot.index < 0) break;
-      if (slot.hash != hash) continue;
-      const int64_t start = offsets[slot.index], len = offsets[slot.index + 1] - start;
-      if (len == n && (n == 0 || std::memcmp(bytes.data() + start, p, n) == 0)) {
-        counts[slot.index] += 1;
-        return;
-      }
+    const Key key = KeyOf(p, n);
+    const uint64_t s = Probe(p, n, key);
+    if (slots[s].index >= 0) {
+      counts[slots[s].index] += 1;
+      return;
     }
-    const int64_t index = static_cast<int64_t>(counts.size());
-    slots[s] = Slot{hash, index};
-    bytes.insert(bytes.end(), p, p + n);
-    offsets.push_back(static_cast<int64_t>(bytes.size()));
+    if (size() >= kMaxTokens) throw std::bad_alloc();
+    Insert(s, p, n, key);
     counts.push_back(1);
-    if (2 * counts.size() > slots.size()) Grow();
+    if (2 * counts.size() > slots.size()) Resize(slots.size() * 2);
   }
 };
 
@@ -122,7 +155,7 @@ void LookupAll(const TokenTable& table, const Offset* offsets, const uint8_t* da
   for (int64_t i = 0; i < n; ++i) {
     const int64_t start = offsets[i], len = static_cast<int64_t>(offsets[i + 1]) - start;
     const uint8_t* p = data + start;
-    out[i] = table.Find(p, len, HashBytes(p, len));
+    out[i] = table.Find(p, len);
   }
 }
 
@@ -131,9 +164,11 @@ void LookupAll(const TokenTable& table, const Offset* offsets, const uint8_t* da
 extern "C" {
 
 // A table of `count` tokens: token i is data[offsets[i] .. offsets[i + 1]) (int64 offsets). The bytes are
-// copied. A repeated token keeps its first index. Returns nullptr when memory runs out.
+// copied. A repeated token keeps its first index. Returns nullptr when memory runs out or `count` passes
+// 2^31 - 2 tokens.
 __attribute__((visibility("default"))) void* sparseflow_token_table_new(const int64_t* offsets, const uint8_t* data,
                                                                        int64_t count) {
+  if (count > kMaxTokens) return nullptr;
   TokenTable* table = new (std::nothrow) TokenTable;
   if (table == nullptr) return nullptr;
   try {
@@ -144,16 +179,15 @@ __attribute__((visibility("default"))) void* sparseflow_token_table_new(const in
     for (int64_t i = 0; i <= count; ++i) table->offsets[i] = (count > 0 ? offsets[i] : 0) - first;
     uint64_t capacity = 16;
     while (capacity < 2 * static_cast<uint64_t>(count)) capacity <<= 1;
-    table->slots.assign(capacity, Slot{0, -1});
+    table->slots.assign(capacity, Slot{0, 0, -1});
     table->mask = capacity - 1;
     for (int64_t i = 0; i < count; ++i) {
       const uint8_t* p = table->bytes.data() + table->offsets[i];
       const int64_t len = table->offsets[i + 1] - table->offsets[i];
-      const uint64_t hash = HashBytes(p, len);
-      if (table->Find(p, len, hash) >= 0) continue;
-      uint64_t s = hash & table->mask;
-      while (table->slots[s].index >= 0) s = (s + 1) & table->mask;
-      table->slots[s] = Slot{hash, i};
+      const Key key = KeyOf(p, len);
+      const uint64_t s = table->Probe(p, len, key);
+      if (table->slots[s].index >= 0) continue;  // a repeated token keeps its first index
+      table->slots[s] = Slot{key.head, key.check, static_cast<int32_t>(i)};
     }
   } catch (const std::bad_alloc&) {
     delete table;
