@@ -14,8 +14,8 @@ features in name order), one row per element of a binary array.
 TensorFlow is not needed.
 
 Where sparse_io's native helpers build (`sparse_io.native_build`: plain C++
-through ctypes, the GIL released), `encode_examples` and `encode_tfrecords`
-run the native encoder (sparse_io/native/example_encoding.cc), which also
+through ctypes, the GIL released), `encode_examples` (and
+`sparse_io.tfrecord.encode_tfrecords`) run the native encoder (sparse_io/native/example_encoding.cc), which also
 frames each record for a TFRecord file in the same pass; the numpy encoder
 here is its reference (the two give the same bytes) and runs where no
 compiler works.
@@ -38,7 +38,7 @@ import pyarrow as pa
 from sparse_io.arrow import _offsets_and_values
 from sparse_io.schema import Schema, weights_column
 
-__all__ = ["encode_examples", "encode_tfrecords", "native_encoder_available"]
+__all__ = ["encode_examples", "native_encoder_available"]
 
 # Wire tags of length-delimited fields 1, 2 and 3: (field_number << 3) | 2.
 _F1, _F2, _F3 = 0x0A, 0x12, 0x1A
@@ -260,25 +260,6 @@ def encode_examples(batch: pa.RecordBatch, schema: Schema) -> pa.Array:
         offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
     return _binary_array(offsets, data)
-
-
-def encode_tfrecords(batch: pa.RecordBatch, schema: Schema) -> np.ndarray:
-    """The bytes of a TFRecord file holding one `tf.train.Example` per row of `batch` (uint8 [n]).
-
-    The same bytes as `frame_records(encode_examples(batch, schema))`
-    (sparse_io.tfrecord), made in one pass where the native encoder runs.
-
-    Raises:
-      ValueError: as `encode_examples`.
-    """
-    columns = _columns(batch, schema)
-    if _native() is None:
-        from sparse_io.tfrecord import frame_records
-
-        example = _encode_numpy(batch, columns)
-        framed = frame_records(_binary_array(example.offsets, example.data))
-        return np.frombuffer(framed, dtype=np.uint8)
-    return _encode_native(batch, columns, framed=True)[1]
 
 
 def _binary_array(offsets: np.ndarray, data: np.ndarray) -> pa.Array:

@@ -19,13 +19,14 @@ import google_crc32c
 import numpy as np
 import pyarrow as pa
 
+from sparse_io import example_encoding
 from sparse_io.atomic import atomic_output
 from sparse_io.errors import CorruptFileError
-from sparse_io.example_encoding import _concat, _from_lengths, _Ragged, encode_tfrecords
+from sparse_io.example_encoding import _concat, _from_lengths, _Ragged
 from sparse_io.schema import Schema, weights_column
 from sparse_io.shards import conform_batch
 
-__all__ = ["frame_records", "write_tfrecord_shard", "read_tfrecord_shard"]
+__all__ = ["encode_tfrecords", "frame_records", "write_tfrecord_shard", "read_tfrecord_shard"]
 
 _MASK_DELTA = 0xA282EAD8
 _CASTAGNOLI = 0x82F63B78
@@ -84,6 +85,23 @@ def frame_records(records: pa.Array) -> bytes:
         ]
     )
     return framed.data.tobytes()
+
+
+def encode_tfrecords(batch: pa.RecordBatch, schema: Schema) -> np.ndarray:
+    """The bytes of a TFRecord file holding one `tf.train.Example` per row of `batch` (uint8 [n]).
+
+    The same bytes as `frame_records(encode_examples(batch, schema))`, made
+    in one pass where the native encoder runs (`sparse_io.example_encoding`).
+
+    Raises:
+      ValueError: as `encode_examples`.
+    """
+    columns = example_encoding._columns(batch, schema)
+    if example_encoding._native() is None:
+        example = example_encoding._encode_numpy(batch, columns)
+        framed = frame_records(example_encoding._binary_array(example.offsets, example.data))
+        return np.frombuffer(framed, dtype=np.uint8)
+    return example_encoding._encode_native(batch, columns, framed=True)[1]
 
 
 def write_tfrecord_shard(

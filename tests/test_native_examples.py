@@ -7,7 +7,7 @@ from _batches import SCHEMA, rows, to_batch
 from hypothesis import given, settings
 
 from sparse_io import FeatureSpec, Schema, example_encoding
-from sparse_io.tfrecord import frame_records
+from sparse_io.tfrecord import encode_tfrecords, frame_records
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -18,7 +18,7 @@ def _native_encoder():
 def _numpy(batch, schema) -> tuple[pa.Array, bytes]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(example_encoding, "_native", lambda: None)
-        framed = example_encoding.encode_tfrecords(batch, schema).tobytes()
+        framed = encode_tfrecords(batch, schema).tobytes()
         return example_encoding.encode_examples(batch, schema), framed
 
 
@@ -28,7 +28,7 @@ def test_native_bytes_equal_the_numpy_reference(batch_rows):
     batch = to_batch(batch_rows)
     examples, framed = _numpy(batch, SCHEMA)
     assert example_encoding.encode_examples(batch, SCHEMA).equals(examples)
-    native_framed = example_encoding.encode_tfrecords(batch, SCHEMA).tobytes()
+    native_framed = encode_tfrecords(batch, SCHEMA).tobytes()
     assert native_framed == framed == frame_records(examples)
 
 
@@ -65,7 +65,7 @@ def test_native_bytes_equal_the_numpy_reference_on_every_dtype_and_varint_width(
     for part in (batch, batch.slice(1234, 777), batch.slice(0, 0)):
         examples, framed = _numpy(part, schema)
         assert example_encoding.encode_examples(part, schema).equals(examples)
-        assert example_encoding.encode_tfrecords(part, schema).tobytes() == framed
+        assert encode_tfrecords(part, schema).tobytes() == framed
 
 
 def test_the_framed_bytes_read_back_as_tensorflow_reads_a_tfrecord_file(tmp_path):
@@ -73,7 +73,7 @@ def test_the_framed_bytes_read_back_as_tensorflow_reads_a_tfrecord_file(tmp_path
     batch = to_batch([{"label": i % 2, "items": list(range(i)), "items__weights": [0.5] * i, "tags": ["t"] * (i % 3)}
                       for i in range(50)])
     path = tmp_path / "part.tfrecord"
-    path.write_bytes(example_encoding.encode_tfrecords(batch, SCHEMA).tobytes())
+    path.write_bytes(encode_tfrecords(batch, SCHEMA).tobytes())
     # TensorFlow checks each frame's length and data CRCs as it reads.
     records = [r.numpy() for r in tf.data.TFRecordDataset(str(path)).apply(tf.data.experimental.ignore_errors())]
     strict = [r.numpy() for r in tf.data.TFRecordDataset(str(path))]
@@ -89,9 +89,10 @@ def test_without_a_compiler_numpy_encodes_after_one_warning_line(tmp_path):
         "import logging, pyarrow as pa\n"
         "logging.basicConfig(level=logging.WARNING, format='%(message)s')\n"
         "from sparse_io import FeatureSpec, Schema, example_encoding, token_table\n"
+        "from sparse_io.tfrecord import encode_tfrecords\n"
         "s = Schema([FeatureSpec('label', 'label'), FeatureSpec('ids', 'sparse', 'int64')])\n"
         "b = pa.record_batch({'label': [1, 0], 'ids': [[1, 2], []]}, schema=s.arrow_schema())\n"
-        "print(len(example_encoding.encode_tfrecords(b, s)), len(example_encoding.encode_tfrecords(b, s)))\n"
+        "print(len(encode_tfrecords(b, s)), len(encode_tfrecords(b, s)))\n"
         "print(example_encoding.native_encoder_available(), token_table.available())\n"
     )
     env = dict(os.environ, CXX=str(tmp_path / "no-such-compiler"), SPARSEFLOW_CACHE_DIR=str(tmp_path / "cache"))
