@@ -16,13 +16,12 @@ compositions, and sparse_io its numpy encoders.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 from pathlib import Path
 
 from sparse_io import native_build as io_build
-from sparse_io.native_build import BuildError, cache_dir, compile_library, compiler, instruction_flags
+from sparse_io.native_build import BuildError, cache_dir, compile_library, compiler, instruction_flags, source_digest
 
 SOURCES = Path(__file__).parent / "native"
 LIBRARY_NAME = "sparseflow_native.so"
@@ -53,16 +52,10 @@ def library_path() -> Path:
     """The cached library's path for this TensorFlow, these sources and these flags (it may not exist yet)."""
     import tensorflow as tf
 
-    digest = hashlib.sha256()
-    for path in sorted(SOURCES.glob("*")):
-        if path.suffix in (".cc", ".h"):
-            digest.update(path.name.encode())
-            digest.update(path.read_bytes())
-    # Sources are keyed by content, not by path: a moved checkout reuses its build.
+    sources = [path for path in sorted(SOURCES.glob("*")) if path.suffix in (".cc", ".h")]
     command = [arg for arg in _command([], Path("out")) if not arg.startswith("-I" + str(SOURCES))]
-    digest.update(" ".join(command[1:]).encode())
-    digest.update(Path(compiler()).name.encode())
-    return cache_dir() / f"tf{tf.__version__}-{digest.hexdigest()[:16]}" / LIBRARY_NAME
+    digest = source_digest(sources, command[1:])
+    return cache_dir() / f"tf{tf.__version__}-{digest}" / LIBRARY_NAME
 
 
 def build() -> Path:

@@ -23,7 +23,7 @@ import platform
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 __all__ = [
@@ -83,15 +83,23 @@ def _flags() -> list[str]:
     return ["-O3", "-std=c++17", *instruction_flags(), "-shared", "-fPIC", "-fvisibility=hidden"]
 
 
-def library_path() -> Path:
-    """The cached library's path for these sources and flags (it may not exist yet)."""
+def source_digest(sources: Sequence[Path], flags: Sequence[str]) -> str:
+    """16 hex digits naming a build: the sources' names and bytes, the flags and the compiler's name.
+
+    Sources are keyed by content, not by path: a moved checkout reuses its build.
+    """
     digest = hashlib.sha256()
-    for path in sorted(SOURCES.glob("*.cc")):
+    for path in sources:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
-    digest.update(" ".join(_flags()).encode())
+    digest.update(" ".join(flags).encode())
     digest.update(Path(compiler()).name.encode())
-    return cache_dir() / f"io-{digest.hexdigest()[:16]}" / LIBRARY_NAME
+    return digest.hexdigest()[:16]
+
+
+def library_path() -> Path:
+    """The cached library's path for these sources and flags (it may not exist yet)."""
+    return cache_dir() / f"io-{source_digest(sorted(SOURCES.glob('*.cc')), _flags())}" / LIBRARY_NAME
 
 
 def build() -> Path:
