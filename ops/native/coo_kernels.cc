@@ -8,18 +8,11 @@
 // `count * w` for a shared weight, the scale `1 / total` or `1 / sqrt(total)`, 0 where the total is
 // 0), summing in row order where numpy sums long rows pairwise, so gains agree to float32 rounding.
 
-#include <cmath>
 #include <cstdint>
 
+#include "coo_rows.h"
+
 namespace {
-
-enum Combiner { kSum = 0, kMean = 1, kSqrtn = 2 };
-
-float Scale(float total, int combiner) {
-  if (total == 0.0f) return 0.0f;
-  if (combiner == kMean) return 1.0f / total;
-  return 1.0f / std::sqrt(total);
-}
 
 // Row r's ids are ids[starts[r] .. starts[r] + lengths[r]) (weights likewise): the rows of a batch
 // are read where they lie in their unit, in the batch's order, with no gathered copy of them.
@@ -32,43 +25,9 @@ int64_t CsrToCoo(const int64_t* starts, const int64_t* lengths, int64_t num_rows
     const int64_t length = lengths[row];
     if (length <= 0) continue;
     const int64_t at = starts[row];
-    const int64_t first_entry = out;
-    float total = 0.0f;
-    if (weights == nullptr) {
-      int64_t k = 0;
-      while (k < length) {
-        int64_t run = 1;
-        while (k + run < length && ids[at + k + run] == ids[at + k]) ++run;
-        out_rows[out] = static_cast<int32_t>(row) + row_offset;
-        out_ids[out] = ids[at + k];
-        out_gains[out] = static_cast<float>(run) * shared_weight;
-        ++out;
-        k += run;
-      }
-      const float w = combiner == kMean ? shared_weight : shared_weight * shared_weight;
-      total = static_cast<float>(length) * w;
-    } else {
-      for (int64_t k = 0; k < length; ++k) {
-        const float w = weights[at + k];
-        if (k > 0 && ids[at + k] == ids[at + k - 1]) {
-          out_gains[out - 1] += w;
-        } else {
-          out_rows[out] = static_cast<int32_t>(row) + row_offset;
-          out_ids[out] = ids[at + k];
-          out_gains[out] = w;
-          ++out;
-        }
-        if (combiner == kMean) {
-          total += w;
-        } else if (combiner == kSqrtn) {
-          total += w * w;
-        }
-      }
-    }
-    if (combiner != kSum) {
-      const float scale = Scale(total, combiner);
-      for (int64_t e = first_entry; e < out; ++e) out_gains[e] = out_gains[e] * scale;
-    }
+    out += sparseflow::RowToCoo<Id>(ids + at, weights == nullptr ? nullptr : weights + at, length, shared_weight,
+                                    combiner, static_cast<int32_t>(row) + row_offset, out_rows + out,
+                                    out_ids + out, out_gains + out);
   }
   return out;
 }
