@@ -191,9 +191,12 @@ def test_null_lists_are_empty_rows_and_null_prices_are_nan(tmp_path):
     assert np.isnan(_source([path], 2).read(0)[5][0])
 
 
+@pytest.mark.parametrize("native", [False, True], ids=["numpy", "from-buffers"])
 @pytest.mark.parametrize("shuffle", [False, True])
-def test_coo_batches_follow_the_contract_for_the_rows_they_hold(shards, shuffle):
-    source = _source(shards, 13, shuffle=shuffle, seed=6, coo={"user": "sum", "items": "mean"})
+def test_coo_batches_follow_the_contract_for_the_rows_they_hold(shards, shuffle, native):
+    source = _source(shards, 13, shuffle=shuffle, seed=6, coo={"user": "sum", "items": "mean"}, native=native)
+    if native and not source.native:
+        pytest.skip("the native kernels do not load here")
     for i in range(source.num_batches(1)):
         flat = source.read(i)
         batch = [ROWS[int(y)] for y in flat[9]]  # label after two groups of 4 arrays and the price block
@@ -236,7 +239,10 @@ def _one_hot_rows(n: int, seed: int, two_ids_at: int | None) -> list[dict]:
 @pytest.mark.parametrize("combiner", ["sum", "mean", "sqrtn"])
 @pytest.mark.parametrize("shuffle", [False, True])
 @pytest.mark.parametrize("two_ids_at", [None, 23])
-def test_one_hot_groups_give_the_contract_coo_for_every_feature(tmp_path, monkeypatch, combiner, shuffle, two_ids_at):
+@pytest.mark.parametrize("native", [False, True], ids=["numpy", "from-buffers"])
+def test_one_hot_groups_give_the_contract_coo_for_every_feature(
+    tmp_path, monkeypatch, combiner, shuffle, two_ids_at, native
+):
     import transforms.tfdata.coo_assembly as source_module
 
     rows = _one_hot_rows(61, seed=5, two_ids_at=two_ids_at)
@@ -252,8 +258,9 @@ def test_one_hot_groups_give_the_contract_coo_for_every_feature(tmp_path, monkey
             row_group_size=7,
         )
     fills = []
-    real_fill = source_module._OneHot.fill
-    monkeypatch.setattr(source_module._OneHot, "fill", lambda self, *a: fills.append(1) or real_fill(self, *a))
+    way = source_module._FromBuffers if native else source_module._OneHot
+    real_fill = way.fill
+    monkeypatch.setattr(way, "fill", lambda self, *a: fills.append(1) or real_fill(self, *a))
     columns, label = select_columns(ONE_HOT, None, None)
     groups = [[f"a{k}" for k in range(3)], [f"w{k}" for k in range(3)]]
     source = ColumnarSource(
@@ -268,7 +275,10 @@ def test_one_hot_groups_give_the_contract_coo_for_every_feature(tmp_path, monkey
         drop_remainder=False,
         groups=groups,
         coo={c.name: combiner for c in columns if c.is_sparse},
+        native=native,
     )
+    if native and not source.native:
+        pytest.skip("the native kernels do not load here")
     seen = []
     for i in range(source.num_batches(1)):
         flat = source.read(i)
@@ -288,8 +298,12 @@ def test_one_hot_groups_give_the_contract_coo_for_every_feature(tmp_path, monkey
             assert got_rows.tolist() == want_rows and got_cols.tolist() == want_cols
             np.testing.assert_allclose(got_gains, want_gains, rtol=1e-6)
     assert sorted(seen) == list(range(61))
-    # Every batch of the unweighted group, and of the weighted one away from row 23's unit, is one-hot.
-    assert len(fills) >= source.num_batches(1) + (source.num_batches(1) - 2 if two_ids_at else source.num_batches(1))
+    if native:  # every group of every batch is written from the units' buffers, two ids in a row or not
+        assert len(fills) == 2 * source.num_batches(1)
+    else:  # every batch of the unweighted group, and of the weighted one away from row 23's unit, is one-hot
+        assert len(fills) >= source.num_batches(1) + (
+            source.num_batches(1) - 2 if two_ids_at else source.num_batches(1)
+        )
 
 
 def test_reading_with_another_seed_reads_as_a_source_made_with_that_seed(shards):

@@ -18,6 +18,9 @@ loop over rows. It composes:
   a 64-byte-aligned arena (`batch_arrays`), the only copy of the ids between
   the Arrow buffer and the tensor, since TensorFlow then aliases the arena
   through DLPack;
+* `arrow_batch`: for COO batches, the same arena written natively from the
+  units' Arrow buffers, one call per group and per dense block, where the
+  kernels load (the numpy paths above are its reference and fallback);
 * `batch_layout`: the list of arrays a batch is handed over as;
 * `arrow_check`: the shards' columns checked once, before reading.
 """
@@ -30,6 +33,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from sparse_io.shard_files import open_shard
+from transforms.tfdata.arrow_batch import PieceRows, dense_rows, native_batches_available
 from transforms.tfdata.arrow_check import check_arrow_schema
 from transforms.tfdata.batch_arrays import ALIGNMENT, fill_rows
 from transforms.tfdata.batch_layout import BatchLayout, BatchParts
@@ -64,6 +68,9 @@ class ColumnarSource:
       coo: feature -> combiner: deliver COO (`numpy_coo`) instead of CSR,
         every feature of a group sharing its combiner.
       shard_format: "parquet" or "arrow" (`shard_files.COLUMNAR_FORMATS`).
+      native: with `coo`, write batches natively from the units' Arrow
+        buffers (`arrow_batch`); None: where the native kernels load.
+        False reads with numpy only (their reference).
 
     Raises:
       ValueError: a file lacks a column or has a wrong type, the worker's
@@ -87,6 +94,7 @@ class ColumnarSource:
         groups: Sequence[Sequence[str]] | None = None,
         coo: Mapping[str, str] | None = None,
         shard_format: str = "parquet",
+        native: bool | None = None,
     ):
         self.files = list(files)
         self.shard_format = shard_format
@@ -142,8 +150,17 @@ class ColumnarSource:
         self._plans: dict[int, RowPlan] = {int(seed): self.plan}
         self._plans_lock = threading.Lock()
         # COO batches look up each unit's one-hot layout per group (`coo_assembly`): found while reading ahead.
+        if native is None:
+            native = native_batches_available()
+        self.native = bool(native) and self.coo is not None
         self.loader = UnitLoader(
-            self.files, self.units, self.columns, label, shard_format, self.groups if self.coo is not None else ()
+            self.files,
+            self.units,
+            self.columns,
+            label,
+            shard_format,
+            self.groups if self.coo is not None else (),
+            native=self.native,
         )
 
     def num_batches(self, num_epochs: int | None) -> int | None:
@@ -193,19 +210,29 @@ class ColumnarSource:
         tail = [(len(block) * n, np.dtype(dtype)) for dtype, block in self.layout.dense_blocks]
         if self.label is not None:
             tail.append((n, np.dtype(self.label.dtype)))
+        piece_rows = PieceRows(pieces) if self.native else None
         if self.coo is not None:
-            groups, arrays = assemble_coo(pieces, self.groups, self.coo, tail)
+            groups, arrays = assemble_coo(pieces, self.groups, self.coo, tail, piece_rows)
         else:
             groups, arrays = assemble_csr(pieces, self.groups, n, tail)
         dense = []
         for (_, members), block in zip(self.layout.dense_blocks, arrays):
-            for j, c in enumerate(members):
-                fill_rows(pieces, c.name, block[j * n : (j + 1) * n])
+            _fill_columns(pieces, piece_rows, [c.name for c in members], block, n)
             dense.append(block)
-        label = fill_rows(pieces, self.label.name, arrays[-1]) if self.label is not None else None
+        label = None
+        if self.label is not None:
+            label = _fill_columns(pieces, piece_rows, [self.label.name], arrays[-1], n)
         state = plan.position(epoch, end)
         position = np.array([state.epoch, state.shard, state.row, state.fingerprint], dtype=np.int64)
         return self.layout.flatten(BatchParts(groups, dense, label, np.array([n], dtype=np.int64), position))
+
+
+def _fill_columns(pieces, piece_rows: PieceRows | None, names: Sequence[str], out: np.ndarray, n: int) -> np.ndarray:
+    """Columns `names` of the batch's `n` rows into `out`, end to end: natively where the units allow."""
+    if piece_rows is None or not dense_rows(piece_rows, tuple(names), out):
+        for j, name in enumerate(names):
+            fill_rows(pieces, name, out[j * n : (j + 1) * n])
+    return out
 
 
 def _check_groups(columns: Sequence[Column], groups: Sequence[Sequence[str]] | None) -> list[list[Column]]:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from transforms.tfdata.arrow_batch import PieceRows, group_descriptors, lists_room, lists_to_coo
 from transforms.tfdata.batch_arrays import Arena, gather_index
 from transforms.tfdata.columns import Column
 from transforms.tfdata.csr_group import CsrGroup
@@ -27,6 +28,7 @@ def assemble_coo(
     groups: Sequence[Sequence[Column]],
     combiners: Mapping[str, str],
     tail: Sequence[tuple[int, np.dtype]],
+    piece_rows: PieceRows | None = None,
 ) -> tuple[list[list[np.ndarray]], list[np.ndarray]]:
     """The COO arrays of every group of a batch, and the arena arrays asked for in `tail`.
 
@@ -35,34 +37,23 @@ def assemble_coo(
     the entries per feature, int64 `[F]`. A group's features share the
     combiner of its first.
 
-    A group whose features hold at most one id per row in every unit of the
-    batch (one-hot, as Criteo's) is handled for all its features at once
-    (`_OneHot`): no merge can happen, so the entries are just the rows that
-    have an id. Other groups are converted by the native kernel straight
-    into the arena where it runs (`_Native`; its arrays then leave unused
-    room after the entries, which the returned views do not include), else
-    by `numpy_coo.piece_coo`, their reference.
+    Each group is written by the first of these that applies, into one
+    arena: given `piece_rows` (the pieces as `arrow_batch` takes them) and
+    units that hold the group's Arrow buffers, natively from those buffers
+    (`_FromBuffers`); for a group whose features hold at most one id per
+    row in every unit of the batch (one-hot, as Criteo's), for all its
+    features at once (`_OneHot`: no merge can happen, so the entries are
+    just the rows that have an id); by the native CSR kernel where it runs
+    (`_Native`); else by `numpy_coo.piece_coo`, the reference of them all.
+    The native ways leave unused room after the entries (merges give fewer
+    entries than ids), which the returned views do not include.
     """
-    planned: list = []  # per group: a _OneHot, a _Native, or per feature: [(row offset, rows, ids source, gains)]
+    # Per group: a _FromBuffers, _OneHot or _Native, or per feature [(row offset, rows, ids source, gains)].
+    planned: list = []
     sizes: list[tuple[int, np.dtype]] = []
     for key, group in enumerate(groups):
         combiner = combiners.get(group[0].name, "sum")
-        plan = _OneHot.plan(pieces, key, group, combiner)
-        if plan is None and native_available(np.dtype(group[0].dtype)):
-            plan = _Native.plan(pieces, group, combiner)
-            total = plan.room
-        elif plan is None:
-            plan = [[] for _ in group]
-            offset = 0
-            for loaded, rows in pieces:
-                for f, c in enumerate(group):
-                    lengths, ids, weights = _piece_csr(loaded.columns[c.name], rows)
-                    piece_rows, piece_ids, starts, piece_gains = piece_coo(lengths, ids, weights, combiner)
-                    plan[f].append((offset, piece_rows, (piece_ids, starts), piece_gains))
-                offset += (rows.stop - rows.start) if isinstance(rows, slice) else len(rows)
-            total = sum(len(item[1]) for items in plan for item in items)
-        elif isinstance(plan, _OneHot):
-            total = plan.total
+        plan, total = _plan_group(pieces, piece_rows, key, group, combiner)
         planned.append(plan)
         sizes += [(total, np.dtype(np.int32)), (total, np.dtype(group[0].dtype)), (total, np.dtype(np.float32))]
         sizes.append((len(group), np.dtype(np.int64)))
@@ -74,7 +65,7 @@ def assemble_coo(
             plan.fill(pieces, rows, cols, gains, counts)
             out.append([rows, cols, gains, counts])
             continue
-        if isinstance(plan, _Native):
+        if isinstance(plan, (_Native, _FromBuffers)):
             used = plan.fill(rows, cols, gains, counts)
             # The arena holds room for every id; the entries are its first `used`.
             out.append([rows[:used], cols[:used], gains[:used], counts])
@@ -97,6 +88,60 @@ def assemble_coo(
             counts[f] = at - first
         out.append([rows, cols, gains, counts])
     return out, list(arrays)
+
+
+def _plan_group(pieces, piece_rows: PieceRows | None, key: int, group: Sequence[Column], combiner: str):
+    """`(plan, entries the arena must hold)` for one group: the first of the ways `assemble_coo` lists that applies."""
+    if piece_rows is not None:
+        from_buffers = _FromBuffers.plan(piece_rows, group, combiner)
+        if from_buffers is not None:
+            return from_buffers, from_buffers.room
+    one_hot = _OneHot.plan(pieces, key, group, combiner)
+    if one_hot is not None:
+        return one_hot, one_hot.total
+    if native_available(np.dtype(group[0].dtype)):
+        native = _Native.plan(pieces, group, combiner)
+        return native, native.room
+    plan: list[list] = [[] for _ in group]
+    offset = 0
+    for loaded, rows in pieces:
+        for f, c in enumerate(group):
+            lengths, ids, weights = _piece_csr(loaded.columns[c.name], rows)
+            entry_rows, entry_ids, starts, entry_gains = piece_coo(lengths, ids, weights, combiner)
+            plan[f].append((offset, entry_rows, (entry_ids, starts), entry_gains))
+        offset += (rows.stop - rows.start) if isinstance(rows, slice) else len(rows)
+    return plan, sum(len(item[1]) for items in plan for item in items)
+
+
+@dataclasses.dataclass
+class _FromBuffers:
+    """A batch's entries of a group written natively from its units' Arrow buffers (`arrow_batch`).
+
+    The room is every id of the pieces' rows (merges can only give fewer
+    entries); the entries are the arrays' first part, as for `_Native`.
+    """
+
+    descriptors: tuple[np.ndarray, np.ndarray]
+    piece_rows: PieceRows
+    combiner: str
+    names: tuple[str, ...]
+    room: int
+
+    @classmethod
+    def plan(cls, piece_rows: PieceRows, group: Sequence[Column], combiner: str) -> _FromBuffers | None:
+        """The plan, or None where some unit lacks a feature's buffers.
+
+        Raises:
+          SparseValidationError: a row's offsets decrease or pass the end of its ids.
+        """
+        names = tuple(c.name for c in group)
+        descriptors = group_descriptors(piece_rows, names)
+        if descriptors is None:
+            return None
+        return cls(descriptors, piece_rows, combiner, names, lists_room(descriptors, piece_rows, names))
+
+    def fill(self, rows: np.ndarray, cols: np.ndarray, gains: np.ndarray, counts: np.ndarray) -> int:
+        return lists_to_coo(self.descriptors, self.piece_rows, self.combiner, rows, cols, gains, counts, self.names)
 
 
 @dataclasses.dataclass

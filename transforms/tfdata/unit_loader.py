@@ -3,7 +3,9 @@
 A unit is decoded once, in a read-ahead thread (pyarrow releasing the GIL),
 and kept as Arrow buffers: a sparse column becomes a one-feature `CsrGroup`
 whose ids are a view of the Arrow values buffer, a dense column or the label
-a 1-D array. The last few units stay decoded, and a bounded number of shards
+a 1-D array; where the native kernels read the batches (`arrow_batch`), the
+columns they can read are only described (their buffers' addresses) and
+become numpy arrays only if asked for. The last few units stay decoded, and a bounded number of shards
 stay open.
 """
 
@@ -22,6 +24,7 @@ import pyarrow.compute as pc
 from sparse_io.arrow import csr_from_arrow
 from sparse_io.csr import SparseValidationError
 from sparse_io.shard_files import ShardFile, open_shard
+from transforms.tfdata.arrow_batch import UnitBuffers, unit_buffers
 from transforms.tfdata.columns import MISSING_INT, Column, dense_dtype
 from transforms.tfdata.csr_group import CsrGroup
 from transforms.tfdata.sharding import Unit
@@ -38,7 +41,8 @@ _OPEN_FILES = 8
 class Loaded:
     """One unit decoded, column by column.
 
-    Each sparse column is a one-feature `CsrGroup` (row_splits int64 from 0;
+    `columns` maps each name to its numpy form, built on first use for a
+    column the native kernels read (`buffers`). Each sparse column is a one-feature `CsrGroup` (row_splits int64 from 0;
     values a view of the Arrow buffer, or an object array of str; weights a
     float32 view or the float every id weighs); each other column a 1-D
     array of `num_rows`. `one_hot` caches `one_hot_group` per group key.
@@ -47,6 +51,9 @@ class Loaded:
     num_rows: int
     columns: dict[str, CsrGroup | np.ndarray]
     one_hot: dict[int, tuple[np.ndarray, list[np.ndarray]] | None] = dataclasses.field(default_factory=dict)
+    # The unit's Arrow buffers for the native kernels (`arrow_batch`), or None; `where` names the unit in errors.
+    buffers: UnitBuffers | None = None
+    where: str = ""
 
     def one_hot_group(self, key: int, group: Sequence[Column]) -> tuple[np.ndarray, list[np.ndarray]] | None:
         """Where each feature of a group holds its id, when none holds more than one a row.
@@ -77,6 +84,9 @@ class UnitLoader:
       one_hot_groups: groups whose `Loaded.one_hot_group` (keyed by their
         index here) is computed as the unit is read, in the read-ahead
         thread, rather than by the first batch that needs it.
+      native: also describe each unit's Arrow buffers for the native
+        kernels (`arrow_batch.unit_buffers`); the columns they cover are
+        then turned into numpy only if something asks for them.
     """
 
     def __init__(
@@ -87,7 +97,9 @@ class UnitLoader:
         label: Column | None,
         shard_format: str = "parquet",
         one_hot_groups: Sequence[Sequence[Column]] = (),
+        native: bool = False,
     ):
+        self.native = native
         self.files = list(files)
         self.shard_format = shard_format
         self.one_hot_groups = [list(g) for g in one_hot_groups]
@@ -141,21 +153,41 @@ class UnitLoader:
             table = table.slice(unit.start, unit.stop - unit.start)
         kind = "record batch" if self.shard_format == "arrow" else "row group"
         where = f"{self.files[unit.file]} {kind} {unit.row_group}"
-        columns: dict[str, CsrGroup | np.ndarray] = {}
-        try:
-            for c in self.columns:
-                if c.is_sparse:
-                    columns[c.name] = _sparse(table, c)
-                else:
-                    columns[c.name] = _dense(table[c.name], c)
-            if self.label is not None:
-                columns[self.label.name] = _label(table[self.label.name], self.label)
-        except SparseValidationError as e:
-            raise SparseValidationError(f"{where}: {e}") from None
-        loaded = Loaded(table.num_rows, columns)
+        buffers = unit_buffers(table, self.columns, self.label) if self.native else None
+        native = set() if buffers is None else {*buffers.lists, *buffers.dense}
+        label = self.label
+        by_name = {c.name: c for c in self.columns}  # not self: a Loaded must not keep its loader alive
+
+        def build(name: str) -> CsrGroup | np.ndarray:
+            try:
+                if label is not None and name == label.name:
+                    return _label(table[name], label)
+                c = by_name[name]
+                return _sparse(table, c) if c.is_sparse else _dense(table[c.name], c)
+            except SparseValidationError as e:
+                raise SparseValidationError(f"{where}: {e}") from None
+
+        columns = _Columns(build)
+        for name in [*by_name, *([label.name] if label is not None else [])]:
+            if name not in native:  # read now, in this thread; errors surface with the unit
+                columns[name] = build(name)
+        loaded = Loaded(table.num_rows, columns, buffers=buffers, where=where)
         for key, group in enumerate(self.one_hot_groups):
-            loaded.one_hot_group(key, group)
+            if not all(c.name in native for c in group):
+                loaded.one_hot_group(key, group)
         return loaded
+
+
+class _Columns(dict):
+    """A unit's numpy columns, each built by `build(name)` when first asked for."""
+
+    def __init__(self, build):
+        super().__init__()
+        self._build = build
+
+    def __missing__(self, name: str):
+        value = self[name] = self._build(name)
+        return value
 
 
 def _sparse(table: pa.Table, c: Column) -> CsrGroup:
