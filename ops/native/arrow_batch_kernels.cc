@@ -129,7 +129,9 @@ int64_t OneIdRows(const ListColumn<Off, Id>& c, int64_t begin, int64_t n, int64_
   const int64_t first = offsets[0];
   // Every length 0 or 1: an OR of them is at most 1 (a decrease shows as a huge unsigned length).
   uint64_t lengths = 0;
-  for (int64_t k = 0; k < n; ++k) lengths |= static_cast<uint64_t>(offsets[k + 1] - offsets[k]);
+  for (int64_t k = 0; k < n; ++k) {
+    lengths |= static_cast<uint64_t>(static_cast<int64_t>(offsets[k + 1]) - static_cast<int64_t>(offsets[k]));
+  }
   if (lengths > 1) return -1;
   // The lengths now sum to `span`, so the rows holding an id are found before row n. Each row's
   // index is stored at the next entry and kept only where the row holds one: no branch on the data.

@@ -124,7 +124,8 @@ def unit_buffers(table: pa.Table, columns: Sequence[Column], label: Column | Non
     Example:
       >>> t = pa.table({"c": pa.array([[3], [], [5, 5]], pa.list_(pa.int64()))})
       >>> b = unit_buffers(t, [Column("c", "sparse", "int64")], None)
-      >>> b.lists["c"][0][2], b.lists["c"][1]  # rows, shared weight
+      >>> descriptor, shared_weight = b.lists["c"]
+      >>> int(descriptor[2]), shared_weight  # the column's rows; the weight of every id
       (3, 1.0)
     """
     lists: dict[str, tuple[np.ndarray, float]] = {}

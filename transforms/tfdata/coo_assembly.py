@@ -1,7 +1,8 @@
-"""A Parquet batch's sparse groups as COO, converted in numpy while the batch is assembled.
+"""A Parquet or Arrow batch's sparse groups as COO, converted while the batch is assembled.
 
-The reader already holds each batch's CSR in numpy, so for output="coo" it
-converts there (`numpy_coo`, the rule of `ops.convert_to_coo`) and hands
+The reader holds each batch's CSR (as Arrow buffers, or numpy views of
+them), so for output="coo" it converts there (natively from the buffers,
+`arrow_batch`, or `numpy_coo`, the rule of `ops.convert_to_coo`) and hands
 TensorFlow finished COO arrays. The ids are copied once, into the arena
 (twice when shuffled rows of a multi-id feature must be gathered before
 merging).

@@ -5,8 +5,8 @@ and kept as Arrow buffers: a sparse column becomes a one-feature `CsrGroup`
 whose ids are a view of the Arrow values buffer, a dense column or the label
 a 1-D array; where the native kernels read the batches (`arrow_batch`), the
 columns they can read are only described (their buffers' addresses) and
-become numpy arrays only if asked for. The last few units stay decoded, and a bounded number of shards
-stay open.
+become numpy arrays only if asked for. The last few units stay decoded, and
+a bounded number of shards stay open.
 """
 
 from __future__ import annotations
@@ -42,10 +42,10 @@ class Loaded:
     """One unit decoded, column by column.
 
     `columns` maps each name to its numpy form, built on first use for a
-    column the native kernels read (`buffers`). Each sparse column is a one-feature `CsrGroup` (row_splits int64 from 0;
-    values a view of the Arrow buffer, or an object array of str; weights a
-    float32 view or the float every id weighs); each other column a 1-D
-    array of `num_rows`. `one_hot` caches `one_hot_group` per group key.
+    column the native kernels read (`buffers`). Each sparse column is a
+    one-feature `CsrGroup` (row_splits int64 from 0; values a view of the
+    Arrow buffer, or an object array of str; weights a float32 view or the
+    float every id weighs); each other column a 1-D array of `num_rows`. `one_hot` caches `one_hot_group` per group key.
     """
 
     num_rows: int
