@@ -11,6 +11,7 @@ import tensorflow as tf
 from sparse_io import criteo_schema
 from sparse_io.schema import FeatureSpec, Schema
 from transforms import make_log_dataset
+from transforms.tfdata.log_source import log_compression
 
 BINS = 1 << 16
 HEX = "0123456789abcdef"
@@ -230,3 +231,21 @@ def test_a_criteo_schema_with_integer_or_weighted_categoricals_is_refused_as_the
     schema = Schema([FeatureSpec("label", "label", "int64"), FeatureSpec("I1", "dense", "float32"), spec])
     with pytest.raises(ValueError, match=r"criteo format: sparse feature 'C1' must be an unweighted string feature"):
         make_log_dataset(str(path), "criteo", 4, schema=schema, output="ragged")
+
+
+@pytest.mark.parametrize(
+    "files, error",
+    [
+        ([], "no log files"),
+        (["a.gz", "b.tsv"], "mixes compressed and plain"),
+        (["a.gz", "b.zz"], "mixes compressed and plain"),
+        (["day_0.zst"], "decompress .zst/.bz2"),
+    ],
+)
+def test_log_compression_names_what_it_cannot_read(files, error):
+    with pytest.raises(ValueError, match=error):
+        log_compression(files)
+
+
+def test_log_compression_of_one_kind_of_file():
+    assert [log_compression(f) for f in (["a.gz", "b.GZ"], ["a.zz"], ["a.tsv", "b.txt"])] == ["GZIP", "ZLIB", None]

@@ -188,13 +188,15 @@ def log_compression(files: Sequence[str]) -> str | None:
     """The `TextLineDataset` compression of `files`: "GZIP" (.gz), "ZLIB" (.zz) or None (plain).
 
     Raises:
-      ValueError: a mix of compressed and plain files (or of .gz and .zz), or
-        .zst/.zstd/.bz2 files, which tf.data cannot read.
+      ValueError: no files, a mix of compressed and plain files (or of .gz
+        and .zz), or .zst/.zstd/.bz2 files, which tf.data cannot read.
 
     Example:
       >>> log_compression(["day_0.gz", "day_1.gz"])
       'GZIP'
     """
+    if not files:
+        raise ValueError("no log files to read")
     kinds = {_COMPRESSION.get(os.path.splitext(f)[1].lower()) for f in files}
     if len(kinds) > 1:
         raise ValueError("the input mixes compressed and plain files; read them as separate datasets")
