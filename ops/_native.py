@@ -9,6 +9,7 @@ these ops: callers use them outside `jit_compile` functions only.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import logging
 import threading
@@ -16,7 +17,7 @@ import threading
 import tensorflow as tf
 from tensorflow.python.ops import resource_variable_ops
 
-__all__ = ["available", "embedding_bag", "library", "stock_ops_only", "unavailable_reason"]
+__all__ = ["available", "ctypes_library", "embedding_bag", "library", "stock_ops_only", "unavailable_reason"]
 
 _log = logging.getLogger("sparseflow.ops")
 _failure: list[str] = []
@@ -36,6 +37,17 @@ def library():
         _failure.append(str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__)
         _log.warning("sparseflow: native kernels unavailable, using the stock-op compositions: %s", _failure[0])
         return None
+
+
+@functools.cache
+def ctypes_library() -> ctypes.CDLL | None:
+    """The same library for its plain C functions (the columnar reader's kernels), or None where it does not load.
+
+    Not affected by `stock_ops_only()`: those functions run in the reader, never in an exported graph.
+    """
+    from ops import _native_build
+
+    return None if library() is None else ctypes.CDLL(str(_native_build.library_path()))
 
 
 def available() -> bool:
@@ -69,7 +81,7 @@ def stock_ops_only():
 
 def unavailable_reason() -> str | None:
     """Why `library()` is None, or None when it loaded."""
-    return None if available() else _failure[0]
+    return None if library() is not None else _failure[0]
 
 
 def embedding_bag(table, row_ids, col_ids, gains, sample_count, *, col_message, row_message, length_message):

@@ -243,3 +243,19 @@ def test_a_group_with_a_missing_column_is_not_native():
     table = pa.table({"a": pa.array([[1]], pa.list_(pa.int64())), "b": pa.array([["x"]], pa.list_(pa.string()))})
     unit = _unit(table, [Column("a", "sparse", "int64"), Column("b", "sparse", "string")])
     assert arrow_batch.group_descriptors(arrow_batch.PieceRows([(unit, slice(0, 1))]), ("a", "b")) is None
+
+
+def test_the_readers_kernels_load_inside_stock_ops_only():
+    # stock_ops_only() governs ops traced into exported graphs; the reader's C functions are not ops, and a
+    # first load inside it must not leave the reader on numpy for the rest of the process.
+    from ops import _native
+
+    _native.ctypes_library.cache_clear()
+    arrow_batch._kernels.cache_clear()
+    try:
+        with _native.stock_ops_only():
+            assert arrow_batch.native_batches_available()
+            assert _native.unavailable_reason() is None
+    finally:
+        _native.ctypes_library.cache_clear()
+        arrow_batch._kernels.cache_clear()

@@ -237,11 +237,10 @@ class PieceRows:
 @functools.cache
 def _kernels():
     """The native kernels via ctypes, or None where the library cannot be built or loaded (`ops._native` says why)."""
-    from ops import _native, _native_build
+    from ops import _native
 
-    if not _native.available():
-        return None
-    return bind_kernels(ctypes.CDLL(str(_native_build.library_path())))
+    library = _native.ctypes_library()
+    return None if library is None else bind_kernels(library)
 
 
 def bind_kernels(library: ctypes.CDLL) -> tuple:

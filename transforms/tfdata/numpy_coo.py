@@ -129,11 +129,12 @@ def _native_function(id_dtype: str):
     None when the native library cannot be built or loaded here (`ops._native` logs why once).
     ctypes releases the GIL for the call, so the conversion runs beside TensorFlow's threads.
     """
-    from ops import _native, _native_build
+    from ops import _native
 
-    if not _native.available():
+    library = _native.ctypes_library()
+    if library is None:
         return None
-    function = getattr(ctypes.CDLL(str(_native_build.library_path())), f"sparseflow_csr_to_coo_{id_dtype}")
+    function = getattr(library, f"sparseflow_csr_to_coo_{id_dtype}")
     pointer = ctypes.c_void_p
     function.argtypes = [pointer, pointer, ctypes.c_int64, pointer, pointer, ctypes.c_float, ctypes.c_int,
                          ctypes.c_int32, pointer, pointer, pointer]
