@@ -51,6 +51,7 @@ from transforms.beam._columns import feature_names, require_columns
 from transforms.beam._counts import list_values
 from transforms.beam._sketches import BoundedCounts, LengthHistogram
 from transforms.beam._value_stats import ValueStats
+from transforms.beam.call_once import CallOnce
 
 __all__ = ["ComputeStats", "FeatureStats", "STATS_FILE", "STATS_FORMAT_VERSION", "assemble_stats"]
 
@@ -271,6 +272,12 @@ def _scalar_columns(batch: pa.RecordBatch, names: Sequence[str]):
         yield name, (name, batch.column(name))
 
 
+def _assemble(found, values, features, sizes, dense, label) -> dict:
+    """assemble_stats over the per-key summaries (side-input views, copied before the row count is taken out)."""
+    found = dict(found)
+    return assemble_stats(found.pop(_ROWS, 0), found, features, sizes, dict(values), dense, label)
+
+
 def _write_stats(stats: dict, path: str) -> dict:
     atomic_write_text(path, json.dumps(stats, indent=2, sort_keys=False) + "\n")
     return stats
@@ -341,22 +348,13 @@ class ComputeStats(beam.PTransform):
         )
         dense, label = self._dense, self._label
         scalars = dense + ([label] if label is not None else [])
-        per_value = beam.pvalue.AsSingleton(
+        per_value = (
             batches
             | "ScalarColumns" >> beam.FlatMap(_scalar_columns, scalars)
             | "SummariseScalars" >> beam.CombinePerKey(_ValueStatsFn(self._seed))
-            | "GatherScalars" >> beam.combiners.ToDict()
         )
-        stats = (
-            per_feature
-            | "Gather" >> beam.combiners.ToDict()
-            | "Assemble"
-            >> beam.Map(
-                lambda found, values: assemble_stats(
-                    found.pop(_ROWS, 0), found, features, sizes, values, dense, label
-                ),
-                per_value,
-            )
+        stats = batches.pipeline | "Assemble" >> CallOnce(
+            _assemble, beam.pvalue.AsDict(per_feature), beam.pvalue.AsDict(per_value), features, sizes, dense, label
         )
         if self._output_path:
             stats = stats | "Write" >> beam.Map(_write_stats, self._output_path)

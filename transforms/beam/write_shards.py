@@ -49,6 +49,7 @@ from sparse_io.shard_set import write_shard
 from sparse_io.shards import DEFAULT_ROW_GROUP_SIZE, shard_name
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
 from transforms.beam._read_ahead import read_ahead
+from transforms.beam.call_once import CallOnce
 from transforms.beam.shard_spill import SpillByKeyRange, sorted_shard_batches
 from transforms.beam.stats import STATS_FILE, ComputeStats
 
@@ -540,20 +541,17 @@ class WriteShards(beam.PTransform):
             features, self._stats_batch_sizes, output_path=FileSystems.join(self._output_dir, STATS_FILE),
             dense=dense, label=label,
         )
-        return (
-            written
-            | "AllShards" >> beam.combiners.ToList()
-            | "Finalize"
-            >> beam.Map(
-                _finalize,
-                self._output_dir,
-                self._format,
-                self._num_shards,
-                self._schema,
-                self._row_group_size,
-                self._compression,
-                beam.pvalue.AsSingleton(stats),
-                **side,
-                **({} if self._late_updates is None else {"late_updates": beam.pvalue.AsList(self._late_updates)}),
-            )
+        late = {} if self._late_updates is None else {"late_updates": beam.pvalue.AsList(self._late_updates)}
+        return batches.pipeline | "Finalize" >> CallOnce(
+            _finalize,
+            beam.pvalue.AsList(written),
+            self._output_dir,
+            self._format,
+            self._num_shards,
+            self._schema,
+            self._row_group_size,
+            self._compression,
+            beam.pvalue.AsSingleton(stats),
+            **side,
+            **late,
         )
