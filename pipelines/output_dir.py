@@ -188,9 +188,10 @@ def roll_back(directory: str, owns: list[str], *, keep: tuple[str, ...] = ()) ->
 def recover_dead_letters(directory: str, relative: str) -> bool:
     """Moves the dead letters a failed run left in Beam's temporary directory to `relative`; returns whether any.
 
-    Beam's text sink writes each bundle to `beam-temp-*/<uuid>.<name>` and
-    renames them only when the whole pipeline succeeds; on failure they
-    would stay there, so they are concatenated to their final name here.
+    The dead-letter sink (`transforms.beam.line_file.WriteLineFile`) writes
+    each bundle to `beam-temp-*/<uuid>.<name>` and concatenates them only
+    when every bundle is done; on failure they would stay there, so they are
+    concatenated to their final name here.
     """
     from sparse_io.atomic import atomic_output
 

@@ -24,6 +24,8 @@ from sparse_io.readers import DEFAULT_MAX_LINE_BYTES, csv_options, read_file
 from sparse_io.schema import Schema, criteo_schema
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
 from transforms.beam._read_ahead import read_ahead
+from transforms.beam.call_once import CallOnce
+from transforms.beam.line_file import WriteLineFile
 
 __all__ = ["ReadLogs", "DEAD_LETTERS", "READ_METRICS"]
 
@@ -203,18 +205,15 @@ class ReadLogs(beam.PTransform):
             written = (
                 dead
                 | "DeadLetterJson" >> beam.Map(lambda d: json.dumps(d.to_dict(), ensure_ascii=False))
-                | "WriteDeadLetters"
-                >> beam.io.WriteToText(self._dead_letters_path, num_shards=1, shard_name_template="")
+                | "WriteDeadLetters" >> WriteLineFile(self._dead_letters_path)
             )
         if self._error_budget is not None:
             budget = self._error_budget
             # The check waits for the dead letters to reach their final name (the sink's output, a side
             # input), so a run that fails over budget still leaves them there, not in Beam's temp directory.
             side = [] if written is None else [beam.pvalue.AsList(written)]
-            (
-                results[_COUNTS]
-                | "AllCounts" >> beam.combiners.ToList()
-                | "CheckErrorBudget" >> beam.Map(_check_budget, budget, *side)
+            results.batches.pipeline | "CheckErrorBudget" >> CallOnce(
+                _check_budget, beam.pvalue.AsList(results[_COUNTS]), budget, *side
             )
         if self._with_dead_letters:
             return batches, dead
