@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import importlib
 import logging
 import os
@@ -228,6 +229,20 @@ def configure_logging(verbosity: int = 0) -> None:
     root.setLevel(logging.WARNING if verbosity <= 0 else level)
     logging.getLogger("sparseflow").setLevel(level)
     _library_levels(verbosity)
+
+
+def skip_collection_at_exit() -> None:
+    """Lets the interpreter exit without collecting, one by one, every object alive now.
+
+    For a program's main, once its work is done and every output is closed: a
+    Beam run leaves ~190,000 objects (its modules, graph and runner), and the
+    interpreter's final collection of them took ~0.45 s of a 10,000-row
+    ingest's ~3 s (`benchmarks/vocabulary.py`); frozen (`gc.freeze`), they go
+    with the process. Standard streams are still flushed and atexit handlers
+    (logging's) still run. Not for a long-lived process: what is frozen is
+    never collected there.
+    """
+    gc.freeze()
 
 
 def _library_levels(verbosity: int) -> None:

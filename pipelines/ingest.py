@@ -499,7 +499,12 @@ def _reject_unknown_flags(beam_argv: list[str], parser) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Runs `python -m pipelines.ingest` with `argv` (default: the command line); errors exit as the module doc says."""
+    """Runs `python -m pipelines.ingest` with `argv` (default: the command line); errors exit as the module doc says.
+
+    Run as the program (`argv` None), a successful run ends with
+    `cli.skip_collection_at_exit()`: the process exits ~0.4 s sooner.
+    """
+    program = argv is None
     argv = sys.argv[1:] if argv is None else argv
     with cli_errors("pipelines.ingest"):
         args, _ = ingest_parser().parse_known_args(argv)
@@ -513,6 +518,8 @@ def main(argv: list[str] | None = None) -> None:
                   "nothing was read or written")
         else:
             print(summary_text(summary))
+    if program:
+        cli.skip_collection_at_exit()
 
 
 if __name__ == "__main__":
