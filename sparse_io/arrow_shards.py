@@ -14,9 +14,10 @@ each record batch carries the CRC-32C of its buffers (as the reader gets
 them, decompressed) in its custom metadata, checked the first time a
 `ArrowShard` reads it. The IPC reader itself checks every buffer against
 the body it lies in, so a damaged or truncated file is an error, never a
-read past its end. pyarrow's Python API writes buffers 8-byte aligned
-(`IpcWriteOptions` has no alignment setting); the training reader copies
-each batch's ids once, into a 64-byte-aligned arena, whatever their alignment.
+read past its end. Every buffer of every record batch lies at a multiple of
+64 bytes in the file (`sparse_io.ipc_alignment`: pyarrow's writer alone
+pads to 8), so a mapped shard's buffers are 64-byte aligned; the training
+reader copies each batch's ids once, into a 64-byte-aligned arena.
 
 Example:
   >>> write_arrow_shard("out/" + shard_name(0, 1, ".arrow"), batches, schema)  # doctest: +SKIP
@@ -36,6 +37,7 @@ import pyarrow.ipc as ipc
 from sparse_io.atomic import atomic_output
 from sparse_io.errors import CorruptFileError, damage_is_corruption
 from sparse_io.formats import DEFAULT_SHARD_CODEC, SHARD_CODECS, check_shard_codec
+from sparse_io.ipc_alignment import AlignedIpcSink
 from sparse_io.schema import Schema
 from sparse_io.shards import DEFAULT_ROW_GROUP_SIZE, fixed_size_tables
 
@@ -99,6 +101,7 @@ def write_arrow_shard(
     row groups, so the same size gives the same shuffle quality (65,536
     rows: ~20 MiB of a Criteo-like batch). No batches writes a valid shard
     of no record batch. The file's schema is `schema.arrow_schema()`.
+    Every buffer starts at a multiple of 64 bytes in the file.
 
     `compression`: one of `ARROW_CODECS`; "none" (the default) is read
     without decoding, memory-mapped; lz4/zstd buffers are decompressed on
@@ -116,9 +119,9 @@ def write_arrow_shard(
     target = schema.arrow_schema()
     options = ipc.IpcWriteOptions(compression=None if compression == "none" else compression)
     rows = 0
-    with atomic_output(path, output_root=output_root) as stream:
+    with atomic_output(path, output_root=output_root) as stream, AlignedIpcSink(stream) as aligned:
         footer = {BATCH_ROWS_KEY: str(record_batch_size).encode()}
-        with ipc.new_file(stream, target, options=options, metadata=footer) as writer:
+        with ipc.new_file(aligned, target, options=options, metadata=footer) as writer:
             for table in fixed_size_tables(batches, schema, record_batch_size):
                 for part in table.combine_chunks().to_batches():
                     part = _canonical(part)
