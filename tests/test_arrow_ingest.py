@@ -67,6 +67,23 @@ def test_the_ingest_writes_committed_arrow_shards_in_record_batches_of_the_row_g
     assert os.path.exists(os.path.join(outputs["arrow"], "report.html"))
 
 
+def test_the_ingests_arrow_buffers_lie_at_multiples_of_64_bytes(outputs):
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    seen = 0
+    for name in sorted(n for n in os.listdir(outputs["arrow"]) if n.startswith("part-")):
+        with pa.memory_map(os.path.join(outputs["arrow"], name)) as source:
+            reader = ipc.open_file(source)
+            for i in range(reader.num_record_batches):
+                for column in reader.get_batch(i).columns:
+                    arrays = [column, *([column.values] if pa.types.is_list(column.type) else [])]
+                    for buffer in (b for a in arrays for b in a.buffers() if b is not None and b.size):
+                        assert buffer.address % 64 == 0, (name, i)  # a map starts on a page
+                        seen += 1
+    assert seen > 20
+
+
 def test_arrow_and_parquet_outputs_hold_the_same_rows_and_read_the_same_batches(outputs):
     rows = {fmt: [r for t in iter_shards(d) for r in t.to_pylist()] for fmt, d in outputs.items()}
     assert rows["arrow"] == rows["parquet"]
