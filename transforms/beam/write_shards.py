@@ -360,6 +360,29 @@ def _apply_late_updates(schema: Schema, stats: dict, updates, output_dir: str) -
     return schema, stats
 
 
+def _shard_count(rows: list[int], rows_per_shard: int) -> int:
+    return max(1, math.ceil(sum(rows) / rows_per_shard))
+
+
+class _FirstSchemaFn(beam.DoFn):
+    """Outputs the Arrow schema of a bundle's first batch (every batch of a PCollection has the same one)."""
+
+    def start_bundle(self):
+        self._schema = None
+
+    def process(self, batch: pa.RecordBatch):
+        if self._schema is None:
+            self._schema = batch.schema
+
+    def finish_bundle(self):
+        if self._schema is not None:
+            yield GlobalWindows.windowed_value(self._schema)
+
+
+def _inferred_schema(schemas: list[pa.Schema], updates: dict[str, dict]) -> Schema:
+    return _updated(infer_schema(schemas[0]) if schemas else Schema([]), updates)
+
+
 def _updated(schema: Schema, updates: dict[str, dict]) -> Schema:
     for name, changes in updates.items():
         if name not in schema.names:
@@ -491,21 +514,15 @@ class WriteShards(beam.PTransform):
     def expand(self, batches):
         side = {}
         if self._num_shards is None:
-            per_shard = self._rows_per_shard
-            count = (
-                batches
-                | "Rows" >> beam.Map(lambda b: b.num_rows)
-                | "CountRows" >> beam.CombineGlobally(sum)
-                | "ShardCount" >> beam.Map(lambda rows: max(1, math.ceil(rows / per_shard)))
-            )
+            rows = batches | "Rows" >> beam.Map(lambda b: b.num_rows)
+            count = batches.pipeline | "ShardCount" >> CallOnce(_shard_count, beam.pvalue.AsList(rows),
+                                                                 self._rows_per_shard)
             side["computed_shards"] = beam.pvalue.AsSingleton(count)
         if self._schema is None:
-            updates = self._schema_updates
-            inferred = (
-                batches
-                | "ArrowSchema" >> beam.Map(lambda b: b.schema)
-                | "OneSchema" >> beam.combiners.Sample.FixedSizeGlobally(1)
-                | "Infer" >> beam.Map(lambda found: _updated(infer_schema(found[0]) if found else Schema([]), updates))
+            # One schema per bundle, not per batch: the side input stays small.
+            schemas = batches | "ArrowSchema" >> beam.ParDo(_FirstSchemaFn())
+            inferred = batches.pipeline | "Infer" >> CallOnce(
+                _inferred_schema, beam.pvalue.AsList(schemas), self._schema_updates
             )
             side["inferred_schema"] = beam.pvalue.AsSingleton(inferred)
         assign_side = {k: v for k, v in side.items() if k == "computed_shards"}
