@@ -193,7 +193,7 @@ def recover_dead_letters(directory: str, relative: str) -> bool:
     when every bundle is done; on failure they would stay there, so they are
     concatenated to their final name here.
     """
-    from sparse_io.atomic import atomic_output
+    from transforms.beam.line_file import concatenate_pieces
 
     target = _join(directory, relative)
     parent = relative.rsplit("/", 1)[0] if "/" in relative else ""
@@ -208,9 +208,6 @@ def recover_dead_letters(directory: str, relative: str) -> bool:
     ]
     if not pieces:
         return False
-    with atomic_output(target, output_root=directory if _local(directory) else None) as out:
-        for piece in pieces:
-            with FileSystems.open(_join(directory, piece), compression_type="uncompressed") as f:
-                data = f.read()
-            out.write(data if not data or data.endswith(b"\n") else data + b"\n")
+    concatenate_pieces([_join(directory, piece) for piece in pieces], target,
+                       output_root=directory if _local(directory) else None)
     return True

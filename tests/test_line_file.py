@@ -64,3 +64,13 @@ def test_the_docstring_example_runs():
 
     results = doctest.testmod(module)
     assert results.attempted >= 3 and results.failed == 0
+
+
+def test_a_piece_cut_mid_line_keeps_its_lines_apart(tmp_path):
+    from transforms.beam.line_file import concatenate_pieces
+
+    (tmp_path / "a").write_bytes(b'{"x": 1}\n{"x": 2')  # a killed run's last write
+    (tmp_path / "b").write_bytes(b'{"x": 3}\n')
+    (tmp_path / "c").write_bytes(b"")
+    concatenate_pieces([str(tmp_path / n) for n in ("c", "b", "a")], str(tmp_path / "out.jsonl"))
+    assert (tmp_path / "out.jsonl").read_bytes() == b'{"x": 1}\n{"x": 2\n{"x": 3}\n'

@@ -23,7 +23,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from sparse_io.atomic import atomic_output
 from transforms.beam.call_once import CallOnce
 
-__all__ = ["WriteLineFile", "PIECES_PREFIX"]
+__all__ = ["PIECES_PREFIX", "WriteLineFile", "concatenate_pieces"]
 
 PIECES_PREFIX = "beam-temp-"  # what pipelines.output_dir treats as a run's temporary directory
 _COPY_BYTES = 1 << 20
@@ -60,12 +60,25 @@ class _WritePiecesFn(beam.DoFn):
             self._file.close()
 
 
-def _concatenate(pieces: list[str], path: str, pieces_dir: str, output_root: str | None) -> str:
+def concatenate_pieces(pieces: list[str], path: str, *, output_root: str | None = None) -> None:
+    """Writes the files `pieces` (in sorted order) one after another to `path`, atomically.
+
+    A piece that does not end its last line (cut short by a killed run) gets
+    its newline, so every line of the result stays one line.
+    """
     with atomic_output(path, output_root=output_root) as out:
         for piece in sorted(pieces):
+            last = b"\n"
             with FileSystems.open(piece, compression_type="uncompressed") as f:
                 while chunk := f.read(_COPY_BYTES):
                     out.write(chunk)
+                    last = chunk[-1:]
+            if last != b"\n":
+                out.write(b"\n")
+
+
+def _concatenate(pieces: list[str], path: str, pieces_dir: str, output_root: str | None) -> str:
+    concatenate_pieces(pieces, path, output_root=output_root)
     # Every piece goes, those of retried bundles too; a local directory is then empty.
     found = [m.path for r in FileSystems.match([FileSystems.join(pieces_dir, "*")]) for m in r.metadata_list]
     if found:
