@@ -190,8 +190,9 @@ def _child_small(log: str, out: str) -> dict:
     ingest.main()
     marks["first_batch_read"] = first_batch["t"]
     marks["run_done"] = _process_age_s()
-    with open(os.path.join(out, "_MANIFEST.json")) as f:
-        rows = json.load(f)["totals"]["rows_out"]
+    from sparse_io.manifest import read_manifest
+
+    rows = read_manifest(out)["totals"]["rows_out"]
     return {"rows": rows, "marks": marks}
 
 
