@@ -12,6 +12,7 @@ run installs them from the package registry); the sdist itself is reinstalled ev
 """
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -57,8 +58,23 @@ def _run(command, **kwargs):
     return done
 
 
+@contextlib.contextmanager
+def _one_at_a_time(lock_path: pathlib.Path):
+    # The fixture runs once per test worker that gets a test of this module: two builds in the same source
+    # directory race on setuptools' release tree, and two pip runs on the one cached environment.
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 @pytest.fixture(scope="module")
 def worker_python(tmp_path_factory) -> pathlib.Path:
+    with _one_at_a_time(_cache_dir() / "worker-venv.lock"):
+        return _worker_python(tmp_path_factory)
+
+
+def _worker_python(tmp_path_factory) -> pathlib.Path:
     dist = tmp_path_factory.mktemp("dist")
     # Exactly the stager's command (apache_beam/runners/portability/stager.py, _build_setup_package).
     _run([sys.executable, "-m", "build", "--no-isolation", "--sdist", "--outdir", str(dist), str(REPO)],
