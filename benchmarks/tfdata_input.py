@@ -209,8 +209,8 @@ def _allocation_per_batch(parquet_dir: str, schema: Schema) -> dict:
     The arrays are then aliased by DLPack (no tensor copy), so allocated / handed-over near 1.0
     means the ids were copied once, from the Arrow buffer into the batch's arena.
     """
-    from transforms.tfdata.columnar_source import ColumnarSource
-    from transforms.tfdata.columns import select_columns
+    from transforms.tfdata.columnar.reader import ColumnarSource
+    from transforms.tfdata.core.columns import select_columns
 
     files = sorted(os.path.join(parquet_dir, f) for f in os.listdir(parquet_dir) if f.endswith(".parquet"))
     columns, label = select_columns(schema, None, None)

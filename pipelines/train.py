@@ -180,7 +180,7 @@ def train(argv: list[str]) -> TrainResult:
     from pipelines.tasks import resolve_task
     from sparse_io.manifest import verify_directory
     from sparse_io.schema import Schema
-    from transforms.tfdata.state import InputState
+    from transforms.tfdata.core.state import InputState
 
     # Before anything is read: a killed or partial ingest output is refused, not trained on.
     for directory in (args.data, args.eval_data):

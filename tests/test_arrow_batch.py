@@ -1,4 +1,4 @@
-"""The native batch kernels read from Arrow buffers (`transforms.tfdata.arrow_batch`).
+"""The native batch kernels read from Arrow buffers (`transforms.tfdata.columnar.native_batch`).
 
 Each kernel is checked against a plain reference written here from the
 contract (`tests/oracles.py` for the COO rule; `to_pylist` for the dense
@@ -23,11 +23,11 @@ import pytest
 
 from sparse_io.csr import SparseValidationError
 from tests import oracles
-from transforms.tfdata import arrow_batch
-from transforms.tfdata.columns import MISSING_INT, Column
+from transforms.tfdata.columnar import native_batch
+from transforms.tfdata.core.columns import MISSING_INT, Column
 
 pytestmark = pytest.mark.skipif(
-    not arrow_batch.native_batches_available(), reason="the native kernels do not build or load here"
+    not native_batch.native_batches_available(), reason="the native kernels do not build or load here"
 )
 
 KERNELS = Path(__file__).resolve().parents[1] / "ops" / "native"
@@ -43,7 +43,7 @@ def portable_kernels(tmp_path_factory):
         subprocess.run(command, check=True, capture_output=True, timeout=120)
     except (OSError, subprocess.CalledProcessError) as e:
         pytest.skip(f"cannot build the portable kernels here: {e}")
-    return arrow_batch.bind_kernels(ctypes.CDLL(str(out)))
+    return native_batch.bind_kernels(ctypes.CDLL(str(out)))
 
 
 @pytest.fixture(params=["library", "portable"])
@@ -51,7 +51,7 @@ def kernels(request, monkeypatch):
     """Runs a test with the library's kernels, then with the portable build."""
     if request.param == "portable":
         bound = request.getfixturevalue("portable_kernels")
-        monkeypatch.setattr(arrow_batch, "_kernels", lambda: bound)
+        monkeypatch.setattr(native_batch, "_kernels", lambda: bound)
     return request.param
 
 
@@ -66,17 +66,17 @@ def _random_rows(rng, count: int, most: int, id_range: int) -> list[list[int]]:
 
 
 def _unit(table: pa.Table, columns, label=None, where="unit"):
-    return types.SimpleNamespace(buffers=arrow_batch.unit_buffers(table, columns, label), where=where)
+    return types.SimpleNamespace(buffers=native_batch.unit_buffers(table, columns, label), where=where)
 
 
 def _group_coo(pieces, names, combiner, id_dtype):
-    piece_rows = arrow_batch.PieceRows(pieces)
-    descriptors = arrow_batch.group_descriptors(piece_rows, tuple(names))
+    piece_rows = native_batch.PieceRows(pieces)
+    descriptors = native_batch.group_descriptors(piece_rows, tuple(names))
     assert descriptors is not None
-    room = arrow_batch.lists_room(descriptors, piece_rows, names)
+    room = native_batch.lists_room(descriptors, piece_rows, names)
     rows, cols, gains = np.empty(room, np.int32), np.empty(room, id_dtype), np.empty(room, np.float32)
     counts = np.empty(len(names), np.int64)
-    used = arrow_batch.lists_to_coo(descriptors, piece_rows, combiner, rows, cols, gains, counts, names)
+    used = native_batch.lists_to_coo(descriptors, piece_rows, combiner, rows, cols, gains, counts, names)
     assert used == counts.sum() <= room
     split = np.cumsum(counts)[:-1]
     return [list(zip(*parts)) for parts in zip(*(np.split(a[:used], split) for a in (rows, cols, gains)))]
@@ -170,7 +170,7 @@ def test_dense_columns_fill_nulls_as_the_numpy_path(kernels, dtype, shuffle):
     pieces = [(units[0], slice(1, 60)), (units[1], second)]
     n = 59 + 33
     out = np.empty(2 * n, dtype)
-    assert arrow_batch.dense_rows(arrow_batch.PieceRows(pieces), ("x", "y"), out)
+    assert native_batch.dense_rows(native_batch.PieceRows(pieces), ("x", "y"), out)
     fill = MISSING_INT if dtype == "int64" else np.nan
     for j, name in enumerate(("x", "y")):
         want = [fill if v is None else v for v in _piece_rows_of([c[name] for c in columns_of], pieces)]
@@ -214,7 +214,7 @@ def test_rows_outside_a_unit_are_refused(kernels):
     with pytest.raises(SparseValidationError, match="row 2: a row outside the column"):
         _group_coo([(unit, np.array([0, 2]))], ["c"], "sum", np.dtype(np.int64))
     with pytest.raises(SparseValidationError, match="a row outside the column"):
-        arrow_batch.dense_rows(arrow_batch.PieceRows([(unit, slice(1, 3))]), ("x",), np.empty(2, np.float32))
+        native_batch.dense_rows(native_batch.PieceRows([(unit, slice(1, 3))]), ("x",), np.empty(2, np.float32))
 
 
 def test_columns_the_kernels_cannot_read_are_left_to_numpy():
@@ -234,7 +234,7 @@ def test_columns_the_kernels_cannot_read_are_left_to_numpy():
         Column("null_id", "sparse", "int64"), Column("wrong_weights", "sparse", "int64", weighted=True),
         Column("ok", "sparse", "int64"), Column("widened", "dense", "int32"),
     ]
-    buffers = arrow_batch.unit_buffers(table, columns, Column("label", "label", "int64"))
+    buffers = native_batch.unit_buffers(table, columns, Column("label", "label", "int64"))
     assert set(buffers.lists) == {"ok"}
     assert buffers.dense == {}
 
@@ -242,7 +242,7 @@ def test_columns_the_kernels_cannot_read_are_left_to_numpy():
 def test_a_group_with_a_missing_column_is_not_native():
     table = pa.table({"a": pa.array([[1]], pa.list_(pa.int64())), "b": pa.array([["x"]], pa.list_(pa.string()))})
     unit = _unit(table, [Column("a", "sparse", "int64"), Column("b", "sparse", "string")])
-    assert arrow_batch.group_descriptors(arrow_batch.PieceRows([(unit, slice(0, 1))]), ("a", "b")) is None
+    assert native_batch.group_descriptors(native_batch.PieceRows([(unit, slice(0, 1))]), ("a", "b")) is None
 
 
 def test_the_readers_kernels_load_inside_stock_ops_only():
@@ -251,11 +251,11 @@ def test_the_readers_kernels_load_inside_stock_ops_only():
     from ops import _native
 
     _native.ctypes_library.cache_clear()
-    arrow_batch._kernels.cache_clear()
+    native_batch._kernels.cache_clear()
     try:
         with _native.stock_ops_only():
-            assert arrow_batch.native_batches_available()
+            assert native_batch.native_batches_available()
             assert _native.unavailable_reason() is None
     finally:
         _native.ctypes_library.cache_clear()
-        arrow_batch._kernels.cache_clear()
+        native_batch._kernels.cache_clear()

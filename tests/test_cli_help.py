@@ -12,7 +12,7 @@ import pytest
 import benchmarks.__main__ as bench_main
 from pipelines import cli, demo, ingest, train, verify
 from sparse_io.errors import CorruptFileError
-from transforms.tfdata.paths import NoInputFilesError
+from transforms.tfdata.core.files import NoInputFilesError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -178,3 +178,54 @@ def test_no_import_goes_up_the_layers():
 def test_every_allowed_upward_import_still_exists():
     stale = [f"{a} -> {b}" for a, b in ALLOWED_UPWARD if b not in GRAPH.get(a, {})]
     assert not stale, f"no longer imported, remove from ALLOWED_UPWARD: {stale}"
+
+
+TFDATA = "transforms.tfdata"
+TFDATA_SOURCES = ("columnar", "logs", "tfrecord")
+
+
+def _tfdata_room(module: str) -> str | None:
+    """The folder of transforms.tfdata a module lives in ('core', a source, or '' for the top); None outside."""
+    if module != TFDATA and not module.startswith(TFDATA + "."):
+        return None
+    parts = module.split(".")
+    in_folder = len(parts) > 3 or (len(parts) == 3 and MODULES[module][1])  # a module of a folder, or its __init__
+    return parts[2] if in_folder else ""
+
+
+def test_the_tfdata_folders_are_the_sources_core_and_the_entry_points():
+    rooms = {_tfdata_room(m) for m in MODULES} - {None}
+    assert rooms == {"", "core", *TFDATA_SOURCES}
+    for source in TFDATA_SOURCES:
+        assert f"{TFDATA}.{source}.source" in MODULES, f"{source}/ has no source.py entry"
+
+
+def test_no_tfdata_source_imports_another_source_and_core_imports_no_source():
+    wrong = []
+    for a, targets in sorted(GRAPH.items()):
+        room_a = _tfdata_room(a)
+        if room_a is None or room_a == "":
+            continue
+        for b, line in sorted(targets.items()):
+            room_b = _tfdata_room(b)
+            if room_b in TFDATA_SOURCES and room_b != room_a:
+                wrong.append(f"{a} -> {b} (line {line})")
+            if room_a == "core" and room_b == "":
+                wrong.append(f"{a} -> {b} (line {line}): core imports an entry point")
+    assert not wrong, "imports across the tf.data sources: " + "; ".join(wrong)
+
+
+def test_the_tfdata_folder_rule_sees_a_crossing():
+    assert _tfdata_room("transforms.tfdata.columnar.reader") == "columnar"
+    assert _tfdata_room("transforms.tfdata.core.state") == "core"
+    assert _tfdata_room("transforms.tfdata.dataset") == ""
+    assert _tfdata_room("transforms.beam.stats") is None
+
+
+def test_no_tfdata_module_is_over_450_lines():
+    long = [
+        f"{m} ({n} lines)"
+        for m, (path, _) in sorted(MODULES.items())
+        if m.startswith(TFDATA) and (n := len(path.read_text(encoding="utf-8").splitlines())) > 450
+    ]
+    assert not long, "split these: " + ", ".join(long)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transforms.tfdata.numpy_coo import native_available, native_coo_into, piece_coo
+from transforms.tfdata.columnar.numpy_coo import native_available, native_coo_into, piece_coo
 
 pytestmark = pytest.mark.skipif(not native_available(np.dtype(np.int64)), reason="native kernels not built here")
 
@@ -91,9 +91,9 @@ def test_rows_read_where_they_lie_equal_the_same_rows_gathered_first(rows, combi
 def test_the_reader_gives_the_same_coo_batches_with_and_without_the_native_kernel(tmp_path, monkeypatch):
     from tfdata_data import SCHEMA, random_rows, write_parquet_shards
 
-    from transforms.tfdata import coo_assembly
-    from transforms.tfdata.columnar_source import ColumnarSource
-    from transforms.tfdata.columns import select_columns
+    from transforms.tfdata.columnar import coo_assembly
+    from transforms.tfdata.columnar.reader import ColumnarSource
+    from transforms.tfdata.core.columns import select_columns
 
     paths = write_parquet_shards(str(tmp_path), random_rows(90, seed=4), 2, row_group_size=16)
     columns, label = select_columns(SCHEMA, None, None)

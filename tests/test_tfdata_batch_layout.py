@@ -6,9 +6,9 @@ import importlib
 import numpy as np
 import pytest
 
-from transforms.tfdata.batch_layout import BatchLayout, BatchParts
-from transforms.tfdata.columns import Column
-from transforms.tfdata.row_plan import RowPlan
+from transforms.tfdata.columnar.batch_layout import BatchLayout, BatchParts
+from transforms.tfdata.columnar.row_plan import RowPlan
+from transforms.tfdata.core.columns import Column
 
 A = Column("a", "sparse", "int64", weighted=True)
 B = Column("b", "sparse", "int32")
@@ -92,6 +92,6 @@ def test_a_position_resumes_at_the_next_row():
 
 
 def test_docstring_examples_run():
-    for name in ("transforms.tfdata.batch_layout", "transforms.tfdata.batch_arrays"):
+    for name in ("transforms.tfdata.columnar.batch_layout", "transforms.tfdata.columnar.batch_arrays"):
         results = doctest.testmod(importlib.import_module(name))
         assert results.attempted > 0 and results.failed == 0, name

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from transforms.tfdata import capacity_from_stats
-from transforms.tfdata.capacity import check_overflow, resolve_capacities
+from transforms.tfdata.core.capacity import check_overflow, resolve_capacities
 
 
 def _stats(capacity, ids_per_row_max=None):

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from transforms.tfdata.batch_arrays import Arena
-from transforms.tfdata.columnar_dataset import _pack, _unpack
+from transforms.tfdata.columnar.batch_arrays import Arena
+from transforms.tfdata.columnar.source import _pack, _unpack
 
 DTYPES = [np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)]
 

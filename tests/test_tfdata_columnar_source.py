@@ -13,9 +13,9 @@ from oracles import coo
 from tfdata_data import SCHEMA, random_rows, reference_coo, to_table, write_parquet_shards
 
 from sparse_io.schema import FeatureSpec, Schema
-from transforms.tfdata.columnar_source import ALIGNMENT, ColumnarSource
-from transforms.tfdata.columns import select_columns
-from transforms.tfdata.state import InputState
+from transforms.tfdata.columnar.reader import ALIGNMENT, ColumnarSource
+from transforms.tfdata.core.columns import select_columns
+from transforms.tfdata.core.state import InputState
 
 ROWS = random_rows(97, seed=11)
 
@@ -243,7 +243,7 @@ def _one_hot_rows(n: int, seed: int, two_ids_at: int | None) -> list[dict]:
 def test_one_hot_groups_give_the_contract_coo_for_every_feature(
     tmp_path, monkeypatch, combiner, shuffle, two_ids_at, native
 ):
-    import transforms.tfdata.coo_assembly as source_module
+    import transforms.tfdata.columnar.coo_assembly as source_module
 
     rows = _one_hot_rows(61, seed=5, two_ids_at=two_ids_at)
     paths = []

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from transforms.tfdata.csr_group import CsrGroup
+from transforms.tfdata.core.csr_group import CsrGroup
 
 
 def test_concatenated_arrays_split_back_into_each_feature_with_its_weights():
@@ -59,5 +59,5 @@ def test_a_row_count_mismatch_is_named_when_checked():
 
 
 def test_docstring_examples_run():
-    results = doctest.testmod(importlib.import_module("transforms.tfdata.csr_group"))
+    results = doctest.testmod(importlib.import_module("transforms.tfdata.core.csr_group"))
     assert results.attempted > 0 and results.failed == 0

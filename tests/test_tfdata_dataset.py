@@ -22,7 +22,7 @@ from tfdata_data import (
 
 from sparse_io.manifest import commit_directory
 from transforms import InputState, make_dataset
-from transforms.tfdata.columnar_dataset import _tensor
+from transforms.tfdata.columnar.source import _tensor
 
 ROWS = random_rows(150, seed=21)
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -283,7 +283,7 @@ def test_two_multi_worker_mirrored_workers_on_localhost_split_the_data(shard_dir
 
 
 def test_dlpack_hand_over_aliases_aligned_arrays_and_copies_others():
-    from transforms.tfdata.batch_arrays import Arena
+    from transforms.tfdata.columnar.batch_arrays import Arena
 
     aligned = Arena([(4, np.dtype(np.int64))]).arrays[0]
     aligned[:] = [1, 2, 3, 4]
@@ -338,7 +338,7 @@ def test_a_dropped_parquet_dataset_releases_its_reader_and_decoded_row_groups(sh
     import gc
     import weakref
 
-    from transforms.tfdata.columnar_source import ColumnarSource
+    from transforms.tfdata.columnar.reader import ColumnarSource
 
     def readers():
         return {id(o): o for o in gc.get_objects() if isinstance(o, ColumnarSource)}

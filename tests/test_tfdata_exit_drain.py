@@ -4,21 +4,21 @@ import threading
 
 import pytest
 
-from transforms.tfdata import _exit_drain
+from transforms.tfdata.columnar import exit_drain
 
 
 @pytest.fixture
 def exit_state(monkeypatch):
     # drain() marks the interpreter as exiting; undone afterwards so later tests still read.
-    monkeypatch.setattr(_exit_drain, "_exiting", False)
-    monkeypatch.setattr(_exit_drain, "_in_flight", 0)
+    monkeypatch.setattr(exit_drain, "_exiting", False)
+    monkeypatch.setattr(exit_drain, "_in_flight", 0)
 
 
 def _call_in_flight(release: threading.Event, finished: list) -> threading.Thread:
     entered = threading.Event()
 
     def call():
-        with _exit_drain.reader_call():
+        with exit_drain.reader_call():
             entered.set()
             release.wait(10)
             finished.append(True)
@@ -33,10 +33,10 @@ def test_drain_waits_for_the_call_in_flight_then_refuses_new_ones(exit_state):
     release, finished = threading.Event(), []
     thread = _call_in_flight(release, finished)
     threading.Timer(0.3, release.set).start()
-    assert _exit_drain.drain(quiet_s=0.05, limit_s=10)
+    assert exit_drain.drain(quiet_s=0.05, limit_s=10)
     assert finished == [True]
-    with pytest.raises(_exit_drain.ExitingError, match="exiting"):
-        with _exit_drain.reader_call():
+    with pytest.raises(exit_drain.ExitingError, match="exiting"):
+        with exit_drain.reader_call():
             pass
     thread.join()
 
@@ -44,7 +44,7 @@ def test_drain_waits_for_the_call_in_flight_then_refuses_new_ones(exit_state):
 def test_drain_gives_up_after_its_limit(exit_state):
     release, finished = threading.Event(), []
     thread = _call_in_flight(release, finished)
-    assert not _exit_drain.drain(quiet_s=0.05, limit_s=0.3)
+    assert not exit_drain.drain(quiet_s=0.05, limit_s=0.3)
     assert finished == []
     release.set()
     thread.join()

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from transforms.tfdata.coo import Coo
-from transforms.tfdata.csr_group import CsrGroup
-from transforms.tfdata.grouped import convert_group, group_ragged, pad_coo_features
+from transforms.tfdata.core.csr_group import CsrGroup
+from transforms.tfdata.core.grouped import convert_group, group_ragged, pad_coo_features
 
 
 def _ragged(rows, dtype):

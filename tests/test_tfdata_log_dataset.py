@@ -11,7 +11,7 @@ import tensorflow as tf
 from sparse_io import criteo_schema
 from sparse_io.schema import FeatureSpec, Schema
 from transforms import make_log_dataset
-from transforms.tfdata.log_source import log_compression
+from transforms.tfdata.logs.source import log_compression
 
 BINS = 1 << 16
 HEX = "0123456789abcdef"

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from oracles import Entries, assert_entries, coo
 
 import ops
-from transforms.tfdata.numpy_coo import native_available, native_coo_into, piece_coo
+from transforms.tfdata.columnar.numpy_coo import native_available, native_coo_into, piece_coo
 
 rows_strategy = st.lists(st.lists(st.integers(0, 3), max_size=12), min_size=0, max_size=8)
 # The native kernel where it is built here; numpy's piece_coo, its reference, everywhere.

@@ -6,9 +6,9 @@ import importlib
 import pytest
 import tensorflow as tf
 
-from transforms.tfdata.columns import Column
-from transforms.tfdata.finish import RawBatch, column_batch
-from transforms.tfdata.options import BatchOptions, OutputOptions
+from transforms.tfdata.core.columns import Column
+from transforms.tfdata.core.finish import RawBatch, column_batch
+from transforms.tfdata.core.options import BatchOptions, OutputOptions
 
 COLUMNS = [
     Column("a", "sparse", "int64"),
@@ -89,5 +89,5 @@ def test_a_dict_of_columns_becomes_one_raw_batch():
 
 
 def test_docstring_examples_run():
-    results = doctest.testmod(importlib.import_module("transforms.tfdata.options"))
+    results = doctest.testmod(importlib.import_module("transforms.tfdata.core.options"))
     assert results.attempted > 0 and results.failed == 0

@@ -31,7 +31,10 @@ def test_the_docstring_examples_run():
     import pyarrow as pa
     import tensorflow as tf
 
-    for name in ("sharding", "state", "ids", "coo", "numpy_coo", "arrow_batch", "rebatch", "dataset", "log_dataset"):
+    for name in (
+        "core.sharding", "core.state", "ids", "coo", "columnar.numpy_coo", "columnar.native_batch", "logs.rebatch",
+        "dataset", "log_dataset",
+    ):
         module = importlib.import_module(f"transforms.tfdata.{name}")
         results = doctest.testmod(module, extraglobs={"tf": tf, "np": np, "pa": pa}, optionflags=doctest.ELLIPSIS)
         assert results.failed == 0, name

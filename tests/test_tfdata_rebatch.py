@@ -5,7 +5,7 @@ import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transforms.tfdata.rebatch import rebatch
+from transforms.tfdata.logs.rebatch import rebatch
 
 
 def _elements(chunks):

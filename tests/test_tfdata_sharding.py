@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from transforms.tfdata.sharding import Unit, plan_units, resolve_worker, split_files
+from transforms.tfdata.core.sharding import Unit, plan_units, resolve_worker, split_files
 
 
 def _rows_of(units, row_groups):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from transforms.tfdata.state import InputState, fingerprint
+from transforms.tfdata.core.state import InputState, fingerprint
 
 
 def test_state_round_trips_through_json_and_the_position_tensor():

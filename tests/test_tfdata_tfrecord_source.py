@@ -8,8 +8,8 @@ from oracles import assert_entries
 from tfdata_data import SCHEMA, batch_rows, example_bytes, random_rows, reference_coo, write_tfrecord_shards
 
 from transforms import make_dataset
-from transforms.tfdata.columns import select_columns
-from transforms.tfdata.tfrecord_source import parse_batch
+from transforms.tfdata.core.columns import select_columns
+from transforms.tfdata.tfrecord.source import parse_batch
 
 
 def _parse(serialized):

@@ -5,9 +5,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from transforms.tfdata.columns import Column
-from transforms.tfdata.sharding import Unit
-from transforms.tfdata.unit_loader import UnitLoader
+from transforms.tfdata.columnar.unit_loader import UnitLoader
+from transforms.tfdata.core.columns import Column
+from transforms.tfdata.core.sharding import Unit
 
 ITEMS = Column("items", "sparse", "int64", weighted=True)
 USER = Column("user", "sparse", "int64")

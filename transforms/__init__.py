@@ -35,8 +35,8 @@ _LAZY = {
     "pad_to_capacity": "transforms.tfdata.coo",
     "hash_ids": "transforms.tfdata.ids",
     "truncate": "transforms.tfdata.ids",
-    "InputState": "transforms.tfdata.state",
-    "MISSING_INT": "transforms.tfdata.columns",
+    "InputState": "transforms.tfdata.core.state",
+    "MISSING_INT": "transforms.tfdata.core.columns",
 }
 
 __all__ = sorted(_LAZY)

@@ -1,5 +1,5 @@
 // A columnar batch's COO groups and dense columns written straight from the Arrow buffers of its
-// units, for the columnar shard reader (`transforms.tfdata.arrow_batch`, through ctypes, which
+// units, for the columnar shard reader (`transforms.tfdata.columnar.native_batch`, through ctypes, which
 // releases the GIL while these run).
 //
 // The reader used to turn every unit into numpy arrays first (offsets widened to int64, dense

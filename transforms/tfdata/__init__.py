@@ -5,29 +5,29 @@ reads raw Criteo/CSV logs graph-natively. The map functions (`to_coo`,
 `pad_to_capacity`, `hash_ids`, `lookup_ids`, `truncate`) are plain graph code
 for any tf.data pipeline.
 
-How the modules fit, following the data:
+How the package is laid out, following the data (one folder per source; no
+source imports another):
 
-  options (BatchOptions, OutputOptions: the arguments, checked once)
-  sources, each ending in a `finish.RawBatch`:
-    columnar_dataset -> columnar_source (Parquet or Arrow shards: shard_files,
-      row_plan, unit_loader, csr_assembly / coo_assembly into batch_arrays,
-      handed over as batch_layout; arrow_check)
-    tfrecord_source
-    log_source (log_parsing, rebatch)
-  finish: RawBatch -> COO (grouped, over csr_group) or ragged/sparse, padded to
-    capacity (capacity), with label and position
+  dataset, log_dataset, coo, ids, service: the public entry points
+  core/ (options, columns, capacity, sharding, epochs, files, state, and the
+    finish every source ends in: RawBatch -> COO (grouped, over csr_group) or
+    ragged/sparse, padded to capacity, with label and position)
+  columnar/source: Parquet or Arrow shards (reader, row_plan, unit_loader,
+    csr_assembly / coo_assembly into batch_arrays, native_batch, column_check)
+  tfrecord/source: TFRecord shards (parse_example)
+  logs/source: raw logs (parsing, rebatch)
   service: `distribute` runs a dataset under the tf.data service, refusing
     Parquet, Arrow and counters (what make_dataset/make_log_dataset recorded)
 """
 
-from transforms.tfdata.capacity import capacity_from_stats, load_stats
-from transforms.tfdata.columns import MISSING_INT
 from transforms.tfdata.coo import Coo, pad_to_capacity, to_coo
+from transforms.tfdata.core.capacity import capacity_from_stats, load_stats
+from transforms.tfdata.core.columns import MISSING_INT
+from transforms.tfdata.core.state import InputState
 from transforms.tfdata.dataset import make_dataset
 from transforms.tfdata.ids import hash_ids, lookup_ids, truncate, vocabulary_table
 from transforms.tfdata.log_dataset import make_log_dataset
 from transforms.tfdata.service import distribute
-from transforms.tfdata.state import InputState
 
 __all__ = [
     "Coo",

@@ -17,8 +17,8 @@ import tensorflow as tf
 import ops
 from ops.coo import Coo  # the one COO type; `transforms.Coo` is the same class
 from sparse_io.schema import WEIGHTS_SUFFIX
-from transforms.tfdata.capacity import check_overflow, resolve_capacities
-from transforms.tfdata.grouped import convert_group, group_ragged, pad_coo_features
+from transforms.tfdata.core.capacity import check_overflow, resolve_capacities
+from transforms.tfdata.core.grouped import convert_group, group_ragged, pad_coo_features
 
 __all__ = ["Coo", "to_coo", "pad_to_capacity"]
 _SPARSE_TYPES = (tf.RaggedTensor, tf.SparseTensor)

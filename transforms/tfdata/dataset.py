@@ -30,15 +30,15 @@ from sparse_io.formats import SHARD_FORMATS, SHARD_SUFFIXES
 from sparse_io.manifest import check_verify_level, verify_directory, verify_paths
 from sparse_io.schema import Schema
 from sparse_io.shard_files import COLUMNAR_FORMATS
-from transforms.tfdata.columnar_dataset import columnar_batches
-from transforms.tfdata.columns import select_columns
-from transforms.tfdata.finish import column_batch, finish_batches
-from transforms.tfdata.options import BatchOptions, OutputOptions
-from transforms.tfdata.paths import list_files, read_schema, shard_format
+from transforms.tfdata.columnar.source import columnar_batches
+from transforms.tfdata.core.columns import select_columns
+from transforms.tfdata.core.files import list_files, read_schema, shard_format
+from transforms.tfdata.core.finish import column_batch, finish_batches
+from transforms.tfdata.core.options import BatchOptions, OutputOptions
+from transforms.tfdata.core.sharding import resolve_worker
+from transforms.tfdata.core.state import InputState
 from transforms.tfdata.service import remember
-from transforms.tfdata.sharding import resolve_worker
-from transforms.tfdata.state import InputState
-from transforms.tfdata.tfrecord_source import tfrecord_dataset
+from transforms.tfdata.tfrecord.source import tfrecord_dataset
 
 __all__ = ["make_dataset"]
 
@@ -160,7 +160,7 @@ def make_dataset(
         overflows a capacity with overflow="error".
 
     The Parquet and Arrow reader runs Python (pyarrow) per batch, not per
-    row; see `columnar_dataset` and `columnar_source`. Use TFRecord shards
+    row; see `columnar.source` and `columnar.reader`. Use TFRecord shards
     for the tf.data service.
 
     Example (C1's capacity for 4096 rows in stats.json being 3815):

@@ -1,6 +1,6 @@
 """`make_log_dataset`: raw Criteo/CSV/TSV logs straight into training batches, graph-native.
 
-The lines are read, checked, batched and parsed by `log_source`, then
+The lines are read, checked, batched and parsed by `logs.source`, then
 finished as every source is (`finish`): the same `(features, label)`
 elements as `make_dataset`.
 No Python runs per batch, so it works inside the tf.data service
@@ -21,15 +21,15 @@ from sparse_io.formats import LOG_FORMATS
 from sparse_io.readers import csv_options
 from sparse_io.readers.criteo import check_criteo_schema
 from sparse_io.schema import Schema, criteo_schema
-from transforms.tfdata.columns import Column, select_columns
-from transforms.tfdata.finish import column_batch, finish_batches
+from transforms.tfdata.core.columns import Column, select_columns
+from transforms.tfdata.core.files import list_files
+from transforms.tfdata.core.finish import column_batch, finish_batches
+from transforms.tfdata.core.options import BatchOptions, OutputOptions, check_counter
+from transforms.tfdata.core.sharding import resolve_worker
 from transforms.tfdata.ids import hash_ids, lookup_ids, vocabulary_table
-from transforms.tfdata.log_parsing import LineFormat, LineParser
-from transforms.tfdata.log_source import csv_layout, log_batches, log_compression
-from transforms.tfdata.options import BatchOptions, OutputOptions, check_counter
-from transforms.tfdata.paths import list_files
+from transforms.tfdata.logs.parsing import LineFormat, LineParser
+from transforms.tfdata.logs.source import csv_layout, log_batches, log_compression
 from transforms.tfdata.service import remember
-from transforms.tfdata.sharding import resolve_worker
 
 __all__ = ["make_log_dataset", "TEXT_FORMATS", "FORMATS"]
 

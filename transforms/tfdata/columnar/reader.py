@@ -18,11 +18,11 @@ loop over rows. It composes:
   a 64-byte-aligned arena (`batch_arrays`), the only copy of the ids between
   the Arrow buffer and the tensor, since TensorFlow then aliases the arena
   through DLPack;
-* `arrow_batch`: for COO batches, the same arena written natively from the
+* `native_batch`: for COO batches, the same arena written natively from the
   units' Arrow buffers, one call per group and per dense block, where the
   kernels load (the numpy paths above are its reference and fallback);
 * `batch_layout`: the list of arrays a batch is handed over as;
-* `arrow_check`: the shards' columns checked once, before reading.
+* `column_check`: the shards' columns checked once, before reading.
 """
 
 from __future__ import annotations
@@ -33,17 +33,17 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from sparse_io.shard_files import open_shard
-from transforms.tfdata.arrow_batch import PieceRows, dense_rows, native_batches_available
-from transforms.tfdata.arrow_check import check_arrow_schema
-from transforms.tfdata.batch_arrays import ALIGNMENT, fill_rows
-from transforms.tfdata.batch_layout import BatchLayout, BatchParts
-from transforms.tfdata.columns import Column
-from transforms.tfdata.coo_assembly import assemble_coo
-from transforms.tfdata.csr_assembly import assemble_csr
-from transforms.tfdata.row_plan import RowPlan
-from transforms.tfdata.sharding import plan_units
-from transforms.tfdata.state import InputState, fingerprint
-from transforms.tfdata.unit_loader import Loaded, UnitLoader
+from transforms.tfdata.columnar.batch_arrays import ALIGNMENT, fill_rows
+from transforms.tfdata.columnar.batch_layout import BatchLayout, BatchParts
+from transforms.tfdata.columnar.column_check import check_arrow_schema
+from transforms.tfdata.columnar.coo_assembly import assemble_coo
+from transforms.tfdata.columnar.csr_assembly import assemble_csr
+from transforms.tfdata.columnar.native_batch import PieceRows, dense_rows, native_batches_available
+from transforms.tfdata.columnar.row_plan import RowPlan
+from transforms.tfdata.columnar.unit_loader import Loaded, UnitLoader
+from transforms.tfdata.core.columns import Column
+from transforms.tfdata.core.sharding import plan_units
+from transforms.tfdata.core.state import InputState, fingerprint
 
 __all__ = ["ColumnarSource", "ALIGNMENT"]
 
@@ -69,7 +69,7 @@ class ColumnarSource:
         every feature of a group sharing its combiner.
       shard_format: "parquet" or "arrow" (`shard_files.COLUMNAR_FORMATS`).
       native: with `coo`, write batches natively from the units' Arrow
-        buffers (`arrow_batch`); None: where the native kernels load.
+        buffers (`native_batch`); None: where the native kernels load.
         False reads with numpy only (their reference).
 
     Raises:

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from transforms.tfdata.columns import MISSING_INT, Column, dense_dtype
-from transforms.tfdata.epochs import (
+from transforms.tfdata.core.columns import MISSING_INT, Column, dense_dtype
+from transforms.tfdata.core.epochs import (
     draw_seed,
     epoch_seed,
     file_order,
@@ -23,7 +23,7 @@ from transforms.tfdata.epochs import (
     seed_in_state,
     seeded_shuffle,
 )
-from transforms.tfdata.sharding import split_files
+from transforms.tfdata.core.sharding import split_files
 
 __all__ = ["tfrecord_dataset", "parse_spec"]
 

@@ -20,7 +20,7 @@ import tensorflow as tf
 
 import ops
 from ops.coo import Coo
-from transforms.tfdata.csr_group import CsrGroup
+from transforms.tfdata.core.csr_group import CsrGroup
 
 __all__ = ["group_ragged", "convert_group", "pad_coo_features"]
 

@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from sparse_io.errors import CorruptFileError
 from sparse_io.schema import Schema
-from transforms.tfdata.epochs import (
+from transforms.tfdata.core.epochs import (
     draw_seed,
     epoch_seed,
     file_order,
@@ -27,10 +27,10 @@ from transforms.tfdata.epochs import (
     seed_in_state,
     seeded_shuffle,
 )
-from transforms.tfdata.log_parsing import LineParser
-from transforms.tfdata.options import BatchOptions
-from transforms.tfdata.rebatch import rebatch
-from transforms.tfdata.sharding import split_files
+from transforms.tfdata.core.options import BatchOptions
+from transforms.tfdata.core.sharding import split_files
+from transforms.tfdata.logs.parsing import LineParser
+from transforms.tfdata.logs.rebatch import rebatch
 
 __all__ = ["log_batches", "log_compression", "csv_layout"]
 

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from transforms.tfdata.batch_arrays import Arena, gather_index
-from transforms.tfdata.columns import Column
-from transforms.tfdata.csr_group import CsrGroup
+from transforms.tfdata.columnar.batch_arrays import Arena, gather_index
+from transforms.tfdata.core.columns import Column
+from transforms.tfdata.core.csr_group import CsrGroup
 
 __all__ = ["assemble_csr"]
 

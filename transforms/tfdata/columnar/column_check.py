@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from transforms.tfdata.columns import Column
+from transforms.tfdata.core.columns import Column
 
 __all__ = ["check_arrow_schema"]
 

@@ -18,15 +18,15 @@ import numpy as np
 import tensorflow as tf
 
 from ops.coo import Coo
-from transforms.tfdata._exit_drain import reader_call
-from transforms.tfdata.batch_arrays import ALIGNMENT, Arena
-from transforms.tfdata.columnar_source import ColumnarSource
-from transforms.tfdata.columns import Column
-from transforms.tfdata.csr_group import CsrGroup
-from transforms.tfdata.epochs import draw_seed, plain, seed_in_state
-from transforms.tfdata.finish import RawBatch
-from transforms.tfdata.options import BatchOptions
-from transforms.tfdata.state import InputState
+from transforms.tfdata.columnar.batch_arrays import ALIGNMENT, Arena
+from transforms.tfdata.columnar.exit_drain import reader_call
+from transforms.tfdata.columnar.reader import ColumnarSource
+from transforms.tfdata.core.columns import Column
+from transforms.tfdata.core.csr_group import CsrGroup
+from transforms.tfdata.core.epochs import draw_seed, plain, seed_in_state
+from transforms.tfdata.core.finish import RawBatch
+from transforms.tfdata.core.options import BatchOptions
+from transforms.tfdata.core.state import InputState
 
 __all__ = ["columnar_batches"]
 
@@ -177,7 +177,7 @@ def _read_batches(source: ColumnarSource, num_epochs, *, carry_seed: bool = Fals
     source_ref = weakref.ref(source)
 
     def read(i, seed=None):
-        with reader_call():  # see _exit_drain: lets the process exit with an iterator still alive
+        with reader_call():  # see exit_drain: lets the process exit with an iterator still alive
             alive = source_ref()
             if alive is None:
                 raise RuntimeError(

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from transforms.tfdata.columns import DENSE_DTYPES, Column, dense_dtype
+from transforms.tfdata.core.columns import DENSE_DTYPES, Column, dense_dtype
 
 __all__ = ["BatchLayout", "BatchParts"]
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from sparse_io.schema import FeatureSpec, Schema, weights_column
-from transforms.tfdata.columns import MISSING_INT, dense_dtype
+from transforms.tfdata.core.columns import MISSING_INT, dense_dtype
 
 __all__ = ["LineFormat", "LineParser", "INT_TEXT", "FLOAT_TEXT", "HEX32_TEXT"]
 

@@ -3,7 +3,7 @@
 A unit is decoded once, in a read-ahead thread (pyarrow releasing the GIL),
 and kept as Arrow buffers: a sparse column becomes a one-feature `CsrGroup`
 whose ids are a view of the Arrow values buffer, a dense column or the label
-a 1-D array; where the native kernels read the batches (`arrow_batch`), the
+a 1-D array; where the native kernels read the batches (`native_batch`), the
 columns they can read are only described (their buffers' addresses) and
 become numpy arrays only if asked for. The last few units stay decoded, and
 a bounded number of shards stay open.
@@ -24,10 +24,10 @@ import pyarrow.compute as pc
 from sparse_io.arrow import csr_from_arrow
 from sparse_io.csr import SparseValidationError
 from sparse_io.shard_files import ShardFile, open_shard
-from transforms.tfdata.arrow_batch import UnitBuffers, unit_buffers
-from transforms.tfdata.columns import MISSING_INT, Column, dense_dtype
-from transforms.tfdata.csr_group import CsrGroup
-from transforms.tfdata.sharding import Unit
+from transforms.tfdata.columnar.native_batch import UnitBuffers, unit_buffers
+from transforms.tfdata.core.columns import MISSING_INT, Column, dense_dtype
+from transforms.tfdata.core.csr_group import CsrGroup
+from transforms.tfdata.core.sharding import Unit
 
 __all__ = ["Loaded", "UnitLoader"]
 
@@ -51,7 +51,7 @@ class Loaded:
     num_rows: int
     columns: dict[str, CsrGroup | np.ndarray]
     one_hot: dict[int, tuple[np.ndarray, list[np.ndarray]] | None] = dataclasses.field(default_factory=dict)
-    # The unit's Arrow buffers for the native kernels (`arrow_batch`), or None; `where` names the unit in errors.
+    # The unit's Arrow buffers for the native kernels (`native_batch`), or None; `where` names the unit in errors.
     buffers: UnitBuffers | None = None
     where: str = ""
 
@@ -85,7 +85,7 @@ class UnitLoader:
         index here) is computed as the unit is read, in the read-ahead
         thread, rather than by the first batch that needs it.
       native: also describe each unit's Arrow buffers for the native
-        kernels (`arrow_batch.unit_buffers`); the columns they cover are
+        kernels (`native_batch.unit_buffers`); the columns they cover are
         then turned into numpy only if something asks for them.
     """
 

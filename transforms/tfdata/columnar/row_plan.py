@@ -17,7 +17,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from transforms.tfdata.state import InputState
+from transforms.tfdata.core.state import InputState
 
 __all__ = ["RowPlan"]
 

@@ -2,7 +2,7 @@
 
 The reader holds each batch's CSR (as Arrow buffers, or numpy views of
 them), so for output="coo" it converts there (natively from the buffers,
-`arrow_batch`, or `numpy_coo`, the rule of `ops.convert_to_coo`) and hands
+`native_batch`, or `numpy_coo`, the rule of `ops.convert_to_coo`) and hands
 TensorFlow finished COO arrays. The ids are copied once, into the arena
 (twice when shuffled rows of a multi-id feature must be gathered before
 merging).
@@ -15,11 +15,11 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from transforms.tfdata.arrow_batch import PieceRows, group_descriptors, lists_room, lists_to_coo
-from transforms.tfdata.batch_arrays import Arena, gather_index
-from transforms.tfdata.columns import Column
-from transforms.tfdata.csr_group import CsrGroup
-from transforms.tfdata.numpy_coo import native_available, native_coo_into, one_id_gains, piece_coo
+from transforms.tfdata.columnar.batch_arrays import Arena, gather_index
+from transforms.tfdata.columnar.native_batch import PieceRows, group_descriptors, lists_room, lists_to_coo
+from transforms.tfdata.columnar.numpy_coo import native_available, native_coo_into, one_id_gains, piece_coo
+from transforms.tfdata.core.columns import Column
+from transforms.tfdata.core.csr_group import CsrGroup
 
 __all__ = ["assemble_coo"]
 
@@ -39,7 +39,7 @@ def assemble_coo(
     combiner of its first.
 
     Each group is written by the first of these that applies, into one
-    arena: given `piece_rows` (the pieces as `arrow_batch` takes them) and
+    arena: given `piece_rows` (the pieces as `native_batch` takes them) and
     units that hold the group's Arrow buffers, natively from those buffers
     (`_FromBuffers`); for a group whose features hold at most one id per
     row in every unit of the batch (one-hot, as Criteo's), for all its
@@ -116,7 +116,7 @@ def _plan_group(pieces, piece_rows: PieceRows | None, key: int, group: Sequence[
 
 @dataclasses.dataclass
 class _FromBuffers:
-    """A batch's entries of a group written natively from its units' Arrow buffers (`arrow_batch`).
+    """A batch's entries of a group written natively from its units' Arrow buffers (`native_batch`).
 
     The room is every id of the pieces' rows (merges can only give fewer
     entries); the entries are the arrays' first part, as for `_Native`.

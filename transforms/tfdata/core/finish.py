@@ -12,10 +12,10 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
-from transforms.tfdata.columns import Column
-from transforms.tfdata.epochs import plain
-from transforms.tfdata.grouped import convert_group, group_ragged, pad_coo_features
-from transforms.tfdata.options import BatchOptions, OutputOptions
+from transforms.tfdata.core.columns import Column
+from transforms.tfdata.core.epochs import plain
+from transforms.tfdata.core.grouped import convert_group, group_ragged, pad_coo_features
+from transforms.tfdata.core.options import BatchOptions, OutputOptions
 
 __all__ = ["RawBatch", "column_batch", "finish_batches"]
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from transforms.tfdata.epochs import plain
+from transforms.tfdata.core.epochs import plain
 
 __all__ = ["rebatch"]
 

@@ -15,8 +15,8 @@ from typing import Any
 import tensorflow as tf
 
 from ops.convert_to_coo import COMBINERS
-from transforms.tfdata.capacity import CAPACITY_KINDS, check_overflow, resolve_capacities
-from transforms.tfdata.columns import Column
+from transforms.tfdata.core.capacity import CAPACITY_KINDS, check_overflow, resolve_capacities
+from transforms.tfdata.core.columns import Column
 
 __all__ = ["BatchOptions", "OutputOptions", "OUTPUTS", "check_counter"]
 

@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from sparse_io.csr import SparseValidationError
-from transforms.tfdata.columns import MISSING_INT, Column, dense_dtype
+from transforms.tfdata.core.columns import MISSING_INT, Column, dense_dtype
 
 __all__ = [
     "UnitBuffers",

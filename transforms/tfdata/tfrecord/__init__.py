@@ -1,0 +1,1 @@
+"""The TFRecord shard source: `TFRecordDataset` and `tf.io.parse_example`, graph-native."""
