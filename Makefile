@@ -60,7 +60,7 @@ gpu-ops:
 
 # Re-resolve the pins (needs the package registry); commit requirements.lock afterwards.
 lock:
-	$(PY) -m pip install --quiet -e '.[tf,plots,test]'
+	$(PY) -m pip install --quiet -e '.[gcp,tf,plots,test]'
 	$(PY) -m pip freeze --exclude-editable | grep -v '^sparseflow' > requirements.lock
 
 clean:

@@ -16,10 +16,11 @@ from collections.abc import Callable, Mapping
 
 from pipelines.errors import UsageError
 
-__all__ = ["LOOKUP_SECONDS", "check_cloud_credentials", "credentials_problem"]
+__all__ = ["GCP_INSTALL_HINT", "LOOKUP_SECONDS", "check_cloud_credentials", "credentials_problem"]
 
 LOOKUP_SECONDS = 8.0
 _REMOTE_SCHEMES = ("gs://",)
+GCP_INSTALL_HINT = "pip install 'sparseflow[gcp]'"
 _HOW_TO = ("run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a "
            "service-account key file")
 
@@ -48,14 +49,14 @@ def check_cloud_credentials(paths: Mapping[str, str | None], *, timeout: float =
 def credentials_problem(*, timeout: float = LOOKUP_SECONDS, lookup: Callable[[], object] | None = None) -> str | None:
     """None when Google's default credentials are found within `timeout` seconds, else why not (one line).
 
-    Without the google-auth package (a Beam [gcp] dependency) nothing can be
-    checked here, and None is returned: the filesystem reports what it finds.
+    Without the google-auth package (installed by the `gcp` extra, with Beam's Google Cloud I/O) no gs://
+    path can be read at all, and the answer says which install brings it.
     """
     if lookup is None:
         try:
             import google.auth
         except ImportError:
-            return None
+            return f"gs:// paths need Beam's Google Cloud packages: {GCP_INSTALL_HINT}"
         lookup = google.auth.default
     outcome: dict[str, Exception] = {}
 

@@ -86,3 +86,9 @@ def test_ingest_and_train_check_before_touching_anything(monkeypatch, tmp_path):
     with pytest.raises(UsageError, match=r"^--model_dir gs://b/model: no Google Cloud credentials found"):
         train.train(["--data", str(tmp_path / "nowhere"), "--model_dir", "gs://b/model"])
     assert not (tmp_path / "out").exists()
+
+
+def test_a_gs_path_without_the_gcp_extra_names_the_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "google.auth", None)  # as where apache-beam[gcp] is not installed
+    with pytest.raises(UsageError, match=r"^--output gs://b/out: gs:// paths need .*pip install 'sparseflow\[gcp\]'$"):
+        check_cloud_credentials({"--input": "logs/x.tsv", "--output": "gs://b/out"})
