@@ -64,8 +64,11 @@ def build() -> Path:
     Raises:
       BuildError: no compiler on PATH, or compilation failed (the message holds the compiler's last lines).
     """
+    import tensorflow as tf
+
     sources = sorted(SOURCES.glob("*.cc"))
-    return compile_library(library_path(), lambda output: _command(sources, output))
+    announce = f"sparseflow's native kernels for TensorFlow {tf.__version__} (one time, about a minute)"
+    return compile_library(library_path(), lambda output: _command(sources, output), announce=announce)
 
 
 def _import_tensorflow_quietly() -> None:

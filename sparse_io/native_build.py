@@ -22,7 +22,9 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -110,15 +112,24 @@ def build() -> Path:
     """
     sources = sorted(SOURCES.glob("*.cc"))
     return compile_library(
-        library_path(), lambda output: [compiler(), *_flags(), *map(str, sources), "-o", str(output)]
+        library_path(),
+        lambda output: [compiler(), *_flags(), *map(str, sources), "-o", str(output)],
+        announce="sparseflow's native I/O helpers (one time, a few seconds)",
     )
 
 
-def compile_library(target: Path, command: Callable[[Path], list[str]]) -> Path:
+def compile_library(target: Path, command: Callable[[Path], list[str]], *, announce: str | None = None) -> Path:
     """Runs `command(partial)` to compile a shared library unless `target` exists; returns `target`.
 
     The compiler writes into a temporary folder beside `target`, and the
     library is renamed into place, so concurrent builds each leave a whole one.
+    A build is never silent: with `announce` (what is built, and how long it
+    takes), one line goes to stderr before the compiler starts and one when it
+    is done, so a first call that compiles does not look hung.
+
+    Example:
+      compile_library(path, command, announce="my kernels (one time, about a minute)")
+      # stderr: "sparseflow: compiling my kernels ..." then "sparseflow: built ... in 41 s: <path>"
 
     Raises:
       BuildError: no compiler on PATH, or it failed (the message holds its last lines).
@@ -128,13 +139,19 @@ def compile_library(target: Path, command: Callable[[Path], list[str]]) -> Path:
     if shutil.which(compiler()) is None:
         raise BuildError(f"no C++ compiler {compiler()!r} found (set CXX)")
     target.parent.mkdir(parents=True, exist_ok=True)
+    what = announce or target.name
+    print(f"sparseflow: compiling {what}; `python -m ops.build` does it ahead of time", file=sys.stderr, flush=True)
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
         partial = Path(scratch) / target.name
         result = subprocess.run(command(partial), capture_output=True, text=True)
         if result.returncode != 0:
             tail = " | ".join(result.stderr.strip().splitlines()[-3:])
+            print(f"sparseflow: compiling {target.name} failed", file=sys.stderr, flush=True)
             raise BuildError(f"{compiler()} failed with exit code {result.returncode}: {tail}")
         os.replace(partial, target)
+    print(f"sparseflow: built {target.name} in {time.monotonic() - started:.0f} s: {target}", file=sys.stderr,
+          flush=True)
     return target
 
 
