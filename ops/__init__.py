@@ -5,8 +5,14 @@ block-sparse matmuls. `ops.Coo` is the COO batch type they share.
 `ops.stock_ops_only()` traces graphs that must load without sparseflow
 (SavedModels for serving) from stock ops only.
 
-`ops.layers` (Keras 3 layers) is imported on first use.
+`ops.layers` (Keras 3 layers) is imported on first use. Without TensorFlow
+(the `tf` extra) importing `ops` raises `sparse_io.extras.MissingExtraError`,
+a ModuleNotFoundError whose message is the install command.
 """
+
+from sparse_io.extras import require
+
+require("tensorflow", "ops")
 
 from ops._native import stock_ops_only
 from ops.block_layouts import banded_layout, magnitude_layout, random_layout

@@ -15,12 +15,13 @@ import threading
 from collections.abc import Callable, Mapping
 
 from pipelines.errors import UsageError
+from sparse_io.extras import install_hint
 
 __all__ = ["GCP_INSTALL_HINT", "LOOKUP_SECONDS", "check_cloud_credentials", "credentials_problem"]
 
 LOOKUP_SECONDS = 8.0
 _REMOTE_SCHEMES = ("gs://",)
-GCP_INSTALL_HINT = "pip install 'sparseflow[gcp]'"
+GCP_INSTALL_HINT = install_hint("google.auth")
 _HOW_TO = ("run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a "
            "service-account key file")
 

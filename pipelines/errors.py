@@ -8,6 +8,8 @@ import os
 import sys
 from collections.abc import Iterator
 
+from sparse_io.extras import missing_extra
+
 __all__ = ["DataError", "UsageError", "cli_errors", "quiet_beam_tracebacks"]
 
 _LOGGER = logging.getLogger("sparseflow")
@@ -48,7 +50,8 @@ def cli_errors(program: str) -> Iterator[None]:
 
     UsageError (DataError too), ConfigError, SchemaError, a damaged input
     file (CorruptFileError), a column of the wrong type (ColumnTypeError), an
-    output that is incomplete or differs from its manifest (ManifestError) and
+    output that is incomplete or differs from its manifest (ManifestError), a package
+    that one of the extras installs (TensorFlow, Beam's Google Cloud I/O: the line is the pip command) and
     the OSErrors of a missing or unwritable path exit 2; anything else exits 1 with its
     one-line message; set SPARSEFLOW_DEBUG=1 to get the full traceback
     instead. (A bad flag never gets here: the parser prints the usage line
@@ -74,6 +77,10 @@ def cli_errors(program: str) -> Iterator[None]:
     except Exception as e:
         if os.environ.get("SPARSEFLOW_DEBUG"):
             raise
+        hint = missing_extra(e)
+        if hint is not None:  # TensorFlow or another extra's package is not installed: a usage problem
+            print(f"{program}: error: {hint}", file=sys.stderr)
+            sys.exit(2)
         _LOGGER.debug("%s failed", program, exc_info=True)
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         print(f"{program}: error: {type(e).__name__}: {first} (SPARSEFLOW_DEBUG=1 shows the traceback)",

@@ -18,7 +18,14 @@ source imports another):
   logs/source: raw logs (parsing, rebatch)
   service: `distribute` runs a dataset under the tf.data service, refusing
     Parquet, Arrow and counters (what make_dataset/make_log_dataset recorded)
+
+Without TensorFlow (the `tf` extra) importing it raises
+`sparse_io.extras.MissingExtraError` with the install command.
 """
+
+from sparse_io.extras import require
+
+require("tensorflow", "transforms.tfdata")
 
 from transforms.tfdata.coo import Coo, pad_to_capacity, to_coo
 from transforms.tfdata.core.capacity import capacity_from_stats, load_stats
