@@ -4,7 +4,8 @@
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.sparseflow-installed
-PYTHON  ?= $(shell for p in python3.12 python3.11 python3; do command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' && echo $$p && break; done)
+# A candidate that is missing, or a version manager's shim without that version, is skipped in silence.
+PYTHON  ?= $(shell for p in python3.12 python3.11 python3; do command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1 && echo $$p && break; done)
 # Two pytest workers on a 2-core machine; override with `make test PYTEST_WORKERS=auto`.
 PYTEST_WORKERS ?= 2
 
