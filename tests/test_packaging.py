@@ -18,7 +18,7 @@ def _source_files() -> set[str]:
         for path in (REPO / package).rglob("*"):
             if path.suffix in (".py", ".yaml", ".cc", ".h", ".cu") and "__pycache__" not in path.parts:
                 files.add(path.relative_to(REPO).as_posix())
-    return files
+    return files | {"sparseflow.py"}
 
 
 @pytest.fixture(scope="module")
@@ -50,3 +50,29 @@ def test_sdist_holds_the_sources_and_the_project_file(built):
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
     assert _source_files() | {"pyproject.toml", "README.md"} <= names, sorted(_source_files() - names)
+
+
+def test_import_sparseflow_gives_the_version_and_where_each_package_imports_from():
+    import doctest
+
+    import sparseflow
+
+    assert doctest.testmod(sparseflow).failed == 0
+    assert set(sparseflow.packages()) == set(PACKAGES)
+    for name, folder in sparseflow.packages().items():
+        assert folder == str(REPO / name), (name, folder)
+
+
+def test_the_readme_command_that_checks_the_package_names_runs_as_written():
+    import os
+    import re
+    import shlex
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    (command,) = re.findall(r'`(python -c "import sparseflow;[^`]*)`', readme)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, *shlex.split(command)[1:]], capture_output=True, text=True, env=env,
+                          cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr
+    for name in PACKAGES:
+        assert f"'{name}': '{REPO / name}'" in done.stdout
