@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import gc
 import importlib
 import logging
@@ -48,6 +49,8 @@ __all__ = [
     "cli_errors",
     "configure_logging",
     "parser",
+    "suggest_flag",
+    "unrecognized_flags_message",
     "quiet_tensorflow_import",
 ]
 
@@ -85,6 +88,57 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
+def suggest_flag(flag: str, known: list[str]) -> str:
+    """" (did you mean --x?)" for the known flag closest to `flag`, or "" when none is close.
+
+    A flag written with hyphens for underscores (or the reverse) is matched exactly first.
+
+    Example:
+      >>> suggest_flag("--eval-data", ["--eval_data", "--data"])
+      ' (did you mean --eval_data?)'
+      >>> suggest_flag("--bogus", ["--eval_data", "--data"])
+      ''
+    """
+    name = flag.split("=", 1)[0]
+    for candidate in (name.replace("-", "_"), "--" + name[2:].replace("_", "-")):
+        if candidate in known and candidate != name:
+            return f" (did you mean {candidate}?)"
+    close = difflib.get_close_matches(name, [k for k in known if k.startswith("--")], n=1, cutoff=0.75)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def unrecognized_flags_message(flags: list[str], known: list[str]) -> str:
+    """The one error line for flags no parser knows: each named, with a suggestion where one is close."""
+    named = ", ".join(flag.split("=", 1)[0] + suggest_flag(flag, known) for flag in flags)
+    return f"unrecognized argument{'s' if len(flags) > 1 else ''}: {named}"
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser that names an unknown flag before anything else, with a "did you mean".
+
+    argparse reports missing required flags before unknown ones, so `train --bogus` used to say
+    "the following arguments are required" and never mention `--bogus`.
+    """
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        argv = sys.argv[1:] if args is None else list(args)
+        unknown = self.unknown_flags(argv)
+        if unknown:
+            self.error(unrecognized_flags_message(unknown, list(self._option_string_actions)))
+        return super().parse_args(argv, namespace)
+
+    def unknown_flags(self, argv: list[str]) -> list[str]:
+        """The tokens of `argv` that look like flags this parser does not define (up to a `--`)."""
+        unknown = []
+        for token in argv:
+            if token == "--":
+                break
+            if (token.startswith("-") and token != "-" and not self._negative_number_matcher.match(token)
+                    and token.split("=", 1)[0] not in self._option_string_actions):
+                unknown.append(token)
+        return unknown
+
+
 class BeamFlagError(Exception):
     """A bad value of one of Beam's pipeline options (raised by `beam_parser()`'s parser)."""
 
@@ -118,7 +172,7 @@ def parser(program: str, doc: str | None, synopsis: str, *, beam: bool = False,
     if beam:
         parts.append(BEAM_PASS_THROUGH)
     parts += [VERBOSITY, EXIT_STATUS]
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog=program,
         usage=f"python -m {program} {synopsis}" + (" [Beam pipeline options]" if beam else ""),
         description=description,

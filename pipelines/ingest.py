@@ -495,7 +495,9 @@ def _reject_unknown_flags(beam_argv: list[str], parser) -> None:
     except cli.BeamFlagError as e:
         parser.error(str(e))
     if unknown:
-        parser.error(f"unrecognised argument(s): {' '.join(unknown)}")
+        known = list(parser._option_string_actions) + list(cli.beam_parser()._option_string_actions)
+        flags = [token for token in unknown if token.startswith("-")] or unknown  # not the values they took
+        parser.error(cli.unrecognized_flags_message(flags, known))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -26,10 +26,13 @@ __all__ = ["main", "verify_output"]
 def _parser() -> argparse.ArgumentParser:
     from pipelines import cli
 
-    p = cli.parser("pipelines.verify", __doc__, "DIR [--level checksums|sizes] [--quiet]")
+    p = cli.parser("pipelines.verify", __doc__, "DIR [--verify checksums|sizes] [--quiet]")
     p.add_argument("directory", metavar="DIR", help="the output directory (local or gs://)")
-    p.add_argument("--level", choices=("checksums", "sizes"), default="checksums",
+    # --verify, as in pipelines.train and pipelines.convert; --level is its earlier name, kept working unlisted.
+    p.add_argument("--verify", choices=("checksums", "sizes"), default="checksums",
                    help="checksums: every byte and every shard's row count; sizes: file sizes and names only")
+    p.add_argument("--level", dest="verify", choices=("checksums", "sizes"), default=argparse.SUPPRESS,
+                   help=argparse.SUPPRESS)
     p.add_argument("--quiet", action="store_true", default=False, help="print nothing when the directory is ok")
     return p
 
@@ -48,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     cli.configure_logging(args.verbose)
     with cli.cli_errors("pipelines.verify"):
-        manifest, problems = verify_output(args.directory, args.level)
+        manifest, problems = verify_output(args.directory, args.verify)
         for problem in problems:
             print(f"{args.directory}: {problem}", file=sys.stderr)
         if problems:
@@ -59,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
             rows = sum(e["rows"] for e in manifest["shards"])
             files = len(manifest["shards"]) + len(manifest.get("files", []))
             print(f"{args.directory}: ok: {len(manifest['shards'])} shards, {rows:,} rows, {files} files checked "
-                  f"({args.level})")
+                  f"({args.verify})")
 
 
 if __name__ == "__main__":

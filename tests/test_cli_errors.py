@@ -79,8 +79,8 @@ def test_ingest_rejects_each_invalid_config_with_one_line_naming_the_key(name, s
 @pytest.mark.parametrize(
     "flags, fragment",
     [
-        (["--frobnicate"], "unrecognised argument(s): --frobnicate"),
-        (["stray"], "unrecognised argument(s): stray"),
+        (["--frobnicate"], "unrecognized argument: --frobnicate"),
+        (["stray"], "unrecognized argument: stray"),
         (["--progress_seconds", "abc"], "invalid float value: 'abc'"),
         (["--progress_seconds", "-1"], "--progress_seconds must be >= 0"),
         (["--format", "xml"], "invalid choice: 'xml'"),
@@ -98,7 +98,7 @@ def test_ingest_rejects_invalid_flags_with_one_clear_line(flags, fragment, small
 @pytest.mark.parametrize(
     "flags, fragment",
     [
-        (["--frobnicate"], "unrecognized arguments: --frobnicate"),
+        (["--frobnicate"], "unrecognized argument: --frobnicate"),
         (["--batch_size", "abc"], "argument --batch_size: invalid int value: 'abc'"),
         (["--batch_size", "-1"], "--batch_size must be positive"),
         (["--steps", "0"], "--steps must be positive"),
@@ -127,7 +127,7 @@ def test_train_rejects_invalid_flags_before_touching_data(flags, fragment, tmp_p
 @pytest.mark.parametrize(
     "flags, fragment",
     [
-        (["--frobnicate"], "unrecognized arguments: --frobnicate"),
+        (["--frobnicate"], "unrecognized argument: --frobnicate"),
         (["--rows", "-5"], "must be positive"),
         (["--rows", "abc"], "argument --rows: invalid int value: 'abc'"),
         (["--steps", "0"], "must be positive"),

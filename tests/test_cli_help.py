@@ -117,7 +117,7 @@ def test_a_typo_in_a_flag_value_gives_the_short_usage_and_one_error_line():
 
 @pytest.mark.parametrize("flags, error", [
     (["--num_workers", "many"], "argument --num_workers: invalid int value: 'many'"),
-    (["--frobnicate"], "unrecognised argument(s): --frobnicate"),
+    (["--frobnicate"], "unrecognized argument: --frobnicate"),
 ])
 def test_a_bad_beam_flag_gives_our_usage_not_beams(flags, error, capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_info:

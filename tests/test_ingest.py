@@ -92,7 +92,7 @@ def _cli(*args, cwd=REPO):
     [
         (["--input", "/nonexistent/*.tsv", "--output", "{tmp}/o"], "matches no files"),
         (["--input", "{log}", "--output", "{tmp}/o", "--config", "{tmp}/bad.yaml"], "'output.num_shards'"),
-        (["--input", "{log}", "--output", "{tmp}/o", "--frobnicate=1"], "unrecognised argument"),
+        (["--input", "{log}", "--output", "{tmp}/o", "--frobnicate=1"], "unrecognized argument: --frobnicate"),
         (["--input", "{log}", "--output", "{tmp}/file"], "not a directory"),
         (["--input", "{log}", "--output", "{tmp}/o", "--config", "{tmp}/budget.yaml"], "error budget"),
         (["--output", "{tmp}/o"], "--input is required"),

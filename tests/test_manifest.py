@@ -157,7 +157,7 @@ def test_verify_command_checks_everything_and_exits_2_on_a_difference(tmp_path):
     assert ok.returncode == 0, ok.stderr
     assert "ok: 2 shards, 8 rows" in ok.stdout
     help_text = run("--help").stdout
-    assert "--level" in help_text and "default: checksums" in help_text
+    assert "--verify" in help_text and "default: checksums" in help_text
     vocab = tmp_path / "vocab" / "tags.txt"
     vocab.write_text("u\n")  # same size: only a checksum finds it
     (tmp_path / "notes.txt").write_text("mine")
