@@ -69,8 +69,11 @@ def stock_ops_only():
     native ops' library would otherwise have to be loaded into first.
 
     Example:
+      >>> import tempfile
+      >>> module = tf.Module()
+      >>> module.f = tf.function(lambda x: x * 2.0, input_signature=[tf.TensorSpec([None], tf.float32)])
       >>> with stock_ops_only():
-      ...     tf.saved_model.save(module, export_dir)
+      ...     tf.saved_model.save(module, tempfile.mkdtemp())
     """
     _scope.stock_only = getattr(_scope, "stock_only", 0) + 1
     try:

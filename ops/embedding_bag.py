@@ -106,6 +106,7 @@ def embedding_bag(
       ...               tf.constant([1.0, 0.5, 0.0]), sample_count=2).numpy()
       array([[5. , 6.5],
              [0. , 0. ]], dtype=float32)
+      >>> import ops
       >>> coo = ops.Coo(tf.constant([0, 0, 2]), tf.constant([1, 3, 1]), tf.constant([1.0, 0.5, 0.0]), 2)
       >>> embedding_bag(table, coo).shape  # or embedding_bag(table, *coo)
       TensorShape([2, 2])

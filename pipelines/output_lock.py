@@ -218,8 +218,13 @@ def acquire_output_lock(directory: str, owns: list[str], *, gcs_client=None) -> 
         lock path is a symbolic link.
 
     Example:
-      >>> with acquire_output_lock("out/train", ["part-00000-of-00001.parquet"]):  # doctest: +SKIP
-      ...     ...  # write the output
+      >>> import os, tempfile
+      >>> out = os.path.join(tempfile.mkdtemp(), "train")
+      >>> with acquire_output_lock(out, ["part-00000-of-00001.parquet"]):
+      ...     os.listdir(out)  # held while the output is written
+      ['_INGEST.lock']
+      >>> os.listdir(out)  # released: the lock file is gone
+      []
     """
     if directory.startswith("gs://"):
         return _acquire_gcs(directory, owns, gcs_client)

@@ -47,7 +47,11 @@ class LogProgress(beam.PTransform):
     """Passes record batches through, logging rows read and rows/s every `every_seconds`.
 
     Example:
-      >>> batches | LogProgress(5.0)  # doctest: +SKIP
+      >>> import apache_beam as beam
+      >>> from transforms.testing import test_pipeline
+      >>> with test_pipeline() as p:
+      ...     rows = (p | beam.Create([pa.record_batch({"x": [1, 2, 3]})]) | LogProgress(5.0)
+      ...               | beam.Map(lambda batch: batch.num_rows))
     """
 
     def __init__(self, every_seconds: float = 5.0):

@@ -20,9 +20,17 @@ pads to 8), so a mapped shard's buffers are 64-byte aligned; the training
 reader copies each batch's ids once, into a 64-byte-aligned arena.
 
 Example:
-  >>> write_arrow_shard("out/" + shard_name(0, 1, ".arrow"), batches, schema)  # doctest: +SKIP
-  >>> with ArrowShard("out/part-00000-of-00001.arrow") as shard:  # doctest: +SKIP
-  ...     table = shard.read_unit(0, ["C1", "label"])
+  >>> import os, tempfile
+  >>> from sparse_io.schema import FeatureSpec, Schema
+  >>> from sparse_io.shards import shard_name
+  >>> schema = Schema([FeatureSpec("label", "label"), FeatureSpec("C1")])
+  >>> batches = [pa.record_batch({"label": [1, 0], "C1": [[7], [3, 5]]}, schema=schema.arrow_schema())]
+  >>> path = os.path.join(tempfile.mkdtemp(), shard_name(0, 1, ".arrow"))
+  >>> write_arrow_shard(path, batches, schema)
+  2
+  >>> with ArrowShard(path) as shard:
+  ...     shard.read_unit(0, ["C1", "label"]).to_pydict()
+  {'C1': [[7], [3, 5]], 'label': [1, 0]}
 """
 
 from __future__ import annotations

@@ -246,6 +246,7 @@ def encode_examples(batch: pa.RecordBatch, schema: Schema) -> pa.Array:
         float64 (an Example's FloatList is float32).
 
     Example:
+      >>> from sparse_io.schema import FeatureSpec
       >>> s = Schema([FeatureSpec("label", "label"), FeatureSpec("items")])
       >>> b = pa.record_batch({"label": [1], "items": [[3, 4]]}, schema=s.arrow_schema())
       >>> len(encode_examples(b, s))

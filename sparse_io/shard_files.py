@@ -8,8 +8,17 @@ are record batches, memory-mapped and read without decoding
 (`sparse_io.arrow_shards`).
 
 Example:
-  >>> with open_shard("out/part-00000-of-00002.arrow", "arrow") as shard:  # doctest: +SKIP
-  ...     table = shard.read_unit(0, ["C1", "label"])
+  >>> import os, tempfile
+  >>> import pyarrow as pa
+  >>> from sparse_io.arrow_shards import write_arrow_shard
+  >>> from sparse_io.schema import FeatureSpec, Schema
+  >>> schema = Schema([FeatureSpec("label", "label"), FeatureSpec("C1")])
+  >>> path = os.path.join(tempfile.mkdtemp(), "part-00000-of-00001.arrow")
+  >>> write_arrow_shard(path, [pa.record_batch({"label": [1], "C1": [[4, 2]]}, schema=schema.arrow_schema())], schema)
+  1
+  >>> with open_shard(path, "arrow") as shard:
+  ...     shard.read_unit(0, ["C1", "label"]).to_pydict()
+  {'C1': [[4, 2]], 'label': [1]}
 """
 
 from __future__ import annotations

@@ -205,9 +205,20 @@ def iter_shards(
         schema, a shard lacking a schema column.
 
     Example:
+      >>> import os, tempfile
+      >>> from sparse_io.manifest import commit_directory
+      >>> from sparse_io.schema import FeatureSpec
+      >>> out = tempfile.mkdtemp()
+      >>> s = Schema([FeatureSpec("label", "label"), FeatureSpec("items")])
+      >>> b = pa.record_batch({"label": [1, 0], "items": [[3, 4], []]}, schema=s.arrow_schema())
+      >>> write_shard(os.path.join(out, "part-00000-of-00001.parquet"), [b], s, row_group_size=1024)
+      2
+      >>> _ = s.save(out); _ = commit_directory(out)
       >>> report = ShardReport()
-      >>> rows = sum(t.num_rows for t in iter_shards("out/", skip_bad_shards=True, report=report))
-      >>> report.skipped  # [SkippedShard(path=..., reason=...)] for each damaged shard
+      >>> sum(t.num_rows for t in iter_shards(out, skip_bad_shards=True, report=report))
+      2
+      >>> report.skipped  # a SkippedShard(path, reason) for each damaged shard
+      []
     """
     from sparse_io.manifest import check_verify_level, verify_directory, verify_paths
 

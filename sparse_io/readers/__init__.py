@@ -198,8 +198,12 @@ def read_file(
       ErrorBudgetExceeded: see `dead_letters`.
 
     Example:
-      >>> for batch in read_file("day0.tsv.gz", "criteo", batch_size=4096):
-      ...     labels = batch.column("label")
+      >>> import os, tempfile
+      >>> path = os.path.join(tempfile.mkdtemp(), "day0.tsv")  # one Criteo line: label, 13 counts, 26 ids
+      >>> _ = open(path, "w").write("\t".join(["1"] + ["3"] * 13 + ["05db9164"] * 26) + "\n")
+      >>> for batch in read_file(path, "criteo", batch_size=4096):
+      ...     print(batch.num_rows, batch.column("label").to_pylist())
+      1 [1]
     """
     schema = _resolve(format, schema, batch_size, list_separator, max_line_bytes)
     layout = csv_options(format, delimiter, quote_char, null_values, feature_null_values, list_separator)
@@ -329,8 +333,15 @@ def read_logs(
       ValueError: as in `read_file`.
 
     Example:
+      >>> import os, tempfile
+      >>> logs = tempfile.mkdtemp()
+      >>> good = "\\t".join(["0"] + ["1"] * 13 + ["68fd1e64"] * 26)
+      >>> _ = open(os.path.join(logs, "day0.tsv"), "w").write(good + "\\n" + good + "\\nnot a criteo line\\n")
       >>> sink = DeadLetterSink()
-      >>> rows = sum(b.num_rows for b in read_logs("logs/*.tsv", "criteo", errors=sink, error_budget=0.01))
+      >>> sum(b.num_rows for b in read_logs(os.path.join(logs, "*.tsv"), "criteo", errors=sink, error_budget=0.5))
+      2
+      >>> sink.bad
+      1
     """
     schema = _resolve(format, schema, batch_size, list_separator, max_line_bytes)
     layout = csv_options(format, delimiter, quote_char, null_values, feature_null_values, list_separator)

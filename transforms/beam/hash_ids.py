@@ -68,9 +68,14 @@ class HashIds(beam.PTransform):
     column, a null id (with its row) or a column type that cannot be hashed.
 
     Example:
-      >>> with beam.Pipeline("FnApiRunner") as p:  # doctest: +SKIP
+      >>> from apache_beam.testing.util import assert_that
+      >>> from sparse_io.hashing import hash_ids_arrow
+      >>> from transforms.testing import equal_to_rows
+      >>> expected = hash_ids_arrow(pa.array([["a"], []]), 1000).to_pylist()  # what HashIds runs per batch
+      >>> with beam.Pipeline("FnApiRunner") as p:
       ...     hashed = (p | beam.Create([pa.record_batch({"C1": [["a"], []]})])
       ...                 | HashIds(["C1"], num_bins=1000))
+      ...     _ = assert_that(hashed, equal_to_rows([{"C1": expected[0]}, {"C1": []}]))
     """
 
     def __init__(

@@ -109,8 +109,17 @@ class ReadLogs(beam.PTransform):
     argument; `ErrorBudgetExceeded` fails the run when over budget.
 
     Example:
-      >>> with beam.Pipeline(options=in_process_options()) as p:  # doctest: +SKIP
-      ...     batches = p | ReadLogs("logs/day_*.tsv.gz", "criteo", dead_letters_path="out/errors.jsonl")
+      >>> import os, tempfile
+      >>> work = tempfile.mkdtemp()
+      >>> line = "\\t".join(["1"] + ["2"] * 13 + ["05db9164"] * 26)
+      >>> _ = open(os.path.join(work, "day_0.tsv"), "w").write(line + "\\n" + line + "\\nnot a criteo line\\n")
+      >>> from transforms.beam.runner import in_process_options
+      >>> with beam.Pipeline(options=in_process_options()) as p:
+      ...     batches = p | ReadLogs(os.path.join(work, "day_*.tsv"), "criteo", error_budget=0.5,
+      ...                            dead_letters_path=os.path.join(work, "out", "errors.jsonl"))
+      ...     rows = batches | beam.Map(lambda batch: batch.num_rows) | beam.CombineGlobally(sum)
+      >>> len(open(os.path.join(work, "out", "errors.jsonl")).readlines())  # the bad line, with its reason
+      1
     """
 
     def __init__(

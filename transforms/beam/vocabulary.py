@@ -165,8 +165,14 @@ class ComputeVocabulary(beam.PTransform):
     null id (naming feature and row).
 
     Example:
-      >>> vocab = batches | ComputeVocabulary(["genre"], "/tmp/vocab")  # doctest: +SKIP
-      >>> keras.layers.StringLookup(vocabulary="/tmp/vocab/genre.txt")  # doctest: +SKIP
+      >>> import os, tempfile
+      >>> from transforms.testing import test_pipeline
+      >>> out = tempfile.mkdtemp()
+      >>> with test_pipeline() as p:
+      ...     batches = p | beam.Create([pa.record_batch({"genre": [["drama", "comedy"], ["drama"]]})])
+      ...     vocab = batches | ComputeVocabulary(["genre"], out)
+      >>> open(os.path.join(out, "genre.txt")).read().split()  # count descending: keras StringLookup reads it
+      ['drama', 'comedy']
     """
 
     def __init__(

@@ -449,7 +449,16 @@ class WriteShards(beam.PTransform):
     with `sparse_io.manifest.commit_directory(output_dir)`.
 
     Example:
-      >>> batches | WriteShards("gs://bucket/criteo/train", num_shards=64, seed=7)  # doctest: +SKIP
+      >>> import os, tempfile
+      >>> from sparse_io.manifest import commit_directory
+      >>> from transforms.testing import test_pipeline
+      >>> out = tempfile.mkdtemp()
+      >>> with test_pipeline() as p:
+      ...     batches = p | beam.Create([pa.record_batch({"label": [1, 0, 1], "C1": [[3], [4, 5], []]})])
+      ...     written = batches | WriteShards(out, num_shards=2, seed=7)
+      >>> manifest = commit_directory(out)
+      >>> sorted(name for name in os.listdir(out) if name.endswith(".parquet"))
+      ['part-00000-of-00002.parquet', 'part-00001-of-00002.parquet']
     """
 
     def __init__(

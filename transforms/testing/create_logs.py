@@ -148,9 +148,14 @@ class CreateLogs(ReadLogs):
     `encode_logs` for items the format cannot take.
 
     Example:
-      >>> with test_pipeline() as p:  # doctest: +SKIP
-      ...     batches, dead = p | CreateLogs(["1\t5\ta9"], "tsv", schema, error_budget=None,
+      >>> from apache_beam.testing.util import assert_that
+      >>> from transforms.testing import dead_letters, equal_to_rows, test_pipeline
+      >>> line = "\t".join(["1"] + ["5"] * 13 + ["05db9164"] * 26)  # a Criteo line
+      >>> with test_pipeline() as p:
+      ...     batches, dead = p | CreateLogs([line, "1\tnot a count"], "criteo", error_budget=None,
       ...                                     with_dead_letters=True)
+      ...     _ = assert_that(batches, equal_to_rows([{"label": 1, "I1": 5.0}], columns=["label", "I1"]))
+      ...     _ = assert_that(dead, dead_letters(["I1"]), label="dead")
     """
 
     def __init__(self, lines_or_records, log_format: str, schema: Schema | None = None, **reader_options):

@@ -108,10 +108,12 @@ def ingest_in_memory(
     a bad config); `read_tfrecord_shard` needs TensorFlow for TFRecord shards.
 
     Example:
-      >>> out = ingest_in_memory(lines, {"input": {"format": "criteo"},  # doctest: +SKIP
+      >>> lines = ["\\t".join([str(i % 2)] + ["1"] * 13 + [f"{i:08x}"] * 26) for i in range(10)]
+      >>> out = ingest_in_memory(lines, {"input": {"format": "criteo"},
       ...                                "features": {"C*": {"hash_buckets": 100}},
       ...                                "output": {"num_shards": 2}})
-      >>> out.stats["num_rows"], len(out.shards), out.schema["C1"].hash_buckets  # doctest: +SKIP
+      >>> out.stats["num_rows"], len(out.shards), out.schema["C1"].hash_buckets
+      (10, 2, 100)
     """
     from pipelines.ingest import run_ingest
     from sparse_io.shard_set import iter_shards

@@ -79,7 +79,12 @@ class equal_to_rows:
     row not found the closest output row and the columns where it differs.
 
     Example:
-      >>> assert_that(batches, equal_to_rows([{"label": 1, "C1": [42]}], columns=["label", "C1"]))  # doctest: +SKIP
+      >>> import apache_beam as beam
+      >>> from apache_beam.testing.util import assert_that
+      >>> from transforms.testing import test_pipeline
+      >>> with test_pipeline() as p:
+      ...     batches = p | beam.Create([pa.record_batch({"label": [1], "C1": [[42]], "I1": [0.5]})])
+      ...     _ = assert_that(batches, equal_to_rows([{"label": 1, "C1": [42]}], columns=["label", "C1"]))
     """
 
     def __init__(self, expected: Sequence[Mapping], *, columns: Sequence[str] | None = None, ordered: bool = False):
@@ -189,7 +194,13 @@ class has_schema:
     the order found.
 
     Example:
-      >>> assert_that(hashed, has_schema({"C1": "list<int64>"}, exact=False))  # doctest: +SKIP
+      >>> import apache_beam as beam
+      >>> from apache_beam.testing.util import assert_that
+      >>> from transforms.beam import HashIds
+      >>> from transforms.testing import test_pipeline
+      >>> with test_pipeline() as p:
+      ...     hashed = p | beam.Create([pa.record_batch({"C1": [["a"]], "I1": [1.0]})]) | HashIds(["C1"], 100)
+      ...     _ = assert_that(hashed, has_schema({"C1": "list<int64>"}, exact=False))
     """
 
     def __init__(self, expected, *, exact: bool = True, allow_empty: bool = False):
@@ -270,8 +281,12 @@ class dead_letters:
     dead letter has, with the reasons found.
 
     Example:
-      >>> batches, dead = p | CreateLogs(lines, "criteo", error_budget=None, with_dead_letters=True)  # doctest: +SKIP
-      >>> assert_that(dead, dead_letters(["C1"]), label="dead")  # doctest: +SKIP
+      >>> from apache_beam.testing.util import assert_that
+      >>> from transforms.testing import CreateLogs, test_pipeline
+      >>> lines = ["1\\tnot a count", "0" + "\\t1" * 13 + "\\t05db9164" * 26]  # a bad I1, then a good line
+      >>> with test_pipeline() as p:
+      ...     batches, dead = p | CreateLogs(lines, "criteo", error_budget=None, with_dead_letters=True)
+      ...     _ = assert_that(dead, dead_letters(["I1"]), label="dead")
     """
 
     def __init__(self, reasons: Sequence[str | re.Pattern] = (), *, count: int | None = None):

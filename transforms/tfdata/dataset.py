@@ -163,11 +163,18 @@ def make_dataset(
     row; see `columnar.source` and `columnar.reader`. Use TFRecord shards
     for the tf.data service.
 
-    Example (C1's capacity for 4096 rows in stats.json being 3815):
-      >>> ds = make_dataset("/data/shards", 4096, capacities="stats", drop_remainder=True)  # doctest: +SKIP
-      >>> features, label = next(iter(ds))  # doctest: +SKIP
-      >>> features["C1"].row_ids.shape  # doctest: +SKIP
-      TensorShape([3815])
+    Example (an ingest of 64 Criteo lines with one C1 id each, so C1's
+    capacity for 16 rows in stats.json is 16):
+      >>> import os, tempfile
+      >>> from transforms.testing import ingest_in_memory
+      >>> shards = os.path.join(tempfile.mkdtemp(), "train")
+      >>> lines = ["\\t".join([str(i % 2)] + ["1"] * 13 + [f"{i:08x}"] * 26) for i in range(64)]
+      >>> _ = ingest_in_memory(lines, {"input": {"format": "criteo"}, "features": {"C*": {"hash_buckets": 100}}},
+      ...                      output_dir=shards)
+      >>> ds = make_dataset(shards, 16, capacities="stats", drop_remainder=True)
+      >>> features, label = next(iter(ds))
+      >>> features["C1"].row_ids.shape, label.shape
+      (TensorShape([16]), TensorShape([16]))
     """
     batching = BatchOptions(batch_size, num_epochs, drop_remainder, deterministic, shuffle_buffer)
     outputs = OutputOptions(output, combiner, capacities, overflow, capacity_kind, dropped)
