@@ -306,7 +306,7 @@ def read_logs(
     null_values: Sequence[str] | None = None,
     feature_null_values: Mapping[str, Sequence[str]] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Streams every file matching `pattern` (sorted) as record batches; see `read_file`.
+    r"""Streams every file matching `pattern` (sorted) as record batches; see `read_file`.
 
     Args:
       pattern: a path, glob, directory or list of them (local or a URL).
@@ -335,8 +335,8 @@ def read_logs(
     Example:
       >>> import os, tempfile
       >>> logs = tempfile.mkdtemp()
-      >>> good = "\\t".join(["0"] + ["1"] * 13 + ["68fd1e64"] * 26)
-      >>> _ = open(os.path.join(logs, "day0.tsv"), "w").write(good + "\\n" + good + "\\nnot a criteo line\\n")
+      >>> good = "\t".join(["0"] + ["1"] * 13 + ["68fd1e64"] * 26)
+      >>> _ = open(os.path.join(logs, "day0.tsv"), "w").write(good + "\n" + good + "\nnot a criteo line\n")
       >>> sink = DeadLetterSink()
       >>> sum(b.num_rows for b in read_logs(os.path.join(logs, "*.tsv"), "criteo", errors=sink, error_budget=0.5))
       2

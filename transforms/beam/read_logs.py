@@ -77,7 +77,7 @@ def _check_budget(counts: list, budget: float, written=None) -> None:
 
 
 class ReadLogs(beam.PTransform):
-    """Reads log files into a PCollection of `pa.RecordBatch` with `schema.arrow_schema()`.
+    r"""Reads log files into a PCollection of `pa.RecordBatch` with `schema.arrow_schema()`.
 
     Splittable across files: each matched file is one unit of work (a gzip
     file cannot be split further anyway). Within a file, the next batch is
@@ -111,8 +111,8 @@ class ReadLogs(beam.PTransform):
     Example:
       >>> import os, tempfile
       >>> work = tempfile.mkdtemp()
-      >>> line = "\\t".join(["1"] + ["2"] * 13 + ["05db9164"] * 26)
-      >>> _ = open(os.path.join(work, "day_0.tsv"), "w").write(line + "\\n" + line + "\\nnot a criteo line\\n")
+      >>> line = "\t".join(["1"] + ["2"] * 13 + ["05db9164"] * 26)
+      >>> _ = open(os.path.join(work, "day_0.tsv"), "w").write(line + "\n" + line + "\nnot a criteo line\n")
       >>> from transforms.beam.runner import in_process_options
       >>> with beam.Pipeline(options=in_process_options()) as p:
       ...     batches = p | ReadLogs(os.path.join(work, "day_*.tsv"), "criteo", error_budget=0.5,

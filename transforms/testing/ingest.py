@@ -83,7 +83,7 @@ def ingest_in_memory(
     output_dir: str | None = None,
     args: Sequence[str] = (),
 ) -> IngestOutput:
-    """Runs `python -m pipelines.ingest` on `lines_or_records` and returns what it wrote.
+    r"""Runs `python -m pipelines.ingest` on `lines_or_records` and returns what it wrote.
 
     The lines or records become one log file (see
     `transforms.testing.encode_logs`), the ingest runs in this process on
@@ -108,7 +108,7 @@ def ingest_in_memory(
     a bad config); `read_tfrecord_shard` needs TensorFlow for TFRecord shards.
 
     Example:
-      >>> lines = ["\\t".join([str(i % 2)] + ["1"] * 13 + [f"{i:08x}"] * 26) for i in range(10)]
+      >>> lines = ["\t".join([str(i % 2)] + ["1"] * 13 + [f"{i:08x}"] * 26) for i in range(10)]
       >>> out = ingest_in_memory(lines, {"input": {"format": "criteo"},
       ...                                "features": {"C*": {"hash_buckets": 100}},
       ...                                "output": {"num_shards": 2}})

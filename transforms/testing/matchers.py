@@ -268,7 +268,7 @@ def _assign(patterns: list, reasons: list[str]) -> list[int | None]:
 
 
 class dead_letters:
-    """Matches a PCollection of dead letters (`sparse_io.DeadLetter`, or their dicts) by count and reasons.
+    r"""Matches a PCollection of dead letters (`sparse_io.DeadLetter`, or their dicts) by count and reasons.
 
     Args:
       reasons: one entry per expected dead letter, each a substring (or a
@@ -283,7 +283,7 @@ class dead_letters:
     Example:
       >>> from apache_beam.testing.util import assert_that
       >>> from transforms.testing import CreateLogs, test_pipeline
-      >>> lines = ["1\\tnot a count", "0" + "\\t1" * 13 + "\\t05db9164" * 26]  # a bad I1, then a good line
+      >>> lines = ["1\tnot a count", "0" + "\t1" * 13 + "\t05db9164" * 26]  # a bad I1, then a good line
       >>> with test_pipeline() as p:
       ...     batches, dead = p | CreateLogs(lines, "criteo", error_budget=None, with_dead_letters=True)
       ...     _ = assert_that(dead, dead_letters(["I1"]), label="dead")

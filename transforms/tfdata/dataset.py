@@ -72,7 +72,7 @@ def make_dataset(
     schema: Schema | None = None,
     verify: str = "sizes",
 ) -> tf.data.Dataset:
-    """A `tf.data.Dataset` of `(features, label)` batches from Parquet, TFRecord or Arrow shards.
+    r"""A `tf.data.Dataset` of `(features, label)` batches from Parquet, TFRecord or Arrow shards.
 
     Args:
       path: a shard directory (as the Beam `WriteShards` or sparse_io writers
@@ -168,7 +168,7 @@ def make_dataset(
       >>> import os, tempfile
       >>> from transforms.testing import ingest_in_memory
       >>> shards = os.path.join(tempfile.mkdtemp(), "train")
-      >>> lines = ["\\t".join([str(i % 2)] + ["1"] * 13 + [f"{i:08x}"] * 26) for i in range(64)]
+      >>> lines = ["\t".join([str(i % 2)] + ["1"] * 13 + [f"{i:08x}"] * 26) for i in range(64)]
       >>> _ = ingest_in_memory(lines, {"input": {"format": "criteo"}, "features": {"C*": {"hash_buckets": 100}}},
       ...                      output_dir=shards)
       >>> ds = make_dataset(shards, 16, capacities="stats", drop_remainder=True)
