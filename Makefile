@@ -38,26 +38,18 @@ lint: $(STAMP)
 bench: native
 	$(PY) -m benchmarks $(ARGS)
 
-# The TensorFlow GPU ops (ops/cuda/tf/ over ops/cuda/*.cu): TensorFlow built with CUDA, nvcc, a C++17 compiler.
-NVCC        ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
-CUDA_HOME   ?= $(firstword $(wildcard /usr/local/cuda) $(patsubst %/bin/nvcc,%,$(NVCC)))
-GPU_ARCHS   ?= -gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90
+# The TensorFlow GPU ops (ops/cuda/tf/ over ops/cuda/*.cu): TensorFlow built with CUDA, the nvcc of the CUDA release it
+# was built with (found on PATH, under CUDA_HOME or /usr/local/cuda-X.Y, or named by NVCC=; any other is refused),
+# a C++17 compiler. GPU_ARCHS lists the SASS targets; PTX for the newest is embedded too. GPU_OPS_ANY_NVCC=1 takes
+# any nvcc release, for a compile check only (a library built so must not run on a GPU).
+GPU_ARCHS   ?= sm_80,sm_90
 GPU_PY      ?= $(if $(wildcard $(PY)),$(PY),python3)
 GPU_OPS_DIR ?= build/gpu_ops
-TF_FLAGS     = $(GPU_PY) -c 'import sys, tensorflow as tf; print(" ".join(getattr(tf.sysconfig, sys.argv[1])()))'
+GPU_ENV      = $(if $(filter command line environment,$(origin NVCC)),NVCC=$(NVCC)) $(if $(filter command line environment,$(origin CUDA_HOME)),CUDA_HOME=$(CUDA_HOME))
 
 gpu-ops:
 	@$(GPU_PY) -c 'import tensorflow' >/dev/null 2>&1 || { echo "error: gpu-ops needs TensorFlow, which $(GPU_PY) cannot import" >&2; exit 1; }
-	@$(GPU_PY) -c 'import sys, tensorflow as tf; sys.exit(not tf.test.is_built_with_cuda())' >/dev/null 2>&1 || { echo "error: gpu-ops needs TensorFlow built with CUDA; this TensorFlow has no CUDA support" >&2; exit 1; }
-	@test -x "$(NVCC)" || { echo "error: gpu-ops needs nvcc (not found; set NVCC=/path/to/nvcc)" >&2; exit 1; }
-	mkdir -p $(GPU_OPS_DIR)
-	$(NVCC) -std=c++17 -O3 $(GPU_ARCHS) -Xcompiler -fPIC -c ops/cuda/embedding_bag.cu -o $(GPU_OPS_DIR)/embedding_bag.o
-	$(NVCC) -std=c++17 -O3 $(GPU_ARCHS) -Xcompiler -fPIC -c ops/cuda/block_sparse.cu -o $(GPU_OPS_DIR)/block_sparse.o
-	$(CXX) -std=c++17 -O2 -shared -fPIC -DGOOGLE_CUDA=1 -Wno-deprecated-declarations -Wno-interference-size -I$(CUDA_HOME)/include \
-	  $$($(TF_FLAGS) get_compile_flags) ops/cuda/tf/op_defs.cc ops/cuda/tf/gpu_kernels.cc \
-	  $(GPU_OPS_DIR)/embedding_bag.o $(GPU_OPS_DIR)/block_sparse.o -o $(GPU_OPS_DIR)/libsparseflow_gpu_ops.so \
-	  $$($(TF_FLAGS) get_link_flags) -L$(CUDA_HOME)/lib64 -lcudart
-	@echo "built $(GPU_OPS_DIR)/libsparseflow_gpu_ops.so"
+	@env $(GPU_ENV) $(GPU_PY) ops/cuda/build_tf_ops.py --out $(GPU_OPS_DIR) --archs $(GPU_ARCHS) $(if $(GPU_OPS_ANY_NVCC),--any_nvcc)
 
 # Re-resolve the pins (needs the package registry); commit requirements.lock afterwards.
 lock:
