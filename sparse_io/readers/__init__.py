@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 import pyarrow as pa
 
 from sparse_io.dead_letters import DeadLetter, DeadLetterSink
+from sparse_io.errors import LayoutError
 from sparse_io.formats import DELIMITED_FORMATS, LOG_FORMATS
 from sparse_io.readers._blocks import parse_lines
 from sparse_io.readers._encoding import DEFAULT_ENCODING, check_encoding, transcode_blocks
@@ -52,7 +53,6 @@ from sparse_io.readers.csv import (
 )
 from sparse_io.readers.jsonl import describe_json_failure, parse_jsonl_block
 from sparse_io.readers.parquet import read_parquet_log
-from sparse_io.errors import LayoutError
 from sparse_io.schema import Schema, criteo_schema
 
 __all__ = [

@@ -19,7 +19,7 @@ DEFAULT_ENCODING = "utf-8"
 
 
 def check_encoding(name: str) -> str:
-    """The codec's canonical name (e.g. "iso8859-1" for "latin-1").
+    r"""The codec's canonical name (e.g. "iso8859-1" for "latin-1").
 
     Raises:
       ValueError: not a Python text codec, or one whose line ends are not the bytes "\n" and "\r".

@@ -56,9 +56,9 @@ def list_from_columns(lst: ListColumns, spec: FeatureSpec, field: FieldFn, probl
         rows = np.arange(n * k) // k
 
         def mark(elements: np.ndarray, reason: Callable[[int], str]) -> None:
-            first = {}
+            first: dict[int, int] = {}
             for e in np.flatnonzero(elements).tolist():
-                first.setdefault(rows[e], e)
+                first.setdefault(int(rows[e]), e)
             row_mask = np.zeros(n, dtype=bool)
             row_mask[list(first)] = True
             problems.add(row_mask, lambda r: reason(first[r]))
@@ -89,5 +89,5 @@ def derived_label(label: DerivedLabel, spec: FeatureSpec, field: FieldFn, proble
         numbers, bad, why = _numbers(values, spec)
         problems.add(bad, lambda r: f"{spec.name}: source column {label.column!r}: {why(r)}")
         with np.errstate(invalid="ignore"):
-            hit = numbers >= label.at_least if label.at_least is not None else np.isin(numbers, label.one_of)
+            hit = numbers >= label.at_least if label.at_least is not None else np.isin(numbers, label.one_of or ())
     return pa.array(hit.astype(np.int64)).cast(spec.arrow_type())

@@ -320,7 +320,7 @@ def plan_columns(
         if src.columns is not None:
             positions = many(src.columns)
             mask = many(src.mask) if src.mask is not None else None
-            if mask is not None and positions and mask and len(mask) != len(positions):
+            if src.mask is not None and mask and positions and len(mask) != len(positions):
                 raise LayoutError(path, f"feature {src.feature!r}: the mask {src.mask.describe()} has {len(mask)} "
                                         f"columns, columns {src.columns.describe()} has {len(positions)}")
             lists[src.feature] = ListColumns(positions, mask, src.padding)

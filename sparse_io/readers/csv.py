@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
+from sparse_io.errors import LayoutError
 from sparse_io.readers._convert import (
     RowProblems,
     empty_to_null,
@@ -34,7 +35,6 @@ from sparse_io.readers._convert import (
     sparse_column,
     weights_column_values,
 )
-from sparse_io.errors import LayoutError
 from sparse_io.readers._mapped import derived_label, list_from_columns
 from sparse_io.readers.columns import ColumnPlan
 from sparse_io.schema import Schema, weights_column
