@@ -22,17 +22,24 @@ __all__ = ["list_from_columns", "derived_label"]
 FieldFn = Callable[[int, str], pa.Array]
 
 
-def _row_major(columns: list[pa.Array]) -> pa.Array:
-    """The cells of k equal-length columns row by row: row 0's k cells, then row 1's, ..."""
-    k, n = len(columns), len(columns[0])
-    order = (np.arange(k)[None, :] * n + np.arange(n)[:, None]).ravel()
-    return pa.concat_arrays(columns).take(pa.array(order))
-
-
 def _numbers(values: pa.Array, spec: FeatureSpec) -> tuple[np.ndarray, np.ndarray, Callable[[int], str]]:
     """Text to float64 (NaN where missing or bad), the bad mask, and why(i) for a bad value."""
     typed, bad, why = _convert(values, FeatureSpec(spec.name, "dense", "float64"), text=True)
     return pc.fill_null(typed, np.nan).to_numpy(zero_copy_only=False), bad, why
+
+
+def _mask_keeps(cells: pa.Array, j: int, spec: FeatureSpec, problems: RowProblems) -> np.ndarray:
+    """Where mask cell `j` of each row is 1; rows whose cell is missing or not 0 or 1 are marked bad."""
+    one = np_mask(pc.equal(cells, pa.scalar("1", pa.string())), null_as=False)
+    if (one | np_mask(pc.equal(cells, pa.scalar("0", pa.string())), null_as=False)).all():
+        return one  # the usual spelling, without parsing numbers
+    present = cells.is_valid().to_numpy(zero_copy_only=False)
+    values, bad, why = _numbers(cells, spec)
+    problems.add(~present, lambda r: f"{spec.name}: mask cell {j} is missing")
+    problems.add(bad, lambda r: f"{spec.name}: mask cell {j}: {why(r)}")
+    problems.add(present & ~bad & (values != 0) & (values != 1),
+                 lambda r: f"{spec.name}: mask cell {j} is {values[r]:g}, not 0 or 1")
+    return values == 1
 
 
 def list_from_columns(lst: ListColumns, spec: FeatureSpec, field: FieldFn, problems: RowProblems) -> pa.ListArray:
@@ -42,34 +49,21 @@ def list_from_columns(lst: ListColumns, spec: FeatureSpec, field: FieldFn, probl
     cell is 0; a mask cell that is missing or not a number equal to 0 or 1
     makes the row bad. The ids left are checked as any id list's are.
     """
-    k = len(lst.positions)
-    cells = _row_major([field(p, spec.name) for p in lst.positions])
-    n = len(cells) // k
-    keep = cells.is_valid().to_numpy(zero_copy_only=False)
-    if lst.padding is not None:
-        keep &= ~np_mask(pc.equal(cells, pa.scalar(lst.padding, pa.string())), null_as=False)
-    if lst.mask is not None:
-        mask_cells = _row_major([field(p, spec.name) for p in lst.mask])
-        values, bad, why = _numbers(mask_cells, spec)
-        present = mask_cells.is_valid().to_numpy(zero_copy_only=False)
-        wrong = present & ~bad & (values != 0) & (values != 1)
-        rows = np.arange(n * k) // k
-
-        def mark(elements: np.ndarray, reason: Callable[[int], str]) -> None:
-            first: dict[int, int] = {}
-            for e in np.flatnonzero(elements).tolist():
-                first.setdefault(int(rows[e]), e)
-            row_mask = np.zeros(n, dtype=bool)
-            row_mask[list(first)] = True
-            problems.add(row_mask, lambda r: reason(first[r]))
-
-        mark(~present, lambda e: f"{spec.name}: mask cell {e % k} is missing")
-        mark(bad, lambda e: f"{spec.name}: mask cell {e % k}: {why(e)}")
-        mark(wrong, lambda e: f"{spec.name}: mask cell {e % k} is {values[e]:g}, not 0 or 1")
-        keep &= values == 1
+    columns = [field(p, spec.name) for p in lst.positions]
+    n = len(columns[0])
+    keep = np.empty((n, len(columns)), dtype=bool)  # [row, cell]: row-major, the order of the ids
+    for j, cells in enumerate(columns):
+        keep[:, j] = cells.is_valid().to_numpy(zero_copy_only=False)
+        if lst.padding is not None:
+            keep[:, j] &= ~np_mask(pc.equal(cells, pa.scalar(lst.padding, pa.string())), null_as=False)
+    for j, position in enumerate(lst.mask or ()):
+        keep[:, j] &= _mask_keeps(field(position, spec.name), j, spec, problems)
+    rows, cells_at = np.nonzero(keep)
+    # Only the kept cells are gathered, from the columns laid end to end (cell j of row r at j * n + r).
+    elements = pa.concat_arrays(columns).take(pa.array(cells_at * n + rows))
     splits = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(keep.reshape(n, k).sum(axis=1), out=splits[1:])
-    return sparse_column(splits, cells.filter(pa.array(keep)), spec, problems, text=True)
+    np.cumsum(keep.sum(axis=1), out=splits[1:])
+    return sparse_column(splits, elements, spec, problems, text=True)
 
 
 def derived_label(label: DerivedLabel, spec: FeatureSpec, field: FieldFn, problems: RowProblems) -> pa.Array:
