@@ -309,3 +309,20 @@ def test_from_a_position_in_a_file_without_a_header(tmp_path):
     schema = Schema([FeatureSpec("liked", "label"), FeatureSpec("user", dtype="string")])
     rows, _ = _rows(path, schema, [ColumnSource("liked", label_from=1, at_least=4)], skip_header=False)
     assert rows == [{"liked": 1, "user": ["u1"]}, {"liked": 0, "user": ["u2"]}]
+
+
+def test_quoted_cells_and_crlf_line_ends_read_as_the_csv_module_reads_them(tmp_path):
+    rows = [["1", "a,b", 'say "hi"', "0", "1", "1", "1"], ["0", "", "c", "d", "0", "1", "1"]]
+    path = tmp_path / "x.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f, lineterminator="\r\n", quoting=csv.QUOTE_MINIMAL)
+        writer.writerow(["k", "h", "h", "h", "m", "m", "m"])
+        writer.writerows(rows)
+    with open(path, newline="", encoding="utf-8") as f:
+        parsed = list(csv.reader(f))[1:]
+    expected = [[c for c, m in zip(r[1:4], r[4:7]) if m == "1" and c not in ("", "0")] for r in parsed]
+    schema = Schema([FeatureSpec("k", "label"), FeatureSpec("h", dtype="string")])
+    source = ColumnSource("h", columns=ColumnRange(name="h"), padding="0", mask=ColumnRange(name="m"))
+    got, sink = _rows(path, schema, [source])
+    assert expected == [["a,b", 'say "hi"'], ["c", "d"]]
+    assert [r["h"] for r in got] == expected and sink.bad == 0
