@@ -121,3 +121,20 @@ def test_header_names_without_a_header_are_refused():
 def test_unusable_encodings_are_refused(fmt, encoding, message):
     with pytest.raises(ConfigError, match=message):
         parse_config({"input": {"format": fmt, "encoding": encoding, "schema": [{"name": "y", "kind": "label"}]}})
+
+
+def test_the_readmes_example_of_these_keys_parses_as_it_says():
+    import pathlib
+    import re
+
+    readme = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Your own logs"):]
+    section = section[: section.index("\n## ", 1)]
+    (example,) = re.findall(r"\n```\n(input:.*?)```", section, flags=re.S)
+    config = parse_config(yaml.safe_load(example) | {"features": {"*": {"hash_buckets": 10}}})
+    assert config.encoding == "iso8859-1"
+    assert config.column_sources == (
+        ColumnSource("liked", label_from="rating:float", at_least=4),
+        ColumnSource("user_id", column="user_id:token"),
+        ColumnSource("his_cate", columns=ColumnRange(name="his_cate"), padding="0", mask=ColumnRange(name="his_mask")),
+    )
