@@ -16,7 +16,11 @@ Example (Criteo, with comments, as accepted by `load_config`)::
       #   {name: rating, kind: label, dtype: int64, label_type: integer}  (default for ints: binary 0/1)
       # csv/tsv only: delimiter: ";" (any one character; "\t" a tab), quote_char: "'",
       # null_values: ["", "NA", "NULL", "\N"] (cells that mean missing; a feature spec
-      # may carry its own null_values list)
+      # may carry its own null_values list); a spec may say where its values lie
+      # (pipelines.config_columns): column: "user_id:token"; columns: {name: his_cate}
+      # or {first: 17, count: 50} with padding: "0" and mask: {name: m}; a label
+      # from: rating with at_least: 4 or in: [4, 5]
+      # encoding: latin-1      # text formats: any Python codec (default utf-8)
     features:
       "C*": {hash_buckets: 1000000}         # glob over sparse feature names
       C9: {vocabulary: {min_frequency: 1}}  # exact names win over globs
@@ -54,8 +58,10 @@ from typing import Any
 import yaml
 
 from pipelines import config_limits as limits
+from pipelines.config_columns import SourceKeyError, pop_column_source
 from sparse_io.formats import DELIMITED_FORMATS, LOG_FORMATS, SHARD_FORMATS, check_shard_codec
-from sparse_io.readers import csv_options
+from sparse_io.readers import ColumnSource, check_encoding, csv_options
+from sparse_io.readers.columns import check_sources
 from sparse_io.schema import FeatureSpec, Schema, SchemaError, criteo_schema
 
 __all__ = [
@@ -141,6 +147,8 @@ class IngestConfig:
     quote_char: str | None = None
     null_values: tuple[str, ...] | None = None
     feature_null_values: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    column_sources: tuple[ColumnSource, ...] = ()  # features read from other/several columns, derived labels
+    encoding: str = "utf-8"
 
     @property
     def log_format(self) -> str:
@@ -148,14 +156,17 @@ class IngestConfig:
         return self.format
 
     def read_options(self) -> dict:
-        """The CSV-family layout keywords of `sparse_io.read_file` / `ReadLogs` (empty for other formats)."""
+        """The layout keywords of `sparse_io.read_file` / `ReadLogs`: the CSV family's, a text file's encoding."""
+        encoding = {} if self.encoding == "utf-8" else {"encoding": self.encoding}
         if self.format not in DELIMITED_FORMATS:
-            return {}
+            return encoding
         return dict(
             delimiter=self.delimiter,
             quote_char=self.quote_char,
             null_values=self.null_values,
             feature_null_values=dict(self.feature_null_values) or None,
+            **({"column_sources": self.column_sources} if self.column_sources else {}),
+            **encoding,
         )
     vocab_from: str | None = None  # an ingest output whose id spaces this ingest reuses
 
@@ -224,18 +235,28 @@ def _non_negative(value: int | None, path: str, default: int) -> int:
     return value
 
 
-def _schema(raw: Any, fmt: str) -> tuple[Schema, dict[str, list]]:
-    """The schema, and the per-feature null tokens its specs carry (`null_values:` in a spec)."""
+def _schema(raw: Any, fmt: str) -> tuple[Schema, dict[str, list], tuple[ColumnSource, ...]]:
+    """The schema, the per-feature null tokens its specs carry (`null_values:` in a spec), and column sources."""
     if raw is None:
         if fmt == "criteo":
-            return criteo_schema(), {}
+            return criteo_schema(), {}, ()
         raise _fail("input.schema", f"required for format {fmt!r} (a list of feature specs)")
     if raw == "criteo":
-        return criteo_schema(), {}
+        return criteo_schema(), {}, ()
     if not isinstance(raw, list):
         raise _fail("input.schema", "must be 'criteo' or a list of feature specs")
-    specs, nulls = [], {}
+    specs, nulls, sources = [], {}, {}
     for i, item in enumerate(raw):
+        if isinstance(item, dict):
+            try:
+                item, source = pop_column_source(item)
+            except SourceKeyError as e:
+                raise _fail(f"input.schema[{i}]" + (f".{e.key}" if e.key else ""), str(e)) from None
+            if source is not None:
+                if fmt not in DELIMITED_FORMATS:
+                    raise _fail(f"input.schema[{i}]", f"column, columns and from apply to "
+                                                      f"{', '.join(DELIMITED_FORMATS)}, not {fmt!r}")
+                sources[i] = source
         if isinstance(item, dict) and item.get("dtype") == "timestamp":
             # `dtype: timestamp, unit: ms` is an int64 column with its time unit (schema.json: time_unit).
             item = {k: v for k, v in item.items() if k != "unit"}
@@ -258,9 +279,26 @@ def _schema(raw: Any, fmt: str) -> tuple[Schema, dict[str, list]]:
     for i, spec in enumerate(specs):
         _at_most(spec.hash_buckets, f"input.schema[{i}].hash_buckets", limits.MAX_HASH_BUCKETS)
     try:
-        return Schema(specs), nulls
+        schema = Schema(specs)
     except SchemaError as e:
         raise _fail("input.schema", str(e)) from e
+    for i, source in sources.items():
+        try:
+            check_sources(schema, [source])
+        except ValueError as e:
+            raise _fail(f"input.schema[{i}]", str(e)) from None
+    return schema, nulls, tuple(sources.values())
+
+
+def _encoding(name: str | None, fmt: str) -> str:
+    if name is None:
+        return "utf-8"
+    if fmt == "parquet":
+        raise _fail("input.encoding", "applies to text formats, not 'parquet'")
+    try:
+        return check_encoding(name)
+    except ValueError as e:
+        raise _fail("input.encoding", str(e)) from None
 
 
 def _delimiter(text: str | None) -> str | None:
@@ -391,6 +429,7 @@ def parse_config(
             "delimiter": str,
             "quote_char": str,
             "null_values": list,
+            "encoding": str,
         },
     )
     max_line_bytes = _at_most(
@@ -400,7 +439,13 @@ def parse_config(
     fmt = format_override or inp.get("format") or "criteo"
     if fmt not in FORMATS:
         raise _fail("input.format", f"{fmt!r} is not one of {', '.join(FORMATS)}")
-    schema, feature_nulls = _schema(inp.get("schema"), fmt)
+    schema, feature_nulls, sources = _schema(inp.get("schema"), fmt)
+    encoding = _encoding(inp.get("encoding"), fmt)
+    if sources and inp.get("skip_header") is False:
+        named = next(((s.feature, n) for s in sources for n in s.header_names()), None)
+        if named is not None:
+            raise _fail("input.schema", f"feature {named[0]!r} reads header column {named[1]!r}, but skip_header "
+                                        "is false (give 0-based positions: columns: {first: ..., count: ...})")
     out = _take(
         top.get("output") or {},
         "output",
@@ -464,6 +509,8 @@ def parse_config(
         quote_char=layout.quote_char if fmt in DELIMITED_FORMATS else None,
         null_values=layout.null_values if fmt in DELIMITED_FORMATS else None,
         feature_null_values=layout.feature_null_values,
+        column_sources=sources,
+        encoding=encoding,
         vocab_from=top.get("vocab_from") or None,
     )
 

@@ -74,7 +74,7 @@ from pipelines.output_dir import (
 )
 from pipelines.output_lock import acquire_output_lock
 from pipelines.progress import LogProgress
-from sparse_io.errors import CorruptFileError
+from sparse_io.errors import CorruptFileError, LayoutError
 from sparse_io.formats import SHARD_SUFFIX
 from sparse_io.manifest import LOCK_FILE, MANIFEST_FILE, commit_directory
 from sparse_io.schema import SCHEMA_FILE, Schema
@@ -407,13 +407,17 @@ def validate_graph(options: PipelineOptions, config: IngestConfig, input_pattern
 
 
 def _damaged_file_line(e: Exception) -> str | None:
-    """The line "<file>: <what is wrong>" of a CorruptFileError raised in a worker, however Beam wrapped it, or None."""
+    """The line "<file>: <what is wrong>" of a CorruptFileError or LayoutError raised in a worker, or None.
+
+    Beam wraps a worker's error; both the cause chain and the wrapped message are searched.
+    """
     seen = e
     while seen is not None:
-        if isinstance(seen, CorruptFileError):
+        if isinstance(seen, (CorruptFileError, LayoutError)):
             return str(seen)
         seen = seen.__cause__ or seen.__context__
-    found = re.search(r"CorruptFileError: (.+?)(?: \[while running [^\]\n]*\])?$", str(e), flags=re.M)
+    found = re.search(r"(?:CorruptFileError|LayoutError): (.+?)(?: \[while running [^\]\n]*\])?$", str(e),
+                      flags=re.M)
     return found.group(1) if found else None
 
 

@@ -1,4 +1,4 @@
-"""The error for a damaged file: truncated, corrupted on disk, or not in the format it claims.
+"""The errors for a file that cannot be read: damaged bytes, or a layout that does not fit what is read.
 
 Readers turn the bare errors of pyarrow or TensorFlow into `CorruptFileError`,
 so the message always names the file, and a caller can tell a damaged file
@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-__all__ = ["CorruptFileError", "damage_is_corruption"]
+__all__ = ["CorruptFileError", "LayoutError", "damage_is_corruption"]
 
 
 class CorruptFileError(ValueError):
@@ -30,6 +30,26 @@ class CorruptFileError(ValueError):
         super().__init__(f"{path}: {reason}")
 
     def __reduce__(self):  # keeps the error picklable (Beam ships errors between processes)
+        return type(self), (self.path, self.reason)
+
+
+class LayoutError(ValueError):
+    """A file's columns do not fit what the schema reads: a header lacking a column, repeating one, too short.
+
+    Attributes:
+      path: the file.
+      reason: what is wrong, in a line (naming the column).
+
+    Example:
+      >>> str(LayoutError("logs/a.csv", "the header lacks column(s) ['price']"))
+      "logs/a.csv: the header lacks column(s) ['price']"
+    """
+
+    def __init__(self, path: str, reason: str):
+        self.path, self.reason = path, reason
+        super().__init__(f"{path}: {reason}")
+
+    def __reduce__(self):  # picklable, as Beam ships errors between processes
         return type(self), (self.path, self.reason)
 
 

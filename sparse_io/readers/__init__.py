@@ -15,7 +15,10 @@ these names that every entry point (config, CLI, Beam, tf.data) accepts. Text fi
 zstd (.zst, .zstd) or bzip2 (.bz2) compressed, on any file system Beam's
 `FileSystems` knows (gs:// included); a truncated or damaged compressed file
 raises `CorruptFileError` naming it (whatever the error budget: the records
-it lost cannot be counted).
+it lost cannot be counted). Text may be in any ASCII-compatible encoding
+(`encoding`, default UTF-8). In "csv"/"tsv", `column_sources`
+(`sparse_io.readers.columns`) read a feature from another column, from
+several columns as one id list, or derive a label from a column's value.
 """
 
 from __future__ import annotations
@@ -27,8 +30,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 import pyarrow as pa
 
 from sparse_io.dead_letters import DeadLetter, DeadLetterSink
+from sparse_io.errors import LayoutError
 from sparse_io.formats import DELIMITED_FORMATS, LOG_FORMATS
 from sparse_io.readers._blocks import parse_lines
+from sparse_io.readers._encoding import DEFAULT_ENCODING, check_encoding, transcode_blocks
 from sparse_io.readers._line_limit import LongLine
 from sparse_io.readers._source import (
     DEFAULT_MAX_LINE_BYTES,
@@ -37,6 +42,7 @@ from sparse_io.readers._source import (
     open_binary,
     split_lines,
 )
+from sparse_io.readers.columns import ColumnRange, ColumnSource, check_sources, plan_columns
 from sparse_io.readers.criteo import check_criteo_schema, parse_criteo_block, parse_criteo_bytes
 from sparse_io.readers.csv import (
     DEFAULT_NULL_VALUES,
@@ -51,7 +57,7 @@ from sparse_io.schema import Schema, criteo_schema
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES", "LOG_FORMATS", "FORMATS", "DELIMITED_FORMATS", "CsvOptions", "csv_options", "read_file",
-    "read_logs",
+    "read_logs", "ColumnRange", "ColumnSource", "check_encoding",
 ]
 
 FORMATS = LOG_FORMATS  # the older name of the same tuple
@@ -66,6 +72,8 @@ class CsvOptions:
     quote_char: str = '"'
     null_values: tuple[str, ...] = DEFAULT_NULL_VALUES
     feature_null_values: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    column_sources: tuple[ColumnSource, ...] = ()
+    encoding: str = DEFAULT_ENCODING
 
 
 def csv_options(
@@ -75,20 +83,32 @@ def csv_options(
     null_values: Sequence[str] | None = None,
     feature_null_values: Mapping[str, Sequence[str]] | None = None,
     list_separator: str = "|",
+    column_sources: Sequence[ColumnSource] | None = None,
+    encoding: str | None = None,
 ) -> CsvOptions:
-    """Checks the layout options of a delimited log; None means the format's default.
+    """Checks the layout options of a log; None means the format's default.
+
+    `column_sources` are checked against the schema by `check_sources`
+    (`read_file` does), `encoding` by `check_encoding`.
 
     Raises:
       ValueError: naming the option: a delimiter or quote that is not one
         character (or clashes with the other, the list separator or a line
-        end), "tsv" with a delimiter other than a tab, layout options for a
-        format that is not "csv"/"tsv", null tokens that are not strings.
+        end), "tsv" with a delimiter other than a tab, layout options or
+        column sources for a format that is not "csv"/"tsv", null tokens that
+        are not strings, an encoding that is not a usable text codec or one
+        for "parquet".
     """
     given = delimiter is not None or quote_char is not None or null_values is not None or feature_null_values
+    encoding = DEFAULT_ENCODING if encoding is None else check_encoding(encoding)
+    if format == "parquet" and encoding != DEFAULT_ENCODING:
+        raise ValueError("encoding applies to text formats, not 'parquet'")
     if format not in DELIMITED_FORMATS:
         if given:
             raise ValueError(f"delimiter, quote_char and null_values apply to {DELIMITED_FORMATS}, not {format!r}")
-        return CsvOptions(delimiter=_DELIMITERS.get(format, "\t"))
+        if column_sources:
+            raise ValueError(f"column sources (column, columns, from) apply to {DELIMITED_FORMATS}, not {format!r}")
+        return CsvOptions(delimiter=_DELIMITERS.get(format, "\t"), encoding=encoding)
     if format == "tsv" and delimiter not in (None, "\t"):
         raise ValueError(f"format 'tsv' means delimiter '\\t', got delimiter {delimiter!r}; use format 'csv'")
     delimiter = _DELIMITERS[format] if delimiter is None else delimiter
@@ -116,6 +136,8 @@ def csv_options(
         feature_null_values=tuple(
             (name, tokens(values, f"null_values of {name!r}")) for name, values in (feature_null_values or {}).items()
         ),
+        column_sources=tuple(column_sources or ()),
+        encoding=encoding,
     )
 
 
@@ -160,6 +182,8 @@ def read_file(
     quote_char: str | None = None,
     null_values: Sequence[str] | None = None,
     feature_null_values: Mapping[str, Sequence[str]] | None = None,
+    column_sources: Sequence[ColumnSource] | None = None,
+    encoding: str | None = None,
 ) -> Iterator[pa.RecordBatch]:
     r"""Streams one log file as record batches with `schema.arrow_schema()`.
 
@@ -188,10 +212,19 @@ def read_file(
         a sparse feature's missing cell is an empty id list, a dense one's
         a null (NaN in tf.data), never a dead letter (a missing label is).
       feature_null_values: per feature, tokens that replace `null_values`.
+      column_sources: "csv"/"tsv": `ColumnSource`s of features read from
+        another header column (`column`), from several columns as one id list
+        (`columns`, with `padding` and `mask`), or derived labels
+        (`label_from`); see `sparse_io.readers.columns`.
+      encoding: text formats: the file's character encoding, any Python
+        codec that writes line ends as the bytes "\n" and "\r" (default
+        "utf-8"); a line it cannot decode is a dead letter naming the byte.
 
     Raises:
-      ValueError: bad arguments, a CSV header or Parquet file lacking a
-        needed column, a Parquet column of an unusable type.
+      ValueError: bad arguments, a Parquet file lacking a needed column, a
+        Parquet column of an unusable type.
+      LayoutError: a CSV header lacking a needed column or repeating one a
+        feature reads by its name, column sources that do not fit the file.
       FileNotFoundError: `path` does not exist.
       CorruptFileError: a compressed file is truncated or damaged (raised
         where the damage is found, after the batches before it).
@@ -206,7 +239,9 @@ def read_file(
       1 [1]
     """
     schema = _resolve(format, schema, batch_size, list_separator, max_line_bytes)
-    layout = csv_options(format, delimiter, quote_char, null_values, feature_null_values, list_separator)
+    layout = csv_options(format, delimiter, quote_char, null_values, feature_null_values, list_separator,
+                         column_sources, encoding)
+    check_sources(schema, layout.column_sources)
     return _read_file(
         path, format, schema, batch_size, strict, list_separator, skip_header, dead_letters, layout, max_line_bytes
     )
@@ -234,14 +269,18 @@ def _read_text(path, format, schema, batch_size, strict, list_separator, skip_he
     delimiter = layout.delimiter if format in DELIMITED_FORMATS else None
     has_header = skip_header if skip_header is not None else delimiter is not None
     with open_binary(path) as stream:
-        blocks = iter_byte_blocks(stream, batch_size, max_line_bytes=max_line_bytes)
+        blocks: Iterator = iter_byte_blocks(stream, batch_size, max_line_bytes=max_line_bytes)
+        if layout.encoding != DEFAULT_ENCODING:
+            blocks = transcode_blocks(blocks, layout.encoding, path)
         header, first_lines = None, []
         if has_header:
             first = next(blocks, None)
             if first is None:
                 return
             if isinstance(first, LongLine):
-                raise ValueError(f"{path}: the header line is {first.reason}")
+                raise LayoutError(path, f"the header line is {first.reason}")
+            if isinstance(first, DeadLetter):
+                raise LayoutError(path, f"the header line {first.reason}")
             first_line, lines = first[0], split_lines(first[1])
             header = lines[0].as_py()
             first_lines = [(first_line + 1, lines.slice(1))] if len(lines) > 1 else []
@@ -254,10 +293,14 @@ def _read_text(path, format, schema, batch_size, strict, list_separator, skip_he
             parse, describe = functools.partial(parse_jsonl_block, schema=schema), describe_json_failure
         else:
             names = header_columns(header, layout.delimiter, path, layout.quote_char) if header is not None else None
+            plan = None
+            if layout.column_sources or (names is not None and len(set(names)) < len(names)):
+                plan = plan_columns(schema, layout.column_sources, names, path)  # fields found by position
             parse = functools.partial(
                 parse_csv_block,
                 schema=schema,
-                columns=file_columns(schema, names, path),
+                columns=file_columns(schema, names, path) if plan is None else plan.field_names,
+                plan=plan,
                 delimiter=layout.delimiter,
                 list_separator=list_separator,
                 quote_char=layout.quote_char,
@@ -274,9 +317,9 @@ def _read_text(path, format, schema, batch_size, strict, list_separator, skip_he
             if batch is not None:
                 yield batch
         for item in blocks:
-            if isinstance(item, LongLine):
+            if isinstance(item, (LongLine, DeadLetter)):
                 sink.count_records(1)
-                sink.add(_long_line_letter(path, item))
+                sink.add(_long_line_letter(path, item) if isinstance(item, LongLine) else item)
                 continue
             first_line, data = item
             # A block of only good records takes the one-pass parser; any other block the general one.
@@ -305,6 +348,8 @@ def read_logs(
     quote_char: str | None = None,
     null_values: Sequence[str] | None = None,
     feature_null_values: Mapping[str, Sequence[str]] | None = None,
+    column_sources: Sequence[ColumnSource] | None = None,
+    encoding: str | None = None,
 ) -> Iterator[pa.RecordBatch]:
     r"""Streams every file matching `pattern` (sorted) as record batches; see `read_file`.
 
@@ -324,6 +369,8 @@ def read_logs(
       quote_char: as in `read_file`.
       null_values: as in `read_file`.
       feature_null_values: as in `read_file`.
+      column_sources: as in `read_file`.
+      encoding: as in `read_file`.
 
     Raises:
       ErrorBudgetExceeded: once every file is read, if the fraction of bad
@@ -344,7 +391,9 @@ def read_logs(
       1
     """
     schema = _resolve(format, schema, batch_size, list_separator, max_line_bytes)
-    layout = csv_options(format, delimiter, quote_char, null_values, feature_null_values, list_separator)
+    layout = csv_options(format, delimiter, quote_char, null_values, feature_null_values, list_separator,
+                         column_sources, encoding)
+    check_sources(schema, layout.column_sources)
     if not 0.0 <= error_budget <= 1.0:
         raise ValueError(f"error_budget must be a fraction in [0, 1], got {error_budget!r}")
     paths = expand_paths(pattern)

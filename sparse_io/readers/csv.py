@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
+from sparse_io.errors import LayoutError
 from sparse_io.readers._convert import (
     RowProblems,
     empty_to_null,
@@ -34,6 +35,8 @@ from sparse_io.readers._convert import (
     sparse_column,
     weights_column_values,
 )
+from sparse_io.readers._mapped import derived_label, list_from_columns
+from sparse_io.readers.columns import ColumnPlan
 from sparse_io.schema import Schema, weights_column
 
 __all__ = ["header_columns", "file_columns", "parse_csv_block", "describe_csv_failure"]
@@ -54,10 +57,10 @@ def _parse_options(delimiter: str, quote_char: str) -> pcsv.ParseOptions:
 
 
 def header_columns(line: bytes, delimiter: str, source: str, quote_char: str = '"') -> list[str]:
-    """The column names in a header line.
+    """The column names in a header line, in order (a name may repeat: see `sparse_io.readers.columns`).
 
     Raises:
-      ValueError: the header is not UTF-8, or names a column twice.
+      ValueError: the header is not UTF-8 or not a CSV line.
     """
     try:
         line.decode("utf-8")
@@ -66,27 +69,24 @@ def header_columns(line: bytes, delimiter: str, source: str, quote_char: str = '
         )
     except (UnicodeDecodeError, pa.ArrowInvalid) as e:
         raise ValueError(f"{source}: cannot read the CSV header line: {e}") from None
-    columns = names.column_names
-    dupes = sorted({c for c in columns if columns.count(c) > 1})
-    if dupes:
-        raise ValueError(f"{source}: the header names column(s) {dupes} more than once")
-    return columns
+    return names.column_names
 
 
 def file_columns(schema: Schema, header: list[str] | None, source: str) -> list[str]:
     """Column names in file order: the header's, or the schema's when there is none.
 
     Raises:
-      ValueError: the header lacks a column the schema needs.
+      LayoutError: the header lacks a column the schema needs, or names one more than once.
     """
     needed = schema.arrow_schema().names
     if header is None:
         return needed
     missing = [c for c in needed if c not in header]
     if missing:
-        raise ValueError(
-            f"{source}: the header lacks column(s) {missing} that the schema needs; it has {header}"
-        )
+        raise LayoutError(source, f"the header lacks column(s) {missing} that the schema needs; it has {header}")
+    repeated = sorted({c for c in header if c in needed and header.count(c) > 1})
+    if repeated:
+        raise LayoutError(source, f"the header names column(s) {repeated} more than once")
     return header
 
 
@@ -146,12 +146,19 @@ def parse_csv_block(
     quote_char: str = '"',
     null_values: Sequence[str] = DEFAULT_NULL_VALUES,
     feature_null_values: Mapping[str, Sequence[str]] | None = None,
+    plan: ColumnPlan | None = None,
 ) -> tuple[pa.RecordBatch, RowProblems]:
     """Parses CSV lines (no header) into a batch with `schema.arrow_schema()`; marks bad rows.
 
     A cell equal to one of `null_values` (or of `feature_null_values[name]`
     for that feature, and its weights column) is missing. The test is on the
     whole cell, after quotes are removed.
+
+    `columns` names the fields of a line; each column of the schema is the
+    field of its name. With a `plan` (`sparse_io.readers.columns`), fields are
+    found by position instead, `columns` is `plan.field_names`, and features
+    may be read from another column, from several (an id list), or derived
+    (a label).
 
     Raises:
       pa.ArrowInvalid: a line pyarrow.csv cannot parse (wrong field count, ...):
@@ -165,7 +172,7 @@ def parse_csv_block(
         lines = pc.if_else(pa.array(~unclosed), lines, pa.scalar(delimiter * (len(columns) - 1)))
     joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, n], pa.int32()), lines), "\n")
     data = joined[0].as_buffer()
-    needed = schema.arrow_schema().names
+    needed = schema.arrow_schema().names if plan is None else [columns[i] for i in plan.used]
     table = pcsv.read_csv(
         pa.BufferReader(data),
         read_options=pcsv.ReadOptions(
@@ -184,10 +191,22 @@ def parse_csv_block(
     feature_null_values = feature_null_values or {}
 
     def cells(column: str, feature: str) -> pa.Array:
+        if plan is not None:  # `column` is the schema's name for it; the plan knows its field
+            column = columns[plan.single[column]]
         return _null_tokens(table.column(column).combine_chunks(), feature_null_values.get(feature, null_values))
+
+    def field(position: int, feature: str) -> pa.Array:
+        return _null_tokens(table.column(columns[position]).combine_chunks(),
+                            feature_null_values.get(feature, null_values))
 
     out = []
     for spec in schema:
+        if plan is not None and spec.name in plan.lists:
+            out.append(list_from_columns(plan.lists[spec.name], spec, field, problems))
+            continue
+        if plan is not None and spec.name in plan.labels:
+            out.append(derived_label(plan.labels[spec.name], spec, field, problems))
+            continue
         values = cells(spec.name, spec.name)
         if not spec.is_sparse:
             out.append(scalar_column(values, spec, problems, text=True))

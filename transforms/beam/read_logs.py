@@ -20,7 +20,8 @@ from apache_beam.io.filesystems import FileSystems
 
 from sparse_io.dead_letters import DeadLetterSink, ErrorBudgetExceeded
 from sparse_io.formats import LOG_FORMATS
-from sparse_io.readers import DEFAULT_MAX_LINE_BYTES, csv_options, read_file
+from sparse_io.readers import DEFAULT_MAX_LINE_BYTES, ColumnSource, csv_options, read_file
+from sparse_io.readers.columns import check_sources
 from sparse_io.schema import Schema, criteo_schema
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
 from transforms.beam._read_ahead import read_ahead
@@ -92,7 +93,7 @@ class ReadLogs(beam.PTransform):
       schema: what to read (default `criteo_schema()` for "criteo").
       batch_size: most rows per RecordBatch (default 32768).
       strict, list_separator, skip_header, delimiter, quote_char, null_values,
-      feature_null_values: as in `sparse_io.read_file`.
+      feature_null_values, column_sources, encoding: as in `sparse_io.read_file`.
       max_line_bytes: a line longer than this (default 16 MiB) is a dead
         letter, read past without being held whole.
       dead_letters_path: if given, rejected records are written there as JSON
@@ -140,6 +141,8 @@ class ReadLogs(beam.PTransform):
         quote_char: str | None = None,
         null_values: Sequence[str] | None = None,
         feature_null_values: Mapping[str, Sequence[str]] | None = None,
+        column_sources: Sequence[ColumnSource] | None = None,
+        encoding: str | None = None,
     ):
         super().__init__()
         if format not in LOG_FORMATS:
@@ -163,6 +166,7 @@ class ReadLogs(beam.PTransform):
             max_line_bytes=max_line_bytes,
             delimiter=delimiter, quote_char=quote_char, null_values=null_values,
             feature_null_values=None if feature_null_values is None else dict(feature_null_values),
+            column_sources=None if column_sources is None else tuple(column_sources), encoding=encoding,
         )
         self._dead_letters_path = dead_letters_path
         self._error_budget = error_budget
@@ -171,7 +175,9 @@ class ReadLogs(beam.PTransform):
         from sparse_io.readers import _resolve
 
         _resolve(format, schema, batch_size, list_separator, max_line_bytes)
-        csv_options(format, delimiter, quote_char, null_values, feature_null_values, list_separator)
+        layout = csv_options(format, delimiter, quote_char, null_values, feature_null_values, list_separator,
+                             column_sources, encoding)
+        check_sources(schema, layout.column_sources)
 
     @staticmethod
     def _as_glob(pattern: str) -> tuple[str, bool]:
