@@ -11,6 +11,7 @@ stats.json, vocabularies, dead letters and a report::
       stats.json                       ids per row, COO capacities   [workers]
       vocab/<feature>.txt              vocabularies (when asked)     [workers]
       errors/dead_letters.jsonl        rejected records with reasons [workers]
+      errors/context_dead_letters.jsonl  those of histories.context_from's logs (when given) [workers]
       report.html                      plots and the run summary     [launcher]
       _MANIFEST.json                   the commit record, written last [launcher]
 
@@ -99,7 +100,8 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
                  progress_seconds: float = 0.0):
     """Adds the ingest to `pipeline`; returns the WriteShards result PCollection.
 
-    The graph: ReadLogs -> [LogProgress] -> [GroupHistories] -> HashIds ->
+    The graph: ReadLogs (+ ReadContextLogs for `histories.context_from`, marked as context) -> [LogProgress]
+    -> [GroupHistories; a history ingest counts its vocabularies over the events before grouping] -> HashIds ->
     [ComputeVocabulary + ApplyVocabulary, or ApplyVocabulary of the
     `vocab_from` ingest's files; on a local runner, computed vocabularies'
     batches wait on disk meanwhile: HoldBatches + ReleaseBatches] -> [CountOovIds] -> WriteShards (which also

@@ -143,3 +143,16 @@ def test_the_cli_exits_2_naming_the_column(tmp_path, capsys):
               "--output", str(tmp_path / "out")])
     assert e.value.code == 2
     assert "'gender'" in capsys.readouterr().err
+
+
+def test_vocab_from_reuses_the_item_columns_vocabulary_for_lists_and_targets(tmp_path):
+    first = ingest_in_memory(EVENTS, _config(), output_dir=str(tmp_path / "a"))
+    later = [dict(e, category="new" if e["user"] == 2 else e["category"]) for e in EVENTS]
+    second = ingest_in_memory(later, {**_config(), "vocab_from": str(tmp_path / "a")})
+    for name in ("category", "target_category", "item", "target_item"):
+        assert second.schema[name].id_space == first.schema[name].id_space
+    category = _index("category")
+    row = next(r for r in second.rows if r["user"] == 2)
+    assert row["category"] == [0] and row["target_category"] == 0  # "new" is out of the vocabulary
+    assert [r["category"] for r in second.rows if r["user"] == 1][-1] == [category["x"], category["y"]]
+    assert second.schema["category"].oov_ids == 2  # one history entry, one target
