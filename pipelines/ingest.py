@@ -360,7 +360,7 @@ def run_ingest(argv: list[str]) -> dict:
     with acquire_output_lock(ours.output, owns) as lock:
         prepare_output(ours.output, overwrite=ours.overwrite, owns=owns, stale=lock.stale)
         try:
-            summary = _run_and_commit(options, config, ours, files, planned, report)
+            summary = _run_and_commit(options, config, ours, files, planned, report, context_files)
         except BaseException:
             # All or nothing: what this run wrote goes, except its dead letters, which say why it failed.
             dead_letters = f"{ERRORS_DIR}/{DEAD_LETTERS_FILE}"
@@ -388,7 +388,8 @@ def planned_outputs(config: IngestConfig, *, report: bool) -> list[str]:
     return names
 
 
-def _run_and_commit(options, config: IngestConfig, ours, files: list, planned: list[str], report: bool) -> dict:
+def _run_and_commit(options, config: IngestConfig, ours, files: list, planned: list[str], report: bool,
+                    context_files: list = ()) -> dict:
     import apache_beam as beam
 
     started = time.monotonic()
@@ -434,7 +435,9 @@ def _run_and_commit(options, config: IngestConfig, ours, files: list, planned: l
         ours.output,
         sorted(present & set(planned)),
         config=config_record(config),
-        inputs=sorted(({"path": m.path, "bytes": m.size_in_bytes} for m in files), key=lambda e: e["path"]),
+        # histories.context_from's logs are inputs too: the histories were built from them.
+        inputs=sorted(({"path": m.path, "bytes": m.size_in_bytes} for m in [*files, *context_files]),
+                      key=lambda e: e["path"]),
         totals={"rows_in": summary["rows_in"], "bad": summary["bad_records"]},
     )
     summary["manifest"] = FileSystems.join(ours.output, MANIFEST_FILE)

@@ -79,6 +79,9 @@ def test_held_out_examples_reach_back_into_context_never_forward(tmp_path, seed)
     out = _ingest(tmp_path, config, _write(tmp_path / "own.jsonl", own))
     expected = _examples(own, context, MAX_LENGTH, min_length=2)
     assert _rows(out) == expected
+    manifest = json.loads((out / "_MANIFEST.json").read_text())
+    assert sorted(e["path"] for e in manifest["inputs"]) == sorted([config["histories"]["context_from"],
+                                                                    str(tmp_path / "own.jsonl")])
     assert len(expected) > 40
     assert sum(1 for _ in own) > len(expected)  # some held-out events have too short a history
 
