@@ -366,6 +366,9 @@ def _histories(raw: Any, schema: Schema) -> HistoryConfig | None:
         column = h.get(role)
         if column is not None and column not in schema:
             raise _fail(f"histories.{role}", f"names {column!r}, which is not in the schema ({schema.names})")
+        if column is not None and schema[column].is_sparse:
+            # Grouping sorts and partitions on these: a list per event has no order.
+            raise _fail(f"histories.{role}", f"{column!r} must hold one value per event (kind: dense); it is sparse")
     _positive(h.get("max_length"), "histories.max_length")
     _positive(h.get("min_length"), "histories.min_length")
     item_columns = h.pop("item_columns", None) or []

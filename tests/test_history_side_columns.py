@@ -122,6 +122,8 @@ def test_hashed_side_columns_share_the_targets_id_space():
     ({"item_columns": ["category", "age"]}, "histories.item_columns[1]", "needs hash_buckets or a vocabulary"),
     ({"item_columns": ["nope"]}, "histories.item_columns[0]", "not in the schema"),
     ({"item_columns": ["rating"]}, "histories.item_columns[0]", "already the history's weight"),
+    ({"key": "occupation"}, "histories.key", "one value per event"),
+    ({"item": "country"}, "histories.item", "one value per event"),
 ])
 def test_side_columns_no_model_can_take_are_refused_by_name(change, key, words):
     config = _config()
