@@ -19,6 +19,8 @@ from sparse_io.schema import Schema
 
 MOVIELENS = SHARED_DATA / "movielens1m_deepctr_sample.csv"
 YOOCHOOSE = SHARED_DATA / "yoochoose-clicks-sample.dat"
+pytestmark = pytest.mark.slow  # each trains a model
+
 SMALL = ["--embedding_dim", "8", "--hidden_units", "32", "--block_size", "16", "--quiet"]
 
 

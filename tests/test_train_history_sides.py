@@ -78,6 +78,7 @@ def test_the_task_takes_every_side_column_and_leaves_key_and_time_out():
     assert set(next_item.features) == {"item", "shelf", "target_shelf", "device", "age"}
 
 
+@pytest.mark.slow
 def test_a_side_column_that_decides_the_rating_is_learned(data, tmp_path):
     result = train(["--data", str(data / "train"), "--eval_data", str(data / "heldout"),
                     "--model_dir", str(tmp_path / "m"), "--steps", "200", "--learning_rate", "0.01",
@@ -106,6 +107,7 @@ def _raw_inputs(events):
     return raw
 
 
+@pytest.mark.slow
 def test_the_export_scores_raw_side_columns_as_the_model_scores_the_shards(data, tmp_path):
     from pipelines.history_model import HistoryModel
     from transforms.tfdata.dataset import make_dataset
