@@ -345,7 +345,7 @@ def run_ingest(argv: list[str]) -> dict:
         return validate_graph(options, config, ours.input, ours.output)
     check_cloud_credentials({"--input": ours.input, "--output": ours.output})
     files = _check_input(ours.input)
-    context_files = _check_context(config)
+    context_files = _check_context(config, files)
     if config.output.num_shards is None:
         config = dataclasses.replace(
             config, output=dataclasses.replace(config.output, num_shards=shards_for_input(files))
@@ -522,17 +522,27 @@ def _check_input(pattern: str) -> list:
     return matched
 
 
-def _check_context(config: IngestConfig) -> list:
-    """The files `histories.context_from` matches (none without it); ConfigError when it matches none."""
+def _check_context(config: IngestConfig, inputs: list) -> list:
+    """The files `histories.context_from` matches (none without it).
+
+    Raises:
+      ConfigError: it matches no file, or a file `--input` matches too (its
+        events would be in the histories twice).
+    """
     from pipelines.config import ConfigError
 
     h = config.histories
     if h is None or not h.context_from:
         return []
     try:
-        return _check_input(h.context_from)
+        matched = _check_input(h.context_from)
     except UsageError as e:
         raise ConfigError(f"config key 'histories.context_from': {str(e).replace('--input ', '', 1)}") from None
+    both = sorted({m.path for m in matched} & {m.path for m in inputs})
+    if both:
+        raise ConfigError(f"config key 'histories.context_from': {both[0]!r} is also an --input file; the context "
+                          "logs are the earlier ones, apart from this ingest's own")
+    return matched
 
 
 # One shard per this much log text; compressed logs count for _COMPRESSED_RATIO times their size.

@@ -103,7 +103,7 @@ def test_context_from_is_checked():
         parse_config(_config("x.jsonl", examples_per_event=False))
 
 
-def test_context_from_matching_nothing_exits_2(tmp_path, capsys):
+def test_context_from_matching_nothing_or_the_input_exits_2(tmp_path, capsys):
     (tmp_path / "c.json").write_text(json.dumps(_config(str(tmp_path / "nothing-*.jsonl"))))
     log = _write(tmp_path / "own.jsonl", [{"user": 1, "item": 5, "ts": 4, "rating": 5.0}])
     with pytest.raises(SystemExit) as e:
@@ -111,6 +111,12 @@ def test_context_from_matching_nothing_exits_2(tmp_path, capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "histories.context_from" in err and "matches no files" in err
+    (tmp_path / "c.json").write_text(json.dumps(_config(str(tmp_path / "own.*"))))
+    with pytest.raises(SystemExit) as e:
+        main(["--input", log, "--config", str(tmp_path / "c.json"), "--output", str(tmp_path / "out")])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "histories.context_from" in err and "also an --input file" in err
 
 
 def _millis(text):
