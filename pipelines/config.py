@@ -97,7 +97,13 @@ class FeaturePlan:
 
 @dataclasses.dataclass(frozen=True)
 class HistoryConfig:
-    """Group events per key into time-ordered item lists."""
+    """Group events per key into time-ordered item lists (the `histories:` section).
+
+    `item_columns` describe each event's item and are listed parallel to the
+    item; every other column of the schema is an event column, carried from
+    the example's own event (`event_columns`). `context_from` names earlier
+    logs whose events enter histories but are never examples.
+    """
 
     key: str
     item: str
@@ -107,6 +113,17 @@ class HistoryConfig:
     min_length: int = 1
     dedupe_consecutive: bool = False
     examples_per_event: bool = False
+    item_columns: tuple[str, ...] = ()
+    context_from: str | None = None
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The columns grouping consumes: key, item, time, the weight and the item columns."""
+        return (self.key, self.item, self.time) + ((self.weight,) if self.weight else ()) + self.item_columns
+
+    def event_columns(self, schema: Schema) -> list[str]:
+        """Every other column of `schema`, in schema order: carried to each example from its event."""
+        return [name for name in schema.names if name not in self.roles]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -319,9 +336,10 @@ def _feature_plans(raw: Any, schema: Schema, histories: HistoryConfig | None) ->
     if not isinstance(raw, dict):
         raise _fail("features", "must be a mapping from feature name (or glob) to its settings")
     sparse_names = [f.name for f in schema.sparse]
-    if histories is not None and histories.item not in sparse_names:
-        # Grouping turns the per-event item column into a history list column.
-        sparse_names.append(histories.item)
+    for listed in (histories.item, *histories.item_columns) if histories is not None else ():
+        if listed not in sparse_names:
+            # Grouping turns the per-event item (and item columns) into history list columns.
+            sparse_names.append(listed)
     chosen: dict[str, tuple[str, dict]] = {}
     # Globs first, exact names after, so an exact entry overrides a glob.
     for pattern in sorted(raw, key=lambda p: p in sparse_names):
@@ -375,6 +393,8 @@ def _histories(raw: Any, schema: Schema) -> HistoryConfig | None:
         "min_length": int,
         "dedupe_consecutive": bool,
         "examples_per_event": bool,
+        "item_columns": list,
+        "context_from": str,
     }
     h = _take(raw, "histories", keys)
     for required in ("key", "item", "time"):
@@ -384,9 +404,49 @@ def _histories(raw: Any, schema: Schema) -> HistoryConfig | None:
         column = h.get(role)
         if column is not None and column not in schema:
             raise _fail(f"histories.{role}", f"names {column!r}, which is not in the schema ({schema.names})")
+        if column is not None and schema[column].is_sparse:
+            # Grouping sorts and partitions on these: a list per event has no order.
+            raise _fail(f"histories.{role}", f"{column!r} must hold one value per event (kind: dense); it is sparse")
     _positive(h.get("max_length"), "histories.max_length")
     _positive(h.get("min_length"), "histories.min_length")
-    return HistoryConfig(**{k: v for k, v in h.items() if v is not None})
+    item_columns = h.pop("item_columns", None) or []
+    roles = [h[r] for r in ("key", "item", "time", "weight") if h.get(r)]
+    for i, column in enumerate(item_columns):
+        path = f"histories.item_columns[{i}]"
+        if not isinstance(column, str) or column not in schema:
+            raise _fail(path, f"names {column!r}, which is not in the schema ({schema.names})")
+        if column in roles or item_columns.count(column) > 1:
+            raise _fail(path, f"{column!r} is already the history's {_role_of(column, h) or 'item column'}")
+        if schema[column].kind != "dense":
+            raise _fail(path, f"{column!r} must hold one value per event (kind: dense), like the item; "
+                              f"it is {schema[column].kind}")
+    if h.get("context_from") is not None and not h.get("examples_per_event"):
+        raise _fail("histories.context_from", "needs examples_per_event: true (context events only lengthen "
+                                              "the histories of this log's own events)")
+    config = HistoryConfig(**{k: v for k, v in h.items() if v is not None}, item_columns=tuple(item_columns))
+    for column in config.event_columns(schema):
+        spec = schema[column]
+        if spec.kind == "label":
+            raise _fail("histories", f"column {column!r} is a label; a history example's answer is its target "
+                                     "item (and histories.weight): give it as the weight or leave it out")
+        if spec.kind == "dense" and spec.dtype == "string":
+            raise _fail("histories", f"column {column!r} is a dense string, which no model can take; declare it "
+                                     "kind: sparse with hash_buckets or a vocabulary under features, or list it in "
+                                     "histories.item_columns when it describes the item")
+    return config
+
+
+def _role_of(column: str, h: dict) -> str | None:
+    return next((role for role in ("key", "item", "time", "weight") if h.get(role) == column), None)
+
+
+def _check_item_column_plans(histories: HistoryConfig | None, plans: tuple[FeaturePlan, ...]) -> None:
+    """An item column is a list of ids, like the item: it needs an id range (hash_buckets or a vocabulary)."""
+    planned = {p.name for p in plans if p.hash_buckets or p.use_vocabulary}
+    for i, column in enumerate(histories.item_columns if histories is not None else ()):
+        if column not in planned:
+            raise _fail(f"histories.item_columns[{i}]", f"{column!r} needs hash_buckets or a vocabulary under "
+                                                        f"features.{column} (its values become ids)")
 
 
 def parse_config(
@@ -492,10 +552,12 @@ def parse_config(
         key = next((k for k in ("list_separator", "quote_char", "null_values", "delimiter") if k in str(e)), "format")
         raise _fail(f"input.{key}", str(e)) from None
     histories = _histories(top.get("histories"), schema)
+    features = _feature_plans(top.get("features"), schema, histories)
+    _check_item_column_plans(histories, features)
     return IngestConfig(
         format=fmt,
         schema=schema,
-        features=_feature_plans(top.get("features"), schema, histories),
+        features=features,
         output=OutputConfig(**{k: v for k, v in out.items() if v is not None}),
         batch_sizes=tuple(batch_sizes),
         error_budget=budget,

@@ -136,10 +136,11 @@ class CopyVocabularies(beam.PTransform):
             _CopyVocabularyFn(self._vocab_dir))
 
 
-def _oov_counts(batch: pa.RecordBatch, num_oov: dict[str, int]):
-    for feature, buckets in num_oov.items():
-        ids = list_values(batch.column(feature), feature, "CountOovIds").to_numpy(zero_copy_only=False)
-        yield feature, int(np.count_nonzero(ids < buckets))
+def _oov_counts(batch: pa.RecordBatch, num_oov: dict[str, int], counted_as: dict[str, str]):
+    columns = list(num_oov.items()) + [(column, num_oov[f]) for column, f in counted_as.items()]
+    for column, buckets in columns:
+        ids = list_values(batch.column(column), column, "CountOovIds").to_numpy(zero_copy_only=False)
+        yield counted_as.get(column, column), int(np.count_nonzero(ids < buckets))
 
 
 class CountOovIds(beam.PTransform):
@@ -147,15 +148,21 @@ class CountOovIds(beam.PTransform):
 
     Input: PCollection[pa.RecordBatch] after ApplyVocabulary. Output:
     (feature, {"oov_ids": count}) for every feature of `num_oov` (0 when no
-    batch held it).
+    batch held it). `counted_as` maps more columns looked up in a feature's
+    vocabulary (a history's `target_<item>`) to that feature: their OOV ids
+    count towards it.
     """
 
-    def __init__(self, num_oov: dict[str, int]):
+    def __init__(self, num_oov: dict[str, int], counted_as: dict[str, str] | None = None):
         super().__init__()
         self._num_oov = dict(num_oov)
+        self._counted_as = dict(counted_as or {})
+        unknown = sorted(set(self._counted_as.values()) - set(self._num_oov))
+        if unknown:
+            raise ValueError(f"CountOovIds: counted_as names feature(s) {unknown} without OOV buckets")
 
     def expand(self, batches):
         zeros = batches.pipeline | "Zeros" >> beam.Create([(f, 0) for f in sorted(self._num_oov)])
-        counted = batches | "Count" >> beam.FlatMap(_oov_counts, self._num_oov)
+        counted = batches | "Count" >> beam.FlatMap(_oov_counts, self._num_oov, self._counted_as)
         return ((zeros, counted) | "Both" >> beam.Flatten() | "Sum" >> beam.CombinePerKey(sum)
                 | "AsUpdate" >> beam.MapTuple(lambda feature, n: (feature, {"oov_ids": n})))

@@ -11,6 +11,7 @@ stats.json, vocabularies, dead letters and a report::
       stats.json                       ids per row, COO capacities   [workers]
       vocab/<feature>.txt              vocabularies (when asked)     [workers]
       errors/dead_letters.jsonl        rejected records with reasons [workers]
+      errors/context_dead_letters.jsonl  those of histories.context_from's logs (when given) [workers]
       report.html                      plots and the run summary     [launcher]
       _MANIFEST.json                   the commit record, written last [launcher]
 
@@ -53,6 +54,8 @@ import re
 import sys
 import time
 
+import numpy as np
+import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -87,6 +90,8 @@ _LOGGER = logging.getLogger("sparseflow.ingest")
 ERRORS_DIR = "errors"
 VOCAB_DIR = "vocab"
 DEAD_LETTERS_FILE = "dead_letters.jsonl"
+CONTEXT_DEAD_LETTERS_FILE = "context_dead_letters.jsonl"  # of `histories.context_from`'s logs
+CONTEXT_COLUMN = "__sparseflow_context"  # marks the events read for context only; never written
 STATS_FILE = "stats.json"  # transforms.beam.stats.STATS_FILE, without importing Beam's transforms here
 REPORT_FILE = "report.html"
 
@@ -95,7 +100,8 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
                  progress_seconds: float = 0.0):
     """Adds the ingest to `pipeline`; returns the WriteShards result PCollection.
 
-    The graph: ReadLogs -> [LogProgress] -> [GroupHistories] -> HashIds ->
+    The graph: ReadLogs (+ ReadContextLogs for `histories.context_from`, marked as context) -> [LogProgress]
+    -> [GroupHistories; a history ingest counts its vocabularies over the events before grouping] -> HashIds ->
     [ComputeVocabulary + ApplyVocabulary, or ApplyVocabulary of the
     `vocab_from` ingest's files; on a local runner, computed vocabularies'
     batches wait on disk meanwhile: HoldBatches + ReleaseBatches] -> [CountOovIds] -> WriteShards (which also
@@ -115,29 +121,43 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     from transforms.beam.held_batches import HoldBatches, ReleaseBatches
     from transforms.beam.runner import keeps_pcollections_in_memory
 
-    batches = pipeline | "ReadLogs" >> ReadLogs(
-        input_pattern,
-        config.log_format,
-        config.schema,
+    read_options = dict(
         batch_size=config.read_batch_size,
         strict=config.strict,
         list_separator=config.list_separator,
         skip_header=config.skip_header,
         max_line_bytes=config.max_line_bytes,
-        dead_letters_path=FileSystems.join(output_dir, ERRORS_DIR, DEAD_LETTERS_FILE),
         error_budget=config.error_budget,
         **config.read_options(),
+    )
+    batches = pipeline | "ReadLogs" >> ReadLogs(
+        input_pattern, config.log_format, config.schema,
+        dead_letters_path=FileSystems.join(output_dir, ERRORS_DIR, DEAD_LETTERS_FILE), **read_options,
     )
     if progress_seconds > 0:
         batches = batches | "Progress" >> LogProgress(progress_seconds)
     schema = config.schema
-    if config.histories is not None:
-        h = config.histories
-        batches = batches | "GroupHistories" >> GroupHistories(
+    h = config.histories
+    events = batches  # what vocabularies are counted over: every event read, before any grouping
+    if h is not None:
+        context_column = None
+        if h.context_from:
+            context_column = CONTEXT_COLUMN
+            context = pipeline | "ReadContextLogs" >> ReadLogs(
+                h.context_from, config.log_format, config.schema,
+                dead_letters_path=FileSystems.join(output_dir, ERRORS_DIR, CONTEXT_DEAD_LETTERS_FILE), **read_options,
+            )
+            events = (
+                (batches | "MarkOwnEvents" >> beam.Map(_marked, False),
+                 context | "MarkContextEvents" >> beam.Map(_marked, True))
+                | "AllEvents" >> beam.Flatten()
+            )
+        batches = events | "GroupHistories" >> GroupHistories(
             h.key, h.item, h.time, h.weight,
             max_length=h.max_length, min_length=h.min_length,
             dedupe_consecutive=h.dedupe_consecutive, examples_per_event=h.examples_per_event,
-            batch_size=config.read_batch_size,
+            item_columns=h.item_columns, event_columns=h.event_columns(config.schema),
+            context_column=context_column, batch_size=config.read_batch_size,
         )
         schema = None  # the grouped columns differ from the events'; WriteShards infers them
     from pipelines.id_spaces import CopyVocabularies, CountOovIds, adopt_id_spaces, hash_updates, vocabulary_updates
@@ -156,13 +176,21 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
             schema = hash_ids.output_schema(schema)
             for name, buckets in plans:
                 schema = schema.replace(name, **hash_updates(buckets, salt))
+    # A history's target columns are looked up in their item's (or item column's) vocabulary: one id space.
+    targets = _target_columns(config)
     # Vocabulary sizes and fingerprints are known once the vocabularies are written.
     late = []
     if reused:
+        aliases = {column: dataclasses.replace(reused[f], feature=column)
+                   for column, f in targets.items() if f in reused}
         late.append(pipeline | "ReuseVocabularies" >> CopyVocabularies(reused, vocab_dir))
+        if aliases:
+            late.append(pipeline | "ReusedTargetIdSpaces" >> beam.Create(
+                [vocabulary_updates(v) for v in aliases.values()]))
+        every = {**reused, **aliases}
         batches = batches | "ApplyReusedVocabulary" >> ApplyVocabulary(
-            {v.feature: v.path for v in reused.values()},
-            num_oov_buckets={v.feature: v.num_oov_buckets for v in reused.values()},
+            {column: v.path for column, v in every.items()},
+            num_oov_buckets={column: v.num_oov_buckets for column, v in every.items()},
         )
     groups: dict[tuple, list[str]] = {}
     for p in config.vocabularies:
@@ -173,18 +201,22 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     computed = []
     for i, ((min_frequency, top_k, num_oov), names) in enumerate(sorted(groups.items(), key=str)):
         computed.append(
-            batches | f"ComputeVocabulary{i}" >> ComputeVocabulary(names, vocab_dir, min_frequency, top_k, num_oov)
+            events | f"ComputeVocabulary{i}" >> ComputeVocabulary(names, vocab_dir, min_frequency, top_k, num_oov)
         )
     if computed and keeps_pcollections_in_memory(pipeline.options):
         held = batches | "HoldBatches" >> HoldBatches(output_dir)
         batches = held | "ReleaseBatches" >> ReleaseBatches(computed)
     for i, vocab in enumerate(computed):
+        if targets:
+            vocab = vocab | f"WithTargets{i}" >> beam.FlatMap(_with_target_aliases, targets)
         batches = batches | f"ApplyVocabulary{i}" >> ApplyVocabulary(vocab)
         late.append(vocab | f"VocabularySizes{i}" >> beam.Map(vocabulary_updates))
     looked_up = {p.name: p.num_oov_buckets for p in config.vocabularies}
     looked_up.update({v.feature: v.num_oov_buckets for v in reused.values()})
     if looked_up:
-        late.append(batches | "CountOovIds" >> CountOovIds(looked_up))
+        # A target's OOV ids count towards its item's: schema.json's oov_ids covers histories and targets.
+        counted_as = {column: f for column, f in targets.items() if f in looked_up}
+        late.append(batches | "CountOovIds" >> CountOovIds(looked_up, counted_as))
         if schema is not None:
             for name in looked_up:
                 schema = schema.replace(name, dtype="int64")
@@ -193,9 +225,12 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     order_by = None
     if config.histories is not None:
         h = config.histories
-        unit = config.schema[h.time].time_unit if h.time in config.schema else None
-        if unit is not None:
-            updates.setdefault(h.time, {})["time_unit"] = unit
+        for name in (h.time, *h.event_columns(config.schema)):
+            unit = config.schema[name].time_unit if name in config.schema else None
+            if unit is not None:
+                updates.setdefault(name, {})["time_unit"] = unit
+        for name, role in _history_roles(config).items():
+            updates.setdefault(name, {})["history_role"] = role
         if not out.shuffle:
             # Unshuffled history rows read as a user expects: by key, then time (the per-event time is a scalar).
             order_by = (h.key, h.time) if h.examples_per_event else (h.key,)
@@ -217,16 +252,54 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     )
 
 
+def _target_columns(config) -> dict[str, str]:
+    """A history ingest's target columns of ids, each to the listed column whose id space it shares.
+
+    `target_<item>` shares the item's, `target_<c>` item column c's (one per
+    example, per `examples_per_event`).
+    """
+    h = config.histories
+    if h is None or not h.examples_per_event:
+        return {}
+    return {TARGET_PREFIX + name: name for name in (h.item, *h.item_columns)}
+
+
+def _history_roles(config) -> dict[str, str]:
+    """Each output column of a history ingest -> its `history_role` in schema.json (`sparse_io.schema`)."""
+    h = config.histories
+    roles = {h.key: "key", h.time: "time", h.item: "item"}
+    roles.update(dict.fromkeys(h.item_columns, "item_column"))
+    roles.update(dict.fromkeys(h.event_columns(config.schema), "event"))
+    if h.examples_per_event:
+        roles.update(dict.fromkeys(
+            (TARGET_PREFIX + name for name in (h.item, h.weight, *h.item_columns) if name), "target"))
+    return roles
+
+
+def _with_target_aliases(vocab, targets: dict[str, str]):
+    """The VocabularyFile, and the same file once more for each target column looked up in it."""
+    yield vocab
+    for column, feature in sorted(targets.items()):
+        if feature == vocab.feature:
+            yield dataclasses.replace(vocab, feature=column)
+
+
+def _marked(batch, context: bool):
+    """`batch` with the boolean column that tells context events (history only) from this log's own."""
+    return batch.append_column(CONTEXT_COLUMN, pa.array(np.full(batch.num_rows, context)))
+
+
 def _hash_plans(config) -> list[tuple[str, int, object]]:
     """(column, hash_buckets, salt) for every hashed column.
 
     A history's target item (`target_<item>`, one per example) is hashed like
-    the history's items, so the two share one id space.
+    the history's items, so the two share one id space; so is each item
+    column's target.
     """
     plans = [(p.name, p.hash_buckets, p.salt) for p in config.hashed]
-    h = config.histories
-    if h is not None and h.examples_per_event:
-        plans += [(TARGET_PREFIX + name, buckets, salt) for name, buckets, salt in plans if name == h.item]
+    targets = _target_columns(config)
+    plans += [(column, buckets, salt) for column, feature in targets.items()
+              for name, buckets, salt in plans if name == feature]
     return plans
 
 
@@ -272,12 +345,13 @@ def run_ingest(argv: list[str]) -> dict:
         return validate_graph(options, config, ours.input, ours.output)
     check_cloud_credentials({"--input": ours.input, "--output": ours.output})
     files = _check_input(ours.input)
+    context_files = _check_context(config, files)
     if config.output.num_shards is None:
         config = dataclasses.replace(
             config, output=dataclasses.replace(config.output, num_shards=shards_for_input(files))
         )
     _check_interactive_beam()
-    check_inputs_outside(ours.output, [m.path for m in files])
+    check_inputs_outside(ours.output, [m.path for m in files + context_files])
     check_output_directory(ours.output)
     report = not ours.no_report and FileSystems.get_scheme(ours.output) is None
     planned = planned_outputs(config, report=report)
@@ -286,7 +360,7 @@ def run_ingest(argv: list[str]) -> dict:
     with acquire_output_lock(ours.output, owns) as lock:
         prepare_output(ours.output, overwrite=ours.overwrite, owns=owns, stale=lock.stale)
         try:
-            summary = _run_and_commit(options, config, ours, files, planned, report)
+            summary = _run_and_commit(options, config, ours, files, planned, report, context_files)
         except BaseException:
             # All or nothing: what this run wrote goes, except its dead letters, which say why it failed.
             dead_letters = f"{ERRORS_DIR}/{DEAD_LETTERS_FILE}"
@@ -301,6 +375,8 @@ def planned_outputs(config: IngestConfig, *, report: bool) -> list[str]:
     out = config.output
     names = [shard_name(i, out.num_shards, SHARD_SUFFIX[out.shard_format]) for i in range(out.num_shards)]
     names += [SCHEMA_FILE, STATS_FILE, f"{ERRORS_DIR}/{DEAD_LETTERS_FILE}"]
+    if config.histories is not None and config.histories.context_from:
+        names.append(f"{ERRORS_DIR}/{CONTEXT_DEAD_LETTERS_FILE}")
     vocabularies = [p.name for p in config.vocabularies]
     if config.vocab_from:  # the reused vocabularies are copied into this output
         from pipelines.id_spaces import adopt_id_spaces
@@ -312,7 +388,8 @@ def planned_outputs(config: IngestConfig, *, report: bool) -> list[str]:
     return names
 
 
-def _run_and_commit(options, config: IngestConfig, ours, files: list, planned: list[str], report: bool) -> dict:
+def _run_and_commit(options, config: IngestConfig, ours, files: list, planned: list[str], report: bool,
+                    context_files: list = ()) -> dict:
     import apache_beam as beam
 
     started = time.monotonic()
@@ -358,7 +435,9 @@ def _run_and_commit(options, config: IngestConfig, ours, files: list, planned: l
         ours.output,
         sorted(present & set(planned)),
         config=config_record(config),
-        inputs=sorted(({"path": m.path, "bytes": m.size_in_bytes} for m in files), key=lambda e: e["path"]),
+        # histories.context_from's logs are inputs too: the histories were built from them.
+        inputs=sorted(({"path": m.path, "bytes": m.size_in_bytes} for m in [*files, *context_files]),
+                      key=lambda e: e["path"]),
         totals={"rows_in": summary["rows_in"], "bad": summary["bad_records"]},
     )
     summary["manifest"] = FileSystems.join(ours.output, MANIFEST_FILE)
@@ -444,6 +523,29 @@ def _check_input(pattern: str) -> list:
         matched = FileSystems.match([os.path.join(pattern, "*")])[0].metadata_list
     if not matched:
         raise UsageError(f"--input {pattern!r} matches no files")
+    return matched
+
+
+def _check_context(config: IngestConfig, inputs: list) -> list:
+    """The files `histories.context_from` matches (none without it).
+
+    Raises:
+      ConfigError: it matches no file, or a file `--input` matches too (its
+        events would be in the histories twice).
+    """
+    from pipelines.config import ConfigError
+
+    h = config.histories
+    if h is None or not h.context_from:
+        return []
+    try:
+        matched = _check_input(h.context_from)
+    except UsageError as e:
+        raise ConfigError(f"config key 'histories.context_from': {str(e).replace('--input ', '', 1)}") from None
+    both = sorted({m.path for m in matched} & {m.path for m in inputs})
+    if both:
+        raise ConfigError(f"config key 'histories.context_from': {both[0]!r} is also an --input file; the context "
+                          "logs are the earlier ones, apart from this ingest's own")
     return matched
 
 

@@ -14,7 +14,9 @@ Signature `serving_default` of a click model (`export_serving_model`):
 Signature of a history model (`export_history_model`), item feature `f`:
   inputs: `f` string `[B]` (the history's raw ids joined by "|"), `f__weights`
     string `[B]` (their weights joined by "|", when the history is weighted),
-    `target_f` string `[B]` (the raw id to score);
+    `target_f` string `[B]` (the raw id to score), and the model's side
+    inputs: lists of ids as strings joined by "|", numbers as float32,
+    `target_<item column>` as a string;
   output: `rating` float32 `[B]` (task rating) or `score` float32 `[B]`
     (task next_item: higher means more likely next).
 """
@@ -91,35 +93,49 @@ def _split(raw: tf.Tensor) -> tf.RaggedTensor:
     return tf.ragged.boolean_mask(tokens, tf.strings.length(tokens) > 0)
 
 
-def export_history_model(model, schema: Schema, export_dir: str) -> str:
+def export_history_model(model, schema: Schema, export_dir: str, *, vocab_dir: str | None = None) -> str:
     """Writes a SavedModel of a `HistoryModel` taking raw ids (see the module doc); returns the path.
 
+    Side inputs are taken raw as well: a list of ids as one string (joined by
+    "|"), a number as float32 (NaN when missing), a target item column's value
+    as a string. Ids are hashed, or looked up in `vocab_dir`'s vocabularies,
+    as the ingest did.
+
     Raises:
-      ValueError: the item feature has no hash_buckets in schema.json.
+      ValueError: an id feature with neither hash_buckets in schema.json nor a vocabulary file.
     """
     item, target = model.item_feature, model.target_feature
     spec = schema[item]
-    if not spec.hash_buckets:
-        raise ValueError(f"feature {item!r}: serving raw ids needs hash_buckets in schema.json")
-    hashing = keras.layers.Hashing(num_bins=spec.hash_buckets, salt=_salt(spec))
+    targets = {name: name[len("target_"):] for name in model.target_sides}
+    lists = [item, *model.side_sparse, *targets.values()]
+    module = tf.Module()
+    module.id_maps = _RawIdMaps(schema.select(dict.fromkeys(lists)), vocab_dir)
+    maps = module.id_maps.maps
     signature = {item: tf.TensorSpec([None], tf.string, name=item),
                  target: tf.TensorSpec([None], tf.string, name=target)}
+    signature.update({name: tf.TensorSpec([None], tf.string, name=name) for name in [*model.side_sparse, *targets]})
+    signature.update({name: tf.TensorSpec([None], tf.float32, name=name) for name in model.side_dense})
     weights = weights_column(item)
     if spec.weighted:
         signature[weights] = tf.TensorSpec([None], tf.string, name=weights)
 
     @tf.function(input_signature=[signature])
     def serve(raw):
-        ids = tf.cast(hashing(_split(raw[item])), tf.int64)
+        ids = tf.cast(maps[item](_split(raw[item])), tf.int64)
         gains = tf.strings.to_number(_split(raw[weights])) if spec.weighted else None
         inputs = {item: ops.to_coo(ids, weights=gains, combiner=model.combiner),
-                  target: tf.cast(hashing(raw[target]), tf.float32)}
+                  target: tf.cast(maps[item](raw[target]), tf.float32)}
+        for name in model.side_sparse:
+            inputs[name] = ops.to_coo(tf.cast(maps[name](_split(raw[name])), tf.int64), combiner=model.combiner)
+        for name, column in targets.items():
+            inputs[name] = tf.cast(maps[column](raw[name]), tf.int64)
+        inputs.update({name: raw[name] for name in model.side_dense})
         output = model(inputs, training=False)
         if model.task == "next_item":
             return {"score": tf.linalg.diag_part(output)}
         return {"rating": output}
 
-    return _save(tf.Module(), model, serve, export_dir)
+    return _save(module, model, serve, export_dir)
 
 
 def export_serving_model(model, schema: Schema, export_dir: str, *, vocab_dir: str | None = None,

@@ -20,7 +20,7 @@ import numpy as np
 
 from sparse_io.schema import Schema, SchemaError
 
-__all__ = ["Task", "resolve_task", "TASK_CHOICES"]
+__all__ = ["Task", "resolve_task", "history_sides", "TASK_CHOICES"]
 
 TASK_CHOICES = ("auto", "ctr", "rating", "next_item")
 _TARGET = "target_"
@@ -34,6 +34,7 @@ class Task:
     features: tuple[str, ...] | None  # None: every non-label feature
     label: str
     item: str | None = None  # the history feature (rating, next_item)
+    sides: tuple[str, ...] = ()  # a history's side inputs (`history_sides`), among `features`
 
     @property
     def target(self) -> str | None:
@@ -57,8 +58,12 @@ class Task:
                             hidden_units=hidden, density=args.density, block_size=args.block_size, seed=args.seed)
         from pipelines.history_model import HistoryModel
 
+        lists = {n: _id_range(schema[n]) for n in self.sides if schema[n].is_sparse}
+        targets = {n: _id_range(schema[n]) for n in self.sides if schema[n].history_role == "target"}
+        numbers = [n for n in self.sides if n not in lists and n not in targets]
         return HistoryModel(self.item, _id_range(schema[self.item]), self.name, embedding_dim=args.embedding_dim,
-                            hidden_units=hidden, density=args.density, block_size=args.block_size, seed=args.seed)
+                            hidden_units=hidden, density=args.density, block_size=args.block_size, seed=args.seed,
+                            side_sparse=lists, side_dense=numbers, target_sides=targets)
 
     def model_inputs(self, features: dict, label) -> dict:
         """The model's input dict from a dataset element (next_item reads its target from the label)."""
@@ -118,7 +123,7 @@ class Task:
 
         if self.name == "ctr":
             return serving.export_serving_model(model, schema, export_dir, vocab_dir=vocab_dir)
-        return serving.export_history_model(model, schema, export_dir)
+        return serving.export_history_model(model, schema, export_dir, vocab_dir=vocab_dir)
 
 
 def _rows(label):
@@ -139,6 +144,25 @@ def _id_range(spec) -> int:
     return size
 
 
+def history_sides(schema: Schema, item: str) -> tuple[str, ...]:
+    """The side inputs of history feature `item`'s model, from schema.json's `history_role`s.
+
+    Every "event" column (lists of ids and numbers; timestamps left out, as
+    for click models), every "item_column" list and each item column's target
+    `target_<column>`. The key, the time and the target item and weight are
+    not side inputs. A schema without roles (an older ingest) has none.
+    """
+    item_columns = [f.name for f in schema if f.history_role == "item_column"]
+    sides = [f.name for f in schema if f.history_role == "event" and f.time_unit is None] + item_columns
+    sides += [_TARGET + name for name in item_columns if _TARGET + name in schema]
+    for name in sides:
+        spec = schema[name]
+        if not spec.is_sparse and spec.dtype == "string":
+            raise SchemaError(f"feature {name!r}: a string the history model cannot take (ingest it as a sparse "
+                              "feature with hash_buckets or a vocabulary)")
+    return tuple(sides)
+
+
 def resolve_task(schema: Schema, requested: str = "auto") -> Task:
     """The task `requested` (or the one the schema implies for "auto") over `schema`.
 
@@ -148,8 +172,10 @@ def resolve_task(schema: Schema, requested: str = "auto") -> Task:
     if requested not in TASK_CHOICES:
         raise ValueError(f"--task must be one of {TASK_CHOICES}, got {requested!r}")
     dense = [f.name for f in schema.dense]
-    items = [f.name for f in schema.sparse if _TARGET + f.name in dense]
-    targets = [name for name in dense if name.startswith(_TARGET) and name[len(_TARGET):] not in items]
+    # An item column's list has its target_ column too: only the item is the history feature.
+    items = [f.name for f in schema.sparse if _TARGET + f.name in dense and f.history_role in (None, "item")]
+    listed = items + [f.name for f in schema if f.history_role == "item_column"]
+    targets = [name for name in dense if name.startswith(_TARGET) and name[len(_TARGET):] not in listed]
     if requested == "auto":
         requested = "ctr" if schema.label is not None else "rating" if items and targets else "next_item"
     if requested == "ctr":
@@ -162,8 +188,9 @@ def resolve_task(schema: Schema, requested: str = "auto") -> Task:
             f"(an ingest with histories.examples_per_event); found {items or 'none'} in {schema.names}"
         )
     item = items[0]
+    sides = history_sides(schema, item)
     if requested == "next_item":
-        return Task("next_item", (item,), _TARGET + item, item)
+        return Task("next_item", (item, *sides), _TARGET + item, item, sides)
     if len(targets) != 1:
         raise ValueError(f"--task rating: needs one target rating column (target_<weight>); found {targets or 'none'}")
-    return Task("rating", (item, _TARGET + item), targets[0], item)
+    return Task("rating", (item, _TARGET + item, *sides), targets[0], item, sides)

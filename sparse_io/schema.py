@@ -32,6 +32,8 @@ KINDS = ("sparse", "dense", "label")
 DTYPES = ("int64", "int32", "float32", "float64", "string")
 TIME_UNITS = ("s", "ms", "us")
 LABEL_TYPES = ("binary", "integer", "real")
+# What a column of a history ingest is (`history_role`); see `FeatureSpec`.
+HISTORY_ROLES = ("key", "time", "item", "item_column", "event", "target")
 WEIGHTS_SUFFIX = "__weights"
 SCHEMA_FILE = "schema.json"
 _FORMAT_VERSION = 1
@@ -77,6 +79,12 @@ class FeatureSpec:
         or the vocabulary file's bytes and OOV count; `sparse_io.id_space`):
         two ingests with equal fingerprints give equal values equal ids.
       oov_ids: how many ids of the ingested rows fell in the OOV buckets.
+      history_role: in a history ingest's output, what the column is: "key"
+        (the grouping column), "time", "item" (the history's item list),
+        "item_column" (a list parallel to the item list, describing each
+        history item), "event" (a value of the example's own event: user or
+        context attributes) or "target" (`target_<item>`, `target_<weight>`,
+        `target_<item column>`: the event the example predicts).
 
     Example:
       >>> FeatureSpec("C1", "sparse", "string", hash_buckets=1000).is_sparse
@@ -96,6 +104,7 @@ class FeatureSpec:
     salt: int | tuple[int, int] | None = None
     id_space: str | None = None
     oov_ids: int | None = None
+    history_role: str | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
@@ -120,6 +129,9 @@ class FeatureSpec:
             isinstance(self.salt, tuple) and len(self.salt) == 2 and all(type(v) is int for v in self.salt))
         if not salt_ok:
             raise SchemaError(f"feature {self.name!r}: salt must be an integer or two integers, got {self.salt!r}")
+        if self.history_role is not None and self.history_role not in HISTORY_ROLES:
+            raise SchemaError(
+                f"feature {self.name!r}: history_role {self.history_role!r} is not one of {HISTORY_ROLES}")
         if self.id_space is not None and not isinstance(self.id_space, str):
             raise SchemaError(f"feature {self.name!r}: id_space must be a string, got {self.id_space!r}")
         if not isinstance(self.weighted, bool):

@@ -148,3 +148,54 @@ def test_bad_arguments():
         GroupHistories("u", "u", "t")
     with pytest.raises(ValueError, match="max_length"):
         GroupHistories("u", "i", "t", max_length=0)
+
+
+def _side_reference(rows, max_length, min_length, dedupe, per_event):
+    """Plain Python: events (user, ts, movie, rating, shelf, mood, context) with `shelf` an item column, `mood`
+    an event column (None sorts last) and `context` marking events that are history only."""
+    by_key = collections.defaultdict(list)
+    for r in rows:
+        by_key[r[0]].append(r)
+    out = []
+    for u in sorted(by_key):
+        events = sorted(by_key[u], key=lambda e: (e[1], e[2], e[3], e[4], e[5] is None, e[5] or 0))
+        if dedupe:
+            events = [e for i, e in enumerate(events) if i == 0 or events[i - 1][2] != e[2]]
+        if not per_event:
+            if len(events) >= min_length:
+                last = events[-max_length:]
+                out.append((u, [e[2] for e in last], [e[4] for e in last], events[-1][5]))
+            continue
+        for e in events:
+            earlier = [x for x in events if x[1] < e[1]][-max_length:]
+            if len(earlier) >= min_length and not e[6]:
+                out.append((u, e[1], [x[2] for x in earlier], [x[4] for x in earlier], e[2], e[4], e[5]))
+    return out
+
+
+@pytest.mark.parametrize("per_event", [False, True])
+def test_item_and_event_columns_and_context_match_reference_on_random_events(per_event):
+    rng = np.random.default_rng(5 + per_event)
+    for trial in range(30):
+        n = int(rng.integers(0, 50))
+        rows = [(int(rng.integers(0, 5)), int(rng.integers(0, 6)), f"m{rng.integers(0, 4)}",
+                 float(rng.integers(1, 3)), int(rng.integers(0, 3)),
+                 None if rng.random() < 0.2 else int(rng.integers(0, 4)), bool(per_event and rng.random() < 0.4))
+                for _ in range(n)]
+        columns = list(zip(*rows)) if rows else [[]] * 7
+        table = pa.table({
+            "user": pa.array(columns[0], pa.int64()), "ts": pa.array(columns[1], pa.int64()),
+            "movie": pa.array(columns[2], pa.string()), "rating": pa.array(columns[3], pa.float32()),
+            "shelf": pa.array(columns[4], pa.int64()), "mood": pa.array(columns[5], pa.int64()),
+            "context": pa.array(columns[6], pa.bool_()),
+        })
+        max_length, min_length, dedupe = int(rng.integers(1, 5)), int(rng.integers(0, 3)), bool(trial % 2)
+        got = build_histories(table.drop_columns([] if per_event else ["context"]), "user", "movie", "ts",
+                              "rating", item_columns=["shelf"], event_columns=["mood"],
+                              context_column="context" if per_event else None, max_length=max_length,
+                              min_length=min_length, dedupe_consecutive=dedupe, examples_per_event=per_event)
+        names = (["user", "ts", "movie", "shelf", "target_movie", "target_shelf", "mood"] if per_event
+                 else ["user", "movie", "shelf", "mood"])
+        assert "context" not in got.column_names
+        rows_got = [tuple(r) for r in zip(*(got.column(c).to_pylist() for c in names))]
+        assert rows_got == _side_reference(rows, max_length, min_length, dedupe, per_event)

@@ -116,8 +116,8 @@ def _yoochoose_config(shuffle=False, num_shards=2):
             ],
         },
         "histories": {"key": "session_id", "item": "item_id", "time": "timestamp", "max_length": 50,
-                      "examples_per_event": True},
-        "features": {"item_id": {"hash_buckets": 1000}},
+                      "examples_per_event": True, "item_columns": ["category"]},
+        "features": {"item_id": {"hash_buckets": 1000}, "category": {"hash_buckets": 10}},
         "output": {"format": "parquet", "num_shards": num_shards, "shuffle": shuffle, "seed": 0},
         "stats": {"batch_sizes": [16]},
     }

@@ -63,6 +63,10 @@ def _list(offsets: np.ndarray, values: pa.Array) -> pa.Array:
     return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values)
 
 
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t)
+
+
 def build_histories(
     events: pa.Table,
     key: str,
@@ -70,6 +74,9 @@ def build_histories(
     time: str,
     weight: str | None = None,
     *,
+    item_columns: typing.Sequence[str] = (),
+    event_columns: typing.Sequence[str] = (),
+    context_column: str | None = None,
     max_length: int | None = 50,
     min_length: int = 1,
     dedupe_consecutive: bool = False,
@@ -78,65 +85,78 @@ def build_histories(
 ) -> pa.Table:
     """Builds histories from a table holding every event of its keys (the per-partition step).
 
-    Events are ordered by (time, item, weight) within a key, so equal times are
-    broken the same way whatever order the events arrived in.
+    Events are ordered by (time, item, weight, item columns, scalar event
+    columns) within a key, so equal times are broken the same way whatever
+    order the events arrived in.
 
     Returns, without `examples_per_event`: one row per key with at least
     `min_length` events (after deduplication): `key`; `item` list of its last
     `max_length` items, oldest first; `item__weights` list<float32> when
-    `weight` is given; `time` list. With `examples_per_event`: one row per
-    event whose history (the key's events with a strictly smaller time, the
-    last `max_length` of them) holds at least `min_length` items: `key`,
-    `item` list, `item__weights` list, `time` (the event's time, scalar),
-    `target_<item>` and `target_<weight>` (the event itself). Rows are sorted
-    by key, then time.
+    `weight` is given; one list per item column, parallel to `item`; `time`
+    list; each event column's value at the key's latest event. With
+    `examples_per_event`: one row per event whose history (the key's events
+    with a strictly smaller time, the last `max_length` of them) holds at least
+    `min_length` items: `key`, `item` list, `item__weights` list, item-column
+    lists, `time` (the event's time, scalar), `target_<item>`,
+    `target_<weight>` and `target_<item column>` (the event itself), and each
+    event column's value at the event. With `context_column` (a boolean column,
+    per event), events marked true take part in histories but are never
+    examples themselves. Rows are sorted by key, then time.
 
     Raises:
-      ValueError: a null key, item or time, naming the column.
+      ValueError: a null key, item, time, weight or item-column value, naming the column.
 
     Example:
       >>> t = pa.table({"u": [1, 1, 2], "i": ["b", "a", "c"], "t": [5, 3, 1]})
       >>> build_histories(t, "u", "i", "t").to_pydict()
       {'u': [1, 2], 'i': [['a', 'b'], ['c']], 't': [[3, 5], [1]]}
     """
-    for name in (key, item, time) + ((weight,) if weight is not None else ()):
+    listed = [item] + list(item_columns)  # one value per history entry
+    for name in [key, item, time] + ([weight] if weight is not None else []) + list(item_columns):
         column = events.column(name)
         if column.null_count:
             raise ValueError(f"GroupHistories: column {name!r} has a null (every event needs one)")
-    sort = [(key, "ascending"), (time, "ascending"), (item, "ascending")]
-    if weight is not None:
-        sort.append((weight, "ascending"))
+    sort = [(name, "ascending") for name in [key, time, item] + ([weight] if weight is not None else [])]
+    # Scalar columns after them: events equal in all of those still come out in one order.
+    sort += [(name, "ascending") for name in list(item_columns) + list(event_columns)
+             if not _is_list(events.schema.field(name).type)]
     events = events.take(pc.sort_indices(events, sort)).combine_chunks()
-    keys, items, times = (events.column(c).combine_chunks() for c in (key, item, time))
-    weights = None
     if weight is not None:
-        weights = events.column(weight).combine_chunks().cast(pa.float32())
-    same_key = _equal_to_previous(keys)
+        events = events.set_column(events.schema.get_field_index(weight), weight,
+                                   events.column(weight).cast(pa.float32()))
+    same_key = _equal_to_previous(events.column(key).combine_chunks())
     if dedupe_consecutive and len(events):
-        drop = same_key & _equal_to_previous(items)
+        drop = same_key & _equal_to_previous(events.column(item).combine_chunks())
         if drop.any():
-            keep = pa.array(~drop)
-            keys, items, times = keys.filter(keep), items.filter(keep), times.filter(keep)
-            weights = weights.filter(keep) if weights is not None else None
+            events = events.filter(pa.array(~drop))
             same_key = same_key[~drop]
-    n = len(keys)
+    column = {name: events.column(name).combine_chunks() for name in events.column_names}
+    n = events.num_rows
     starts = np.flatnonzero(~same_key)
     sizes = np.diff(np.append(starts, n))
     limit = n if max_length is None else max_length
+
+    def lists(columns: dict, flat: np.ndarray, offsets: np.ndarray) -> None:
+        index = pa.array(flat)
+        columns[item] = _list(offsets, column[item].take(index))
+        if weight is not None:
+            columns[weights_column(item)] = _list(offsets, column[weight].take(index))
+        for name in listed[1:]:
+            columns[name] = _list(offsets, column[name].take(index))
 
     if not examples_per_event:
         kept = sizes >= min_length
         starts, sizes = starts[kept], sizes[kept]
         take = np.minimum(sizes, limit)
         flat, offsets = _ranges(starts + sizes - take, take)
-        index = pa.array(flat)
-        columns = {key: keys.take(pa.array(starts)), item: _list(offsets, items.take(index))}
-        if weights is not None:
-            columns[weights_column(item)] = _list(offsets, weights.take(index))
-        columns[time] = _list(offsets, times.take(index))
+        columns = {key: column[key].take(pa.array(starts))}
+        lists(columns, flat, offsets)
+        columns[time] = _list(offsets, column[time].take(pa.array(flat)))
+        latest = pa.array(starts + sizes - 1)
+        columns.update({name: column[name].take(latest) for name in event_columns})
         return pa.table(columns)
 
-    same_time = same_key & _equal_to_previous(times)
+    same_time = same_key & _equal_to_previous(column[time])
     positions = np.arange(n, dtype=np.int64)
     # First event of each run of equal (key, time): its history ends there.
     run_start = np.maximum.accumulate(np.where(same_time, 0, positions)) if n else positions
@@ -144,16 +164,21 @@ def build_histories(
     end = run_start
     start = np.maximum(group_start, end - limit)
     lengths = end - start
-    kept = np.flatnonzero(lengths >= min_length)
+    example = lengths >= min_length
+    if context_column is not None:
+        example &= ~column[context_column].to_numpy(zero_copy_only=False).astype(bool)
+    kept = np.flatnonzero(example)
     flat, offsets = _ranges(start[kept], lengths[kept])
-    index, events_kept = pa.array(flat), pa.array(kept)
-    columns = {key: keys.take(events_kept), item: _list(offsets, items.take(index))}
-    if weights is not None:
-        columns[weights_column(item)] = _list(offsets, weights.take(index))
-    columns[time] = times.take(events_kept)
-    columns[target_prefix + item] = items.take(events_kept)
-    if weights is not None:
-        columns[target_prefix + weight] = weights.take(events_kept)
+    events_kept = pa.array(kept)
+    columns = {key: column[key].take(events_kept)}
+    lists(columns, flat, offsets)
+    columns[time] = column[time].take(events_kept)
+    columns[target_prefix + item] = column[item].take(events_kept)
+    if weight is not None:
+        columns[target_prefix + weight] = column[weight].take(events_kept)
+    for name in listed[1:]:
+        columns[target_prefix + name] = column[name].take(events_kept)
+    columns.update({name: column[name].take(events_kept) for name in event_columns})
     return pa.table(columns)
 
 
@@ -199,6 +224,15 @@ class GroupHistories(beam.PTransform):
       item: the item column (ids or strings).
       time: the event time column (integer, float or timestamp).
       weight: optional per-event weight column (e.g. rating) -> `item__weights`.
+      item_columns: columns that describe each event's item (e.g. its
+        category), one non-null scalar per event: listed parallel to `item`
+        under their own names, and per example as `target_<column>`.
+      event_columns: other columns carried from one event to the output row
+        (user or context attributes): the example's own event's value, or
+        without `examples_per_event` the key's latest event's value.
+      context_column: a boolean column; events marked true (earlier logs read
+        for context) enter histories but are never examples themselves. Only
+        with `examples_per_event`; the column itself is not output.
       max_length: keep the most recent `max_length` events per history (None: all).
       min_length: drop keys (or, per event, examples) whose history is shorter.
       dedupe_consecutive: drop an event whose item equals the previous event's
@@ -210,10 +244,15 @@ class GroupHistories(beam.PTransform):
         in memory on one worker.
       batch_size: rows per output RecordBatch at most.
 
-    Ties in time are broken by item, then weight, so the output does not depend
-    on input order. See `build_histories` for the output columns.
+    Ties in time are broken by item, then weight, then the scalar item and
+    event columns, so the output does not depend on input order. See
+    `build_histories` for the output columns.
 
     Input/output: PCollection[pa.RecordBatch].
+
+    Raises:
+      ValueError: at construction, for column names that are not distinct or
+        whose output names would collide, or bad counts.
 
     Example:
       >>> histories = events | GroupHistories("user", "movie", "ts", weight="rating",
@@ -231,16 +270,30 @@ class GroupHistories(beam.PTransform):
         dedupe_consecutive: bool = False,
         examples_per_event: bool = False,
         *,
+        item_columns: typing.Sequence[str] = (),
+        event_columns: typing.Sequence[str] = (),
+        context_column: str | None = None,
         num_partitions: int = 32,
         batch_size: int = 8192,
         target_prefix: str = TARGET_PREFIX,
     ):
         super().__init__()
-        names = [key, item, time] + ([weight] if weight is not None else [])
+        item_columns, event_columns = list(item_columns), list(event_columns)
+        names = [key, item, time] + ([weight] if weight is not None else []) + item_columns + event_columns
+        names += [context_column] if context_column is not None else []
         if not all(isinstance(n, str) and n for n in names) or len(set(names)) != len(names):
             raise ValueError(
-                f"GroupHistories: key, item, time, weight must be distinct column names, got {names}"
+                "GroupHistories: key, item, time, weight, item, event and context columns must be distinct "
+                f"column names, got {names}"
             )
+        if context_column is not None and not examples_per_event:
+            raise ValueError("GroupHistories: context_column needs examples_per_event (context events are "
+                             "history only; without examples there is nothing to keep them out of)")
+        made = [weights_column(item)] + [target_prefix + n for n in [item, weight, *item_columns] if n]
+        clash = sorted(set(made) & set(names))
+        if clash:
+            raise ValueError(f"GroupHistories: column {clash[0]!r} would be overwritten by an output column "
+                             "of the same name; rename it")
         for name, value, low in (
             ("max_length", max_length, 1),
             ("min_length", min_length, 0),
@@ -260,6 +313,9 @@ class GroupHistories(beam.PTransform):
             item=item,
             time=time,
             weight=weight,
+            item_columns=item_columns,
+            event_columns=event_columns,
+            context_column=context_column,
             max_length=max_length,
             min_length=min_length,
             dedupe_consecutive=dedupe_consecutive,
