@@ -31,6 +31,7 @@ name, and its weights) take the remaining positions from 0 in schema order.
 one) into a `ColumnPlan`: the field position(s) each column is read from.
 
 Example:
+  >>> from sparse_io.schema import FeatureSpec, Schema
   >>> src = ColumnSource("his_cate", columns=ColumnRange(name="his_cate"), padding="0")
   >>> schema = Schema([FeatureSpec("label", "label"), FeatureSpec("his_cate", dtype="string")])
   >>> plan = plan_columns(schema, [src], ["label", "his_cate", "his_cate"], "x.csv")
