@@ -134,7 +134,8 @@ def check_output_directory(directory: str) -> None:
         _check_local_directory(directory)
 
 
-def prepare_output(directory: str, *, overwrite: bool, owns: list[str], stale: dict | None = None) -> None:
+def prepare_output(directory: str, *, overwrite: bool, owns: list[str], stale: dict | None = None,
+                   failure_notes: tuple[str, ...] = ()) -> None:
     """Makes `directory` ready for a fresh ingest; call it holding the output's lock.
 
     Args:
@@ -144,6 +145,9 @@ def prepare_output(directory: str, *, overwrite: bool, owns: list[str], stale: d
       owns: paths relative to `directory` this run may remove: its own
         outputs and the files of the manifest it replaces.
       stale: the lock record of a killed run (its `owns` are rolled back).
+      failure_notes: files of `owns` a failed run leaves on purpose (its
+        dead letters, which say why it failed): when nothing else is there,
+        they are replaced without `overwrite`.
 
     Raises:
       UsageError: a file no ingest wrote is there; the directory holds an
@@ -169,6 +173,9 @@ def prepare_output(directory: str, *, overwrite: bool, owns: list[str], stale: d
             f"--output {directory!r} holds {foreign[0]!r}{more}, which no ingest wrote there; an output holds only "
             "what its manifest lists, so move it out or write to another directory"
         )
+    if not overwrite and not previous and set(files) <= set(failure_notes):
+        _remove(directory, files)
+        return
     if not overwrite:
         what = "a committed ingest output" if previous else f"{len(files)} file(s) of a failed ingest"
         raise UsageError(f"--output {directory!r} is not empty: it holds {what}; pass --overwrite to replace it")

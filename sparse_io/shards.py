@@ -9,6 +9,7 @@ a partial one, and writing a shard again replaces it.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
@@ -21,6 +22,7 @@ from sparse_io.schema import Schema
 
 __all__ = [
     "shard_name",
+    "parse_shard_name",
     "conform_batch",
     "fixed_size_tables",
     "write_parquet_shard",
@@ -62,6 +64,27 @@ def shard_name(index: int, num_shards: int, suffix: str) -> str:
     if suffix and not suffix.startswith("."):
         suffix = "." + suffix
     return f"part-{index:05d}-of-{num_shards:05d}{suffix}"
+
+
+_SHARD_NAME = re.compile(r"part-(\d{5,})-of-(\d{5,})(\.[a-z]+)")
+
+
+def parse_shard_name(name: str) -> tuple[int, int, str] | None:
+    """(index, num_shards, suffix) of a name `shard_name` writes, or None for any other name.
+
+    Example:
+      >>> parse_shard_name("part-00003-of-00004.arrow")
+      (3, 4, '.arrow')
+      >>> parse_shard_name("part-time-schedule.xlsx") is None
+      True
+    """
+    found = _SHARD_NAME.fullmatch(name)
+    if found is None:
+        return None
+    index, count = int(found.group(1)), int(found.group(2))
+    if not 0 <= index < count or shard_name(index, count, found.group(3)) != name:
+        return None
+    return index, count, found.group(3)
 
 
 def conform_batch(batch: pa.RecordBatch | pa.Table, schema: Schema) -> pa.RecordBatch | pa.Table:
