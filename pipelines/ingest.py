@@ -163,6 +163,7 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
         batches = batches | "ApplyReusedVocabulary" >> ApplyVocabulary(
             {v.feature: v.path for v in reused.values()},
             num_oov_buckets={v.feature: v.num_oov_buckets for v in reused.values()},
+            checksums={v.feature: v.crc32c for v in reused.values()},
         )
     groups: dict[tuple, list[str]] = {}
     for p in config.vocabularies:

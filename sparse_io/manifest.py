@@ -49,6 +49,7 @@ __all__ = [
     "directory_differences",
     "verify_directory",
     "verify_paths",
+    "read_verified",
     "check_verify_level",
     "file_checksum",
 ]
@@ -542,3 +543,47 @@ def verify_paths(paths: Sequence[str], level: str = "sizes") -> None:
                 sizes.update({n: s for n, s in _list_files(directory).items() if n in names})
                 break
         _raise(directory, _differences(directory, manifest, sizes, names, level))
+
+
+def read_verified(directory: str | os.PathLike, relative: str, manifest: dict | None = None) -> bytes:
+    r"""The bytes of a file of the output `directory`, once they match its manifest entry (size and CRC-32C).
+
+    The file is read once and the check is made on the bytes returned, so
+    what the caller uses is what was verified, even if the file changes
+    meanwhile.
+
+    Args:
+      directory: the output directory (local or any FileSystems URL).
+      relative: the file, relative to `directory` (`schema.json`, `vocab/C9.txt`).
+      manifest: `directory`'s manifest, when already read (`read_manifest`).
+
+    Raises:
+      ManifestError: no manifest, the file not listed in it, missing, or of
+        another size or checksum (one line naming the file).
+
+    Example:
+      >>> read_verified("out/train", "vocab/C9.txt")  # doctest: +SKIP
+      b'C1\nC2\n'
+    """
+    import google_crc32c
+
+    directory = os.fspath(directory)
+    manifest = read_manifest(directory) if manifest is None else manifest
+
+    def differs(problem: str) -> ManifestError:
+        return ManifestError(f"{directory}: differs from its {MANIFEST_FILE}: {problem}")
+
+    entry = _entries(manifest).get(relative)
+    if entry is None:
+        raise differs(f"{relative} is not in the manifest")
+    try:
+        with _open(_join(directory, relative)) as f:
+            data = f.read()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        raise differs(f"{relative} is missing") from None
+    crc = f"{google_crc32c.value(data):08x}"
+    if len(data) != entry["bytes"]:
+        raise differs(f"{relative} has {len(data)} bytes, the manifest says {entry['bytes']}")
+    if crc != entry["crc32c"]:
+        raise differs(f"{relative} has checksum {crc}, the manifest says {entry['crc32c']}")
+    return data
