@@ -87,12 +87,13 @@ def _join(directory: str, relative: str) -> str:
 
 def _unit_size(path: str) -> int | None:
     """The rows of the first row group (Parquet) or record batch (Arrow) of a shard; None for TFRecord or none."""
-    from sparse_io.formats import shard_format_of
-    from sparse_io.shard_files import COLUMNAR_FORMATS, open_shard
+    from sparse_io.shard_files import open_shard
+    from sparse_io.shard_formats import shard_format_for
 
-    if shard_format_of(path) not in COLUMNAR_FORMATS:
+    fmt = shard_format_for(path)
+    if fmt is None or not fmt.columnar:
         return None
-    with open_shard(path) as shard:
+    with open_shard(path, fmt.name) as shard:
         return shard.unit_rows[0] if shard.unit_rows else None
 
 
@@ -160,9 +161,9 @@ def convert_output(
 
 def _convert(source: str, destination: str, shard_format: str, compression: str | None,
              row_group_size: int | None) -> dict:
-    from sparse_io.formats import SHARD_SUFFIX
     from sparse_io.manifest import commit_directory, read_manifest
     from sparse_io.schema import SCHEMA_FILE, Schema
+    from sparse_io.shard_formats import shard_format as shard_format_named
     from sparse_io.shard_set import read_shard, write_shard
     from sparse_io.shards import DEFAULT_ROW_GROUP_SIZE
 
@@ -184,7 +185,7 @@ def _convert(source: str, destination: str, shard_format: str, compression: str 
         name = entry["path"]
         stem = os.path.splitext(name)[0]
         table = read_shard(_join(source, name), schema)
-        target = _join(destination, stem + SHARD_SUFFIX[shard_format])
+        target = _join(destination, stem + shard_format_named(shard_format).suffix)
         rows += write_shard(target, [table], schema, row_group_size=row_group_size, compression=compression,
                             output_root=destination)
         del table
