@@ -21,6 +21,10 @@ readers refuse a directory without one. A run that fails removes what it
 wrote except `errors/dead_letters.jsonl`; a killed run's files are removed by
 the next run on that output (`pipelines.output_dir`).
 
+A log with fewer rows than `num_shards` commits as any other: only the
+shards that got rows are kept, renumbered `part-i-of-K` (`run_shards`); an
+empty log (no rows at all) is an output of one empty shard, not an error.
+
 Local run (the in-process runner is the default)::
 
     python -m pipelines.ingest --input 'logs/*.tsv' --format criteo --output out/
@@ -282,8 +286,9 @@ def run_ingest(argv: list[str]) -> dict:
     check_output_directory(ours.output)
     report = not ours.no_report and FileSystems.get_scheme(ours.output) is None
     planned = planned_outputs(config, report=report)
-    # The files of an output this run replaces are its to remove: recorded in the lock before any goes.
-    owns = sorted(set(planned) | set(manifest_files(ours.output)))
+    # The files of an output this run replaces are its to remove, and shards under names it may write when the
+    # rows cannot fill num_shards (left, say, by a failed run of an earlier version).
+    owns = sorted(set(planned) | set(manifest_files(ours.output)) | set(run_shards(list_output(ours.output), config)))
     with acquire_output_lock(ours.output, owns) as lock:
         dead_letters = f"{ERRORS_DIR}/{DEAD_LETTERS_FILE}"
         prepare_output(ours.output, overwrite=ours.overwrite, owns=owns, stale=lock.stale,

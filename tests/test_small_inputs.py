@@ -180,3 +180,16 @@ def test_a_log_whose_lines_end_in_a_lone_carriage_return_is_refused_in_one_line_
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("pipelines.ingest:")]
     assert len(errors) == 1 and f"{log}: its lines end in a carriage return alone" in errors[0], errors
     assert not [name for name in _files(out) if name.startswith("part-") or name == MANIFEST_FILE]
+
+
+def test_a_renumbered_shard_left_behind_is_replaced_with_overwrite_and_named_without(tmp_path):
+    from pipelines.errors import UsageError
+
+    log, _ = _write_log(tmp_path, "one_row")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "part-00000-of-00001.parquet").write_bytes(b"PAR1 left by a failed run")
+    with pytest.raises(UsageError, match="pass --overwrite"):
+        _ingest(log, out, _config(tmp_path))
+    _ingest(log, out, _config(tmp_path), "--overwrite")
+    assert verify_directory(str(out), "checksums")["totals"]["rows_out"] == 1
