@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 
-from sparse_io.shard_formats import SHARD_FORMAT_OBJECTS, shard_format_for
+from sparse_io.shard_formats import SHARD_FORMAT_OBJECTS, shard_format, shard_format_for
 
 __all__ = [
     "DELIMITED_FORMATS",
@@ -69,14 +69,7 @@ def check_shard_codec(codec: str, format: str) -> str:
       >>> check_shard_codec("lz4", "arrow")
       'lz4'
     """
-    choices = SHARD_CODECS.get(format)
-    if choices is None:
-        raise ValueError(f"shard format must be one of {', '.join(SHARD_FORMATS)}, got {format!r}")
-    if not choices:
-        raise ValueError(f"{format} shards take no compression, got {codec!r}")
-    if codec not in choices:
-        raise ValueError(f"{format} compression must be one of {', '.join(choices)}, got {codec!r}")
-    return codec
+    return shard_format(format).check_codec(codec)
 
 
 def shard_format_of(path: str | os.PathLike) -> str | None:

@@ -75,6 +75,19 @@ class ShardFormat(abc.ABC):
         """Whether shards of this format open as a `sparse_io.shard_files.ShardFile` (in units)."""
         return self.unit is not None
 
+    def check_codec(self, codec: str) -> str:
+        """Returns `codec` if shards of this format may be written with it.
+
+        Raises:
+          ValueError: naming the codec and the format's choices, or saying
+            the format takes no codec.
+        """
+        if not self.codecs:
+            raise ValueError(f"{self.name} shards take no compression, got {codec!r}")
+        if codec not in self.codecs:
+            raise ValueError(f"{self.name} compression must be one of {', '.join(self.codecs)}, got {codec!r}")
+        return codec
+
     @abc.abstractmethod
     def write(self, path: str, batches: Iterable, schema, *, row_group_size: int, compression: str | None = None,
               output_root: str | None = None) -> int:
@@ -126,14 +139,8 @@ class ShardFormat(abc.ABC):
 
 
 def _codec(fmt: ShardFormat, compression: str | None) -> str:
-    """`compression`, or the format's default for None; ValueError for a codec the format does not take."""
-    if compression is None:
-        return str(fmt.default_codec)
-    if not fmt.codecs:
-        raise ValueError(f"{fmt.name} shards take no compression, got {compression!r}")
-    if compression not in fmt.codecs:
-        raise ValueError(f"{fmt.name} compression must be one of {', '.join(fmt.codecs)}, got {compression!r}")
-    return compression
+    """`compression` checked (`ShardFormat.check_codec`), or the format's default for None."""
+    return str(fmt.default_codec) if compression is None else fmt.check_codec(compression)
 
 
 class _ParquetFormat(ShardFormat):
