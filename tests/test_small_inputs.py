@@ -54,6 +54,8 @@ LOGS = {
     "header_only_gz": ("day.csv.gz", gzip.compress((HEADER + "\n").encode()), 0),
     "one_row": ("day.csv", (HEADER + "\n" + ROWS[0] + "\n").encode(), 1),
     "one_row_no_newline": ("day.csv", (HEADER + "\n" + ROWS[0]).encode(), 1),
+    "cr_line_ends": ("day.csv", ("\r".join([HEADER, *ROWS]) + "\r").encode(), 3),
+    "cr_line_ends_gz": ("day.csv.gz", gzip.compress(("\r".join([HEADER, *ROWS])).encode()), 3),
     "three_rows_zst": ("day.csv.zst", _zst(("\n".join([HEADER, *ROWS]) + "\n").encode()), 3),
 }
 
@@ -167,12 +169,25 @@ def test_verify_accepts_an_empty_output_and_train_refuses_it_with_exit_2(tmp_pat
     assert len(errors) == 1 and "no rows" in errors[0], trained.stderr[-2000:]
 
 
-def test_a_log_whose_lines_end_in_a_lone_carriage_return_is_refused_in_one_line_naming_it(tmp_path, capsys):
+def test_a_criteo_log_whose_lines_end_in_a_lone_carriage_return_reads_every_line(tmp_path):
+    from pipelines.synthetic import synthetic_criteo_lines
+
+    log = tmp_path / "day.tsv"
+    log.write_bytes("\r".join(synthetic_criteo_lines(3, seed=8)).encode() + b"\r")
+    config = tmp_path / "criteo.yaml"
+    config.write_text('input: {format: criteo}\nfeatures: {"C*": {hash_buckets: 100}}\n'
+                      "output: {format: parquet, num_shards: 5}\nstats: {batch_sizes: [2]}\n")
+    summary = _ingest(log, tmp_path / "out", str(config))
+    assert (summary["rows_out"], summary["bad_records"]) == (3, 0)
+
+
+def test_a_header_with_a_lone_carriage_return_inside_is_refused_in_one_line_naming_it(tmp_path, capsys):
     from pipelines.ingest import main
 
     log = tmp_path / "logs" / "day.csv"
     log.parent.mkdir()
-    log.write_bytes(("\r".join([HEADER, *ROWS]) + "\r").encode())  # read as one line, its records as the header
+    # "\r" ends the header only, "\n" the other lines: the first record would pass for part of the header.
+    log.write_bytes((HEADER + "\r" + ROWS[0] + "\n" + ROWS[1] + "\n").encode())
     out = tmp_path / "out"
     with pytest.raises(SystemExit) as info:
         main(["--input", str(log), "--config", _config(tmp_path), "--output", str(out), "--no_report"])
