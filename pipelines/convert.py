@@ -19,14 +19,16 @@ Parquet (small) are converted once into a local training cache::
     pipelines.convert: 64/64 shards, 45,840,617 rows: gs://bucket/criteo/train -> /mnt/cache/train (arrow)
 
 DST must not exist or be an empty directory: nothing there is ever deleted
-or overwritten. Memory holds one shard at a time. DST is committed last, and
+or overwritten. While it runs, DST's `_INGEST.lock` (`pipelines.output_lock`)
+keeps out a second convert or an ingest into it: they are refused at once.
+Memory holds one shard at a time. DST is committed last, and
 its manifest must count as many rows as SRC's; a conversion that fails
 part-way leaves DST without a manifest, which every reader refuses: remove it
 and convert again.
 
 Exit status: 0 when DST is committed; 2 for bad flags, a SRC that is not a
 committed output (or differs from its manifest), or a DST that is not
-empty; 1 for an internal error, with one line saying so.
+empty or that another convert or ingest is writing; 1 for an internal error, with one line saying so.
 """
 
 from __future__ import annotations
@@ -66,12 +68,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _is_empty_or_absent(path: str) -> bool:
+    """Whether `path` holds nothing but (at most) this run's lock."""
     from apache_beam.io.filesystems import FileSystems
 
+    from sparse_io.manifest import LOCK_FILE
+
     if "://" not in path:
-        return not os.path.exists(path) or (os.path.isdir(path) and not os.listdir(path))
+        return not os.path.exists(path) or (os.path.isdir(path) and not set(os.listdir(path)) - {LOCK_FILE})
     prefix = path.rstrip("/") + "/"
-    return not any(r.metadata_list for r in FileSystems.match([prefix + "**"]))
+    return not any(m.path != prefix + LOCK_FILE for r in FileSystems.match([prefix + "**"]) for m in r.metadata_list)
 
 
 def _join(directory: str, relative: str) -> str:
@@ -82,12 +87,13 @@ def _join(directory: str, relative: str) -> str:
 
 def _unit_size(path: str) -> int | None:
     """The rows of the first row group (Parquet) or record batch (Arrow) of a shard; None for TFRecord or none."""
-    from sparse_io.formats import shard_format_of
-    from sparse_io.shard_files import COLUMNAR_FORMATS, open_shard
+    from sparse_io.shard_files import open_shard
+    from sparse_io.shard_formats import shard_format_for
 
-    if shard_format_of(path) not in COLUMNAR_FORMATS:
+    fmt = shard_format_for(path)
+    if fmt is None or not fmt.columnar:
         return None
-    with open_shard(path) as shard:
+    with open_shard(path, fmt.name) as shard:
         return shard.unit_rows[0] if shard.unit_rows else None
 
 
@@ -120,17 +126,16 @@ def convert_output(
 
     Raises:
       ManifestError: `source` has no manifest or differs from it.
-      UsageError: `destination` exists and is not empty; `source` and
-        `destination` are the same directory.
+      UsageError: `destination` exists and is not empty, or another convert
+        or ingest is writing to it (its lock); `source` and `destination`
+        are the same directory.
       ValueError: a bad format, codec or `row_group_size`.
       CorruptFileError: a damaged shard in `source`.
     """
     from pipelines.errors import UsageError
-    from sparse_io.formats import SHARD_FORMATS, SHARD_SUFFIX, check_shard_codec
-    from sparse_io.manifest import commit_directory, read_manifest, verify_directory
-    from sparse_io.schema import SCHEMA_FILE, Schema
-    from sparse_io.shard_set import read_shard, write_shard
-    from sparse_io.shards import DEFAULT_ROW_GROUP_SIZE
+    from pipelines.output_lock import acquire_output_lock
+    from sparse_io.formats import SHARD_FORMATS, check_shard_codec
+    from sparse_io.manifest import verify_directory
 
     if shard_format not in SHARD_FORMATS:
         raise ValueError(f"format must be one of {', '.join(SHARD_FORMATS)}, got {shard_format!r}")
@@ -142,9 +147,26 @@ def convert_output(
         raise ValueError(f"row_group_size must be a positive integer, got {row_group_size!r}")
     if os.path.abspath(source.rstrip("/")) == os.path.abspath(destination.rstrip("/")):
         raise UsageError(f"{destination}: SRC and DST are the same directory")
-    if not _is_empty_or_absent(destination):
+    if not _is_empty_or_absent(destination):  # before the lock, which would create DST
         raise UsageError(f"{destination}: exists and is not empty; convert into a new directory")
-    verify_directory(source, verify)
+    if "://" not in destination and os.path.islink(destination):
+        raise UsageError(f"{destination}: is a symbolic link; give the real directory")
+    verify_directory(source, verify)  # a source refused leaves DST as it was
+    with acquire_output_lock(destination, [], program="convert"):
+        # Emptiness again, holding the lock: a run that finished meanwhile left its files.
+        if not _is_empty_or_absent(destination):
+            raise UsageError(f"{destination}: exists and is not empty; convert into a new directory")
+        return _convert(source, destination, shard_format, compression, row_group_size)
+
+
+def _convert(source: str, destination: str, shard_format: str, compression: str | None,
+             row_group_size: int | None) -> dict:
+    from sparse_io.manifest import commit_directory, read_manifest
+    from sparse_io.schema import SCHEMA_FILE, Schema
+    from sparse_io.shard_formats import shard_format as shard_format_named
+    from sparse_io.shard_set import read_shard, write_shard
+    from sparse_io.shards import DEFAULT_ROW_GROUP_SIZE
+
     manifest = read_manifest(source)
     schema = Schema.load(_join(source, SCHEMA_FILE))
     if "://" not in destination:
@@ -163,7 +185,7 @@ def convert_output(
         name = entry["path"]
         stem = os.path.splitext(name)[0]
         table = read_shard(_join(source, name), schema)
-        target = _join(destination, stem + SHARD_SUFFIX[shard_format])
+        target = _join(destination, stem + shard_format_named(shard_format).suffix)
         rows += write_shard(target, [table], schema, row_group_size=row_group_size, compression=compression,
                             output_root=destination)
         del table

@@ -10,6 +10,13 @@ count and salt, the very vocabulary files (copied to its own `vocab/`, so the
 fingerprints match byte for byte); values DIR's vocabulary never saw go to the
 OOV buckets and are counted (`oov_ids` in schema.json and stats.json).
 
+DIR must be a committed output, and what is taken from it is verified first:
+its schema.json and every vocabulary file used must match DIR's manifest
+(size and CRC-32C) and each vocabulary the id space schema.json records for
+it. The new output's vocabulary sizes and fingerprints are computed from the
+bytes it copies, and both the copy and the lookup check that those bytes are
+the ones verified (a file changed meanwhile is a `CorruptFileError`).
+
 Example::
 
     python -m pipelines.ingest --input 'day_1*.tsv' --config c.yaml --output out/train
@@ -21,40 +28,89 @@ from __future__ import annotations
 import dataclasses
 
 import apache_beam as beam
+import google_crc32c
 import numpy as np
 import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines.config import FeaturePlan, IngestConfig
 from pipelines.errors import UsageError
-from sparse_io.atomic import atomic_write_text
-from sparse_io.id_space import hash_fingerprint
+from sparse_io.atomic import atomic_output
+from sparse_io.id_space import hash_fingerprint, vocabulary_fingerprint
+from sparse_io.manifest import ManifestError, read_manifest, read_verified
 from sparse_io.schema import SCHEMA_FILE, Schema, SchemaError
 from transforms.beam._counts import list_values
+from transforms.beam.lookup import read_vocabulary_bytes
 
-__all__ = ["ReusedVocabulary", "adopt_id_spaces", "hash_updates", "vocabulary_updates", "CopyVocabularies",
-           "CountOovIds"]
+__all__ = ["ReusedVocabulary", "adopt_id_spaces", "vocabulary_fields", "hash_updates", "vocabulary_updates",
+           "CopyVocabularies", "CountOovIds"]
 
 
 @dataclasses.dataclass(frozen=True)
 class ReusedVocabulary:
-    """A vocabulary taken from another ingest: its file there, OOV count, size and fingerprint."""
+    """A vocabulary taken from another ingest: its file there, OOV count, size, fingerprint and CRC-32C.
+
+    `vocabulary_size` and `id_space` are those of the file's bytes as verified
+    (`crc32c`, 8 hex digits), which match what the source's schema.json records.
+    """
 
     feature: str
     path: str
     num_oov_buckets: int
     vocabulary_size: int
     id_space: str | None
+    crc32c: str = ""
 
 
-def _load_source(source_dir: str) -> Schema:
+def _refused(source_dir: str, problem) -> UsageError:
+    return UsageError(f"--vocab_from {source_dir!r}: {problem}")
+
+
+def _load_source(source_dir: str) -> tuple[Schema, dict]:
+    """The source's schema (from its verified schema.json bytes) and manifest."""
     path = FileSystems.join(source_dir, SCHEMA_FILE)
     if not FileSystems.exists(path):
-        raise UsageError(f"--vocab_from {source_dir!r}: no {SCHEMA_FILE} there; give an ingest output directory")
+        raise _refused(source_dir, f"no {SCHEMA_FILE} there; give an ingest output directory")
     try:
-        return Schema.load(path)
-    except SchemaError as e:
-        raise UsageError(f"--vocab_from {source_dir!r}: {e}") from e
+        manifest = read_manifest(source_dir)
+        text = read_verified(source_dir, SCHEMA_FILE, manifest)
+        return Schema.from_json(text.decode("utf-8")), manifest
+    except (ManifestError, SchemaError, UnicodeDecodeError) as e:
+        raise _refused(source_dir, e) from e
+
+
+def vocabulary_fields(data: bytes, num_oov_buckets: int) -> tuple[int, str]:
+    r"""(vocabulary_size, id_space) of a vocabulary file's bytes: tokens plus OOV buckets (at least 1), fingerprint.
+
+    Tokens are counted as `transforms.beam.lookup.read_vocabulary` reads them:
+    one a line, a last line without its newline included.
+
+    Example:
+      >>> vocabulary_fields(b"a\nb\n", 1)[0]
+      3
+    """
+    lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    return max(1, lines + num_oov_buckets), vocabulary_fingerprint(data, num_oov_buckets)
+
+
+def _reuse_vocabulary(source_dir: str, manifest: dict, spec, vocab_dir: str) -> ReusedVocabulary:
+    relative = f"{vocab_dir}/{spec.name}.txt"
+    path = FileSystems.join(source_dir, vocab_dir, f"{spec.name}.txt")
+    if not FileSystems.exists(path):
+        raise _refused(source_dir, f"feature {spec.name!r} has no vocabulary file {path}")
+    try:
+        data = read_verified(source_dir, relative, manifest)
+    except ManifestError as e:
+        raise _refused(source_dir, e) from e
+    num_oov = 1 if spec.num_oov_buckets is None else spec.num_oov_buckets
+    size, fingerprint = vocabulary_fields(data, num_oov)
+    # The manifest proves the file is what was committed; schema.json's record proves it is the vocabulary the
+    # ids were made with (a file edited and committed again matches its manifest but not this).
+    if spec.id_space is not None and spec.id_space != fingerprint or size != spec.vocabulary_size:
+        raise _refused(source_dir, f"{relative} is not the vocabulary whose id space {SCHEMA_FILE} records for "
+                       f"{spec.name!r} ({size} ids, {fingerprint}; {SCHEMA_FILE}: {spec.vocabulary_size} ids, "
+                       f"{spec.id_space})")
+    return ReusedVocabulary(spec.name, path, num_oov, size, fingerprint, f"{google_crc32c.value(data):08x}")
 
 
 def adopt_id_spaces(config: IngestConfig, source_dir: str, vocab_dir: str = "vocab"
@@ -66,27 +122,26 @@ def adopt_id_spaces(config: IngestConfig, source_dir: str, vocab_dir: str = "voc
     to reuse, by feature.
 
     Raises:
-      UsageError: `source_dir` is not an ingest output, or lacks a feature of
-        the config, or records no id space for it.
+      UsageError: `source_dir` is not a committed ingest output, its
+        schema.json or a vocabulary file used differs from its manifest (or a
+        vocabulary from the id space schema.json records), or it lacks a
+        feature of the config, or records no id space for it.
     """
-    source = _load_source(source_dir)
+    source, manifest = _load_source(source_dir)
     plans, reused = [], {}
     for plan in config.features:
         if plan.name not in source:
-            raise UsageError(f"--vocab_from {source_dir!r}: feature {plan.name!r} is not in its {SCHEMA_FILE}")
+            raise _refused(source_dir, f"feature {plan.name!r} is not in its {SCHEMA_FILE}")
         spec = source[plan.name]
         if spec.hash_buckets:
             plans.append(FeaturePlan(plan.name, hash_buckets=spec.hash_buckets, salt=spec.salt))
         elif spec.vocabulary_size:
-            path = FileSystems.join(source_dir, vocab_dir, f"{plan.name}.txt")
-            if not FileSystems.exists(path):
-                raise UsageError(f"--vocab_from {source_dir!r}: feature {plan.name!r} has no vocabulary file {path}")
-            num_oov = 1 if spec.num_oov_buckets is None else spec.num_oov_buckets
-            plans.append(FeaturePlan(plan.name, num_oov_buckets=num_oov))
-            reused[plan.name] = ReusedVocabulary(plan.name, path, num_oov, spec.vocabulary_size, spec.id_space)
+            vocabulary = _reuse_vocabulary(source_dir, manifest, spec, vocab_dir)
+            plans.append(FeaturePlan(plan.name, num_oov_buckets=vocabulary.num_oov_buckets))
+            reused[plan.name] = vocabulary
         else:
-            raise UsageError(f"--vocab_from {source_dir!r}: feature {plan.name!r} has neither hash_buckets nor "
-                             f"vocabulary_size in its {SCHEMA_FILE}")
+            raise _refused(source_dir, f"feature {plan.name!r} has neither hash_buckets nor vocabulary_size in its "
+                           f"{SCHEMA_FILE}")
     return dataclasses.replace(config, features=tuple(plans)), reused
 
 
@@ -117,10 +172,12 @@ class _CopyVocabularyFn(beam.DoFn):
         self._vocab_dir = vocab_dir
 
     def process(self, vocab: ReusedVocabulary):
-        with FileSystems.open(vocab.path) as f:
-            text = f.read().decode("utf-8")
-        atomic_write_text(FileSystems.join(self._vocab_dir, f"{vocab.feature}.txt"), text)
-        yield vocabulary_updates(vocab)
+        data = read_vocabulary_bytes(vocab.path, vocab.crc32c)
+        with atomic_output(FileSystems.join(self._vocab_dir, f"{vocab.feature}.txt")) as f:
+            f.write(data)
+        # The size and fingerprint of the bytes copied: equal to the source's, since the checksums agree.
+        size, fingerprint = vocabulary_fields(data, vocab.num_oov_buckets)
+        yield vocabulary_updates(dataclasses.replace(vocab, vocabulary_size=size, id_space=fingerprint))
 
 
 class CopyVocabularies(beam.PTransform):

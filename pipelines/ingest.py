@@ -22,6 +22,10 @@ readers refuse a directory without one. A run that fails removes what it
 wrote except `errors/dead_letters.jsonl`; a killed run's files are removed by
 the next run on that output (`pipelines.output_dir`).
 
+A log with fewer rows than `num_shards` commits as any other: only the
+shards that got rows are kept, renumbered `part-i-of-K` (`run_shards`); an
+empty log (no rows at all) is an output of one empty shard, not an error.
+
 Local run (the in-process runner is the default)::
 
     python -m pipelines.ingest --input 'logs/*.tsv' --format criteo --output out/
@@ -81,7 +85,7 @@ from sparse_io.errors import CorruptFileError, LayoutError
 from sparse_io.formats import SHARD_SUFFIX
 from sparse_io.manifest import LOCK_FILE, MANIFEST_FILE, commit_directory
 from sparse_io.schema import SCHEMA_FILE, Schema
-from sparse_io.shards import shard_name
+from sparse_io.shards import parse_shard_name, shard_name
 from transforms.beam.histories import TARGET_PREFIX
 
 __all__ = ["build_ingest", "ingest_parser", "run_ingest", "main"]
@@ -191,6 +195,7 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
         batches = batches | "ApplyReusedVocabulary" >> ApplyVocabulary(
             {column: v.path for column, v in every.items()},
             num_oov_buckets={column: v.num_oov_buckets for column, v in every.items()},
+            checksums={column: v.crc32c for column, v in every.items()},
         )
     groups: dict[tuple, list[str]] = {}
     for p in config.vocabularies:
@@ -355,17 +360,19 @@ def run_ingest(argv: list[str]) -> dict:
     check_output_directory(ours.output)
     report = not ours.no_report and FileSystems.get_scheme(ours.output) is None
     planned = planned_outputs(config, report=report)
-    # The files of an output this run replaces are its to remove: recorded in the lock before any goes.
-    owns = sorted(set(planned) | set(manifest_files(ours.output)))
+    # The files of an output this run replaces are its to remove, and shards under names it may write when the
+    # rows cannot fill num_shards (left, say, by a failed run of an earlier version).
+    owns = sorted(set(planned) | set(manifest_files(ours.output)) | set(run_shards(list_output(ours.output), config)))
     with acquire_output_lock(ours.output, owns) as lock:
-        prepare_output(ours.output, overwrite=ours.overwrite, owns=owns, stale=lock.stale)
+        dead_letters = f"{ERRORS_DIR}/{DEAD_LETTERS_FILE}"
+        prepare_output(ours.output, overwrite=ours.overwrite, owns=owns, stale=lock.stale,
+                       failure_notes=(dead_letters,))
         try:
             summary = _run_and_commit(options, config, ours, files, planned, report, context_files)
         except BaseException:
             # All or nothing: what this run wrote goes, except its dead letters, which say why it failed.
-            dead_letters = f"{ERRORS_DIR}/{DEAD_LETTERS_FILE}"
             recover_dead_letters(ours.output, dead_letters)
-            roll_back(ours.output, owns, keep=(dead_letters,))
+            roll_back(ours.output, owns + run_shards(list_output(ours.output), config), keep=(dead_letters,))
             raise
     return summary
 
@@ -386,6 +393,40 @@ def planned_outputs(config: IngestConfig, *, report: bool) -> list[str]:
     if report:
         names.append(REPORT_FILE)
     return names
+
+
+def run_shards(present, config: IngestConfig) -> list[str]:
+    """The shards among `present` (paths relative to the output) that an ingest with `config` writes.
+
+    `part-i-of-K` in the config's shard format for any K up to `num_shards`:
+    when the rows cannot fill `num_shards`, WriteShards keeps only the shards
+    that got rows, renumbered (one empty shard for no rows at all).
+    """
+    suffix = SHARD_SUFFIX[config.output.shard_format]
+    found = []
+    for relative in present:
+        parsed = parse_shard_name(relative)
+        if parsed is not None and parsed[2] == suffix and parsed[1] <= config.output.num_shards:
+            found.append(relative)
+    return sorted(found)
+
+
+def _committable(present: set[str], planned: list[str], config: IngestConfig) -> list[str]:
+    """The files of a finished run to commit: its planned files and one complete set of shards.
+
+    Raises:
+      RuntimeError: a file the run does not write, or shards that are not
+        `part-0-of-K` ... `part-(K-1)-of-K` of one K (a bug, not the data's fault).
+    """
+    shards = run_shards(present, config)
+    unexpected = sorted(f for f in present - set(planned) - set(shards) if not is_temporary(f))
+    if unexpected:
+        raise RuntimeError(f"the ingest wrote {unexpected[0]!r}, which is not among the files it plans to write")
+    counts = {parse_shard_name(name)[1] for name in shards}  # type: ignore[index]
+    suffix = SHARD_SUFFIX[config.output.shard_format]
+    if len(counts) != 1 or shards != [shard_name(i, max(counts), suffix) for i in range(max(counts))]:
+        raise RuntimeError(f"the ingest wrote the shards {shards[:4]}..., not one complete set part-i-of-K")
+    return sorted((present & set(planned)) | set(shards))
 
 
 def _run_and_commit(options, config: IngestConfig, ours, files: list, planned: list[str], report: bool,
@@ -426,14 +467,12 @@ def _run_and_commit(options, config: IngestConfig, ours, files: list, planned: l
         _LOGGER.info("writing %s ...", FileSystems.join(ours.output, "report.html"))
         summary["report"] = write_report(ours.output, summary)
     present = set(list_output(ours.output)) - {LOCK_FILE}
-    unexpected = sorted(f for f in present if f not in set(planned) and not is_temporary(f))
-    if unexpected:
-        raise RuntimeError(f"the ingest wrote {unexpected[0]!r}, which is not among the files it plans to write")
+    committed = _committable(present, planned, config)
     roll_back(ours.output, [])  # temporaries only
     # Written last: until this rename the directory is not an output.
     commit_directory(
         ours.output,
-        sorted(present & set(planned)),
+        committed,
         config=config_record(config),
         # histories.context_from's logs are inputs too: the histories were built from them.
         inputs=sorted(({"path": m.path, "bytes": m.size_in_bytes} for m in [*files, *context_files]),

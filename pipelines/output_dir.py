@@ -3,9 +3,13 @@
 Nothing a user has in `--output` is ever removed. An ingest removes only:
 - the files a previous output's `_MANIFEST.json` lists (with `--overwrite`),
   the manifest first, so the old output stops being readable before any of
-  its files goes;
-- the files a killed run's stale lock says it owned (an uncommitted write,
-  rolled back whether or not `--overwrite` is given);
+  its files goes; a manifest naming a path outside the output (absolute, or
+  with `..`) is refused;
+- after a killed run (its stale lock, and no manifest), the files under the
+  names this run writes and any shard name `part-NNNNN-of-MMMMM` of a shard
+  format: an uncommitted write, rolled back whether or not `--overwrite` is
+  given. What the lock file lists is never read for this: anyone can write
+  one;
 - temporaries: `.tmp-*` files and Beam's `beam-temp-*` directories, which
   only a run in progress writes (and the lock shows none is);
 - with `--overwrite`, files under exactly the names this run will write.
@@ -23,12 +27,15 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipelines.errors import UsageError
 from sparse_io.atomic import TMP_PREFIX
+from sparse_io.formats import SHARD_SUFFIXES
 from sparse_io.manifest import LOCK_FILE, MANIFEST_FILE, ManifestError, read_manifest
+from sparse_io.shards import parse_shard_name
 
 __all__ = [
     "prepare_output",
     "check_inputs_outside",
     "manifest_files",
+    "is_shard_name",
     "roll_back",
     "list_output",
     "is_temporary",
@@ -92,13 +99,36 @@ def _remove(directory: str, relatives) -> None:
             pass
 
 
+def _inside(relative) -> bool:
+    """Whether a manifest's path names a file inside its directory: relative, `/`-separated, no `..`."""
+    if not isinstance(relative, str) or not relative or "\\" in relative or relative.startswith("/"):
+        return False
+    parts = relative.split("/")
+    return ":" not in parts[0] and all(part not in ("", ".", "..") for part in parts)
+
+
 def manifest_files(directory: str) -> list[str]:
-    """The files a committed output at `directory` consists of (its manifest first); [] when uncommitted."""
+    """The files a committed output at `directory` consists of (its manifest first); [] when uncommitted.
+
+    Raises:
+      UsageError: the manifest names a path outside `directory` (or no path).
+    """
     try:
         manifest = read_manifest(directory)
     except ManifestError:
         return [MANIFEST_FILE] if MANIFEST_FILE in list_output(directory) else []
-    return [MANIFEST_FILE] + [e["path"] for e in manifest["shards"] + manifest.get("files", [])]
+    entries = [e.get("path") if isinstance(e, dict) else None for e in manifest["shards"] + manifest.get("files", [])]
+    outside = [path for path in entries if not _inside(path)]
+    if outside:
+        raise UsageError(f"{_join(directory, MANIFEST_FILE)} lists {outside[0]!r}, which is not a file inside the "
+                         "output; no ingest wrote that manifest, so nothing it lists is removed")
+    return [MANIFEST_FILE] + [str(path) for path in entries]
+
+
+def is_shard_name(relative: str) -> bool:
+    """Whether `relative` is a top-level shard name an ingest writes, of any count and shard format."""
+    parsed = parse_shard_name(relative)
+    return parsed is not None and parsed[2] in SHARD_SUFFIXES
 
 
 def check_inputs_outside(directory: str, inputs: list[str]) -> None:
@@ -134,7 +164,8 @@ def check_output_directory(directory: str) -> None:
         _check_local_directory(directory)
 
 
-def prepare_output(directory: str, *, overwrite: bool, owns: list[str], stale: dict | None = None) -> None:
+def prepare_output(directory: str, *, overwrite: bool, owns: list[str], stale: dict | None = None,
+                   failure_notes: tuple[str, ...] = ()) -> None:
     """Makes `directory` ready for a fresh ingest; call it holding the output's lock.
 
     Args:
@@ -143,7 +174,13 @@ def prepare_output(directory: str, *, overwrite: bool, owns: list[str], stale: d
         files under this run's own names.
       owns: paths relative to `directory` this run may remove: its own
         outputs and the files of the manifest it replaces.
-      stale: the lock record of a killed run (its `owns` are rolled back).
+      stale: the lock record of a killed run, or None. When there is one and
+        no manifest, the files of `owns` and every shard name
+        (`is_shard_name`) are that run's leftovers and go; what the record
+        lists is not read.
+      failure_notes: files of `owns` a failed run leaves on purpose (its
+        dead letters, which say why it failed): when nothing else is there,
+        they are replaced without `overwrite`.
 
     Raises:
       UsageError: a file no ingest wrote is there; the directory holds an
@@ -153,8 +190,8 @@ def prepare_output(directory: str, *, overwrite: bool, owns: list[str], stale: d
     # A killed run's files are rolled back only while no manifest is there: a run removes the manifest it
     # replaces before anything else, and commits its own last, so a manifest means that run either had not
     # begun or had finished.
-    if stale and isinstance(stale.get("owns"), list) and not previous:
-        roll_back(directory, [str(p) for p in stale["owns"]])
+    if stale is not None and not previous:
+        roll_back(directory, [f for f in list_output(directory) if f in set(owns) or is_shard_name(f)])
     files = [f for f in list_output(directory) if f != LOCK_FILE]
     _remove(directory, [f for f in files if is_temporary(f)])
     files = [f for f in files if not is_temporary(f)]
@@ -169,6 +206,9 @@ def prepare_output(directory: str, *, overwrite: bool, owns: list[str], stale: d
             f"--output {directory!r} holds {foreign[0]!r}{more}, which no ingest wrote there; an output holds only "
             "what its manifest lists, so move it out or write to another directory"
         )
+    if not overwrite and not previous and set(files) <= set(failure_notes):
+        _remove(directory, files)
+        return
     if not overwrite:
         what = "a committed ingest output" if previous else f"{len(files)} file(s) of a failed ingest"
         raise UsageError(f"--output {directory!r} is not empty: it holds {what}; pass --overwrite to replace it")

@@ -1,9 +1,12 @@
-"""One ingest at a time per output directory: an exclusive lock file, taken before anything is written.
+"""One writer at a time per output directory: an exclusive lock file, taken before anything is written.
 
-The lock is `OUTPUT/_INGEST.lock`, a small JSON record of who holds it (host,
-pid, start time) and which files the run may write (`owns`), so that the
-run after a killed one knows what to roll back. It is created so that
-exactly one creator can succeed:
+The lock is `OUTPUT/_INGEST.lock`, taken by `pipelines.ingest` and
+`pipelines.convert` alike: a small JSON record of who holds it (program,
+host, pid, start time) and, for whoever reads it, which files the run means
+to write (`owns`). Its contents never direct a deletion: the run after a
+killed one recognises the leftovers by the names an ingest writes
+(`pipelines.output_dir`), since anyone can write a lock file. It is created
+so that exactly one creator can succeed:
 
 - local paths: `open(O_CREAT | O_EXCL)`, atomic on POSIX file systems. A
   lock whose pid is no longer running on this same host is stale (its run
@@ -32,6 +35,8 @@ from sparse_io.manifest import LOCK_FILE
 
 __all__ = ["LOCK_FILE", "OutputLock", "acquire_output_lock"]
 
+_PROGRAMS = ("ingest", "convert")
+
 
 @dataclasses.dataclass
 class OutputLock:
@@ -39,9 +44,9 @@ class OutputLock:
 
     Attributes:
       path: the lock file.
-      owns: paths relative to the output that this run may write or remove.
-      stale: the record of the killed run whose lock was taken over (its
-        `owns` are that run's uncommitted files), or None.
+      owns: paths relative to the output that this run means to write.
+      stale: the record of the killed run whose lock was taken over, or
+        None. What it says it owned is information, not a list to delete.
     """
 
     path: str
@@ -62,8 +67,9 @@ class OutputLock:
         self.release()
 
 
-def _record(owns: list[str]) -> dict:
+def _record(owns: list[str], program: str) -> dict:
     return {
+        "program": program,
         "host": socket.gethostname(),
         "pid": os.getpid(),
         "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -94,9 +100,11 @@ def _held(path: str, record: dict | None) -> UsageError:
         f"pid {record.get('pid')} on {record.get('host')}, since {record.get('started')}"
         if isinstance(record, dict) else "an unreadable lock"
     )
+    program = record.get("program") if isinstance(record, dict) else None
+    program = program if program in _PROGRAMS else "ingest"  # locks written before convert took one are an ingest's
     return UsageError(
-        f"another ingest is writing to this output ({who}): {path} exists; wait for it to finish, or remove that "
-        "file if no ingest is running"
+        f"another {program} is writing to this output ({who}): {path} exists; wait for it to finish, or remove "
+        f"that file if no {program} is running"
     )
 
 
@@ -108,9 +116,9 @@ def _parse(data: bytes) -> dict | None:
     return record if isinstance(record, dict) else None
 
 
-def _acquire_local(directory: str, owns: list[str]) -> OutputLock:
+def _acquire_local(directory: str, owns: list[str], program: str) -> OutputLock:
     path = os.path.join(directory, LOCK_FILE)
-    payload = json.dumps(_record(owns)).encode("utf-8")
+    payload = json.dumps(_record(owns, program)).encode("utf-8")
     stale = None
     for _ in range(2):
         try:
@@ -165,12 +173,12 @@ def _gcs_blob(path: str, client):
     return client.bucket(bucket).blob(name)
 
 
-def _acquire_gcs(directory: str, owns: list[str], client=None) -> OutputLock:
+def _acquire_gcs(directory: str, owns: list[str], program: str, client=None) -> OutputLock:
     from google.api_core.exceptions import NotFound, PreconditionFailed
 
     path = directory.rstrip("/") + "/" + LOCK_FILE
     blob = _gcs_blob(path, client)
-    payload = json.dumps(_record(owns))
+    payload = json.dumps(_record(owns, program))
     stale = None
     for _ in range(2):
         try:
@@ -200,13 +208,14 @@ def _acquire_gcs(directory: str, owns: list[str], client=None) -> OutputLock:
     raise _held(path, None)
 
 
-def acquire_output_lock(directory: str, owns: list[str], *, gcs_client=None) -> OutputLock:
-    """Takes the output's lock, or raises UsageError at once when another live ingest holds it.
+def acquire_output_lock(directory: str, owns: list[str], *, program: str = "ingest", gcs_client=None) -> OutputLock:
+    """Takes the output's lock, or raises UsageError at once when another live ingest or convert holds it.
 
     Args:
       directory: the output directory (created when missing, local paths).
-      owns: paths relative to `directory` this run may write or remove,
-        recorded in the lock so a run after a kill can roll them back.
+      owns: paths relative to `directory` this run means to write, recorded
+        in the lock for whoever looks (never used to delete anything).
+      program: "ingest" or "convert", named to a run the lock keeps out.
       gcs_client: a `google.cloud.storage.Client` for gs:// outputs (None:
         the default client).
 
@@ -214,7 +223,7 @@ def acquire_output_lock(directory: str, owns: list[str], *, gcs_client=None) -> 
       The held `OutputLock` (a context manager releasing it).
 
     Raises:
-      UsageError: another ingest holds the lock (one line naming it), or the
+      UsageError: another ingest or convert holds the lock (one line naming it), or the
         lock path is a symbolic link.
 
     Example:
@@ -226,9 +235,11 @@ def acquire_output_lock(directory: str, owns: list[str], *, gcs_client=None) -> 
       >>> os.listdir(out)  # released: the lock file is gone
       []
     """
+    if program not in _PROGRAMS:
+        raise ValueError(f"program must be one of {list(_PROGRAMS)}, got {program!r}")
     if directory.startswith("gs://"):
-        return _acquire_gcs(directory, owns, gcs_client)
+        return _acquire_gcs(directory, owns, program, gcs_client)
     if "://" in directory:
-        raise UsageError(f"--output {directory!r}: only local and gs:// outputs can be locked against a second ingest")
+        raise UsageError(f"{directory!r}: only local and gs:// outputs can be locked against a second writer")
     os.makedirs(directory, exist_ok=True)
-    return _acquire_local(directory, owns)
+    return _acquire_local(directory, owns, program)

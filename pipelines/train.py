@@ -177,15 +177,19 @@ def train(argv: list[str]) -> TrainResult:
     import keras
     import tensorflow as tf
 
+    from pipelines.errors import DataError
     from pipelines.tasks import resolve_task
     from sparse_io.manifest import verify_directory
     from sparse_io.schema import Schema
     from transforms.tfdata.core.state import InputState
 
     # Before anything is read: a killed or partial ingest output is refused, not trained on.
-    for directory in (args.data, args.eval_data):
+    for flag, directory in (("--data", args.data), ("--eval_data", args.eval_data)):
         if directory:
-            verify_directory(directory, args.verify)
+            manifest = verify_directory(directory, args.verify)
+            if manifest is not None and not sum(e["rows"] for e in manifest["shards"]):
+                raise DataError(f"{flag} {directory}: the output holds no rows (an empty log?); nothing to "
+                                f"{'train on' if flag == '--data' else 'evaluate'}")
     schema = Schema.load(args.data)
     if args.eval_data:
         _check_eval_id_spaces(schema, args.eval_data)

@@ -44,7 +44,6 @@ import pyarrow.ipc as ipc
 
 from sparse_io.atomic import atomic_output
 from sparse_io.errors import CorruptFileError, damage_is_corruption
-from sparse_io.formats import DEFAULT_SHARD_CODEC, SHARD_CODECS, check_shard_codec
 from sparse_io.ipc_alignment import AlignedIpcSink
 from sparse_io.schema import Schema
 from sparse_io.shards import DEFAULT_ROW_GROUP_SIZE, fixed_size_tables
@@ -59,8 +58,9 @@ __all__ = [
 ]
 
 # Buffer codecs an Arrow shard may be written with; "none" is the one read without decoding.
-ARROW_CODECS = SHARD_CODECS["arrow"]
-DEFAULT_ARROW_CODEC = str(DEFAULT_SHARD_CODEC["arrow"])
+# (The Arrow format object, sparse_io.shard_formats, offers these.)
+ARROW_CODECS = ("none", "lz4", "zstd")
+DEFAULT_ARROW_CODEC = "none"
 # The custom-metadata key of a record batch's checksum.
 CHECKSUM_KEY = b"sparseflow.crc32c"
 # The file-footer key of the rows of every record batch but the last, so a reader learns the
@@ -123,7 +123,8 @@ def write_arrow_shard(
     """
     if isinstance(record_batch_size, bool) or not isinstance(record_batch_size, int) or record_batch_size <= 0:
         raise ValueError(f"record_batch_size must be a positive integer, got {record_batch_size!r}")
-    check_shard_codec(compression, "arrow")
+    if compression not in ARROW_CODECS:
+        raise ValueError(f"arrow compression must be one of {', '.join(ARROW_CODECS)}, got {compression!r}")
     target = schema.arrow_schema()
     options = ipc.IpcWriteOptions(compression=None if compression == "none" else compression)
     rows = 0

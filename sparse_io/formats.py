@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import os
 
+from sparse_io.shard_formats import SHARD_FORMAT_OBJECTS, shard_format, shard_format_for
+
 __all__ = [
     "DELIMITED_FORMATS",
     "LOG_FORMATS",
@@ -43,21 +45,17 @@ LOG_SUFFIXES: dict[str, str] = {
     "criteo": ".tsv", "csv": ".csv", "tsv": ".tsv", "jsonl": ".jsonl", "parquet": ".parquet",
 }
 
-SHARD_FORMATS: tuple[str, ...] = ("parquet", "tfrecord", "arrow")
+# Derived from the format objects (`sparse_io.shard_formats`), which are the one place a shard format is defined.
+SHARD_FORMATS: tuple[str, ...] = tuple(f.name for f in SHARD_FORMAT_OBJECTS)
 # The suffix a shard of each format is written with.
-SHARD_SUFFIX: dict[str, str] = {"parquet": ".parquet", "tfrecord": ".tfrecord", "arrow": ".arrow"}
-# Every suffix read as a shard, and its format: ".tfrecords" is the other spelling
-# TensorFlow's own writers use, so shards written elsewhere are read too.
-SHARD_SUFFIXES: dict[str, str] = {
-    ".parquet": "parquet", ".tfrecord": "tfrecord", ".tfrecords": "tfrecord", ".arrow": "arrow",
-}
+SHARD_SUFFIX: dict[str, str] = {f.name: f.suffix for f in SHARD_FORMAT_OBJECTS}
+# Every suffix read as a shard, and its format (".tfrecords" too: TensorFlow's own writers' spelling).
+SHARD_SUFFIXES: dict[str, str] = {suffix: f.name for f in SHARD_FORMAT_OBJECTS for suffix in f.read_suffixes}
 # The codecs each shard format may be written with (readers find the codec in the file), and the
 # default: Parquet pages zstd (the smallest files); Arrow buffers uncompressed, read memory-mapped
 # without decoding; TFRecord shards are written uncompressed.
-SHARD_CODECS: dict[str, tuple[str, ...]] = {
-    "parquet": ("zstd", "lz4", "snappy", "none"), "tfrecord": (), "arrow": ("none", "lz4", "zstd"),
-}
-DEFAULT_SHARD_CODEC: dict[str, str | None] = {"parquet": "zstd", "tfrecord": None, "arrow": "none"}
+SHARD_CODECS: dict[str, tuple[str, ...]] = {f.name: f.codecs for f in SHARD_FORMAT_OBJECTS}
+DEFAULT_SHARD_CODEC: dict[str, str | None] = {f.name: f.default_codec for f in SHARD_FORMAT_OBJECTS}
 
 
 def check_shard_codec(codec: str, format: str) -> str:
@@ -71,14 +69,7 @@ def check_shard_codec(codec: str, format: str) -> str:
       >>> check_shard_codec("lz4", "arrow")
       'lz4'
     """
-    choices = SHARD_CODECS.get(format)
-    if choices is None:
-        raise ValueError(f"shard format must be one of {', '.join(SHARD_FORMATS)}, got {format!r}")
-    if not choices:
-        raise ValueError(f"{format} shards take no compression, got {codec!r}")
-    if codec not in choices:
-        raise ValueError(f"{format} compression must be one of {', '.join(choices)}, got {codec!r}")
-    return codec
+    return shard_format(format).check_codec(codec)
 
 
 def shard_format_of(path: str | os.PathLike) -> str | None:
@@ -92,4 +83,5 @@ def shard_format_of(path: str | os.PathLike) -> str | None:
       >>> shard_format_of("part-00000-of-00001.tfrecords")
       'tfrecord'
     """
-    return SHARD_SUFFIXES.get(os.path.splitext(os.fspath(path))[1])
+    fmt = shard_format_for(path)
+    return None if fmt is None else fmt.name

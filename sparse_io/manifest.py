@@ -27,16 +27,13 @@ The lock file of a running ingest (`LOCK_FILE`) is not part of an output.
 
 from __future__ import annotations
 
-import ctypes
 import datetime
-import functools
 import json
 import os
-import struct
 import sys
 from collections.abc import Iterable, Sequence
 
-from sparse_io.formats import SHARD_SUFFIXES, shard_format_of
+from sparse_io.shard_formats import ShardFormat, shard_format_for, suffix_list
 
 __all__ = [
     "MANIFEST_FILE",
@@ -49,6 +46,7 @@ __all__ = [
     "directory_differences",
     "verify_directory",
     "verify_paths",
+    "read_verified",
     "check_verify_level",
     "file_checksum",
 ]
@@ -58,7 +56,6 @@ LOCK_FILE = "_INGEST.lock"
 VERIFY_LEVELS = ("sizes", "checksums", "none")
 FORMAT = "sparseflow-manifest"
 VERSION = 1
-_SHARD_SUFFIXES = tuple(SHARD_SUFFIXES)
 _TMP_PREFIX = ".tmp-"
 _CHUNK = 4 << 20
 _NOT_OUTPUT_FILES = (MANIFEST_FILE, LOCK_FILE)
@@ -133,89 +130,11 @@ def _exists(path: str) -> bool:
 # --- checksums and row counts ------------------------------------------------------------------------------
 
 
-class _TFRecordCounter:
-    """Counts TFRecord frames (8-byte length, 4-byte CRC, data, 4-byte CRC) in a stream fed in chunks."""
-
-    def __init__(self):
-        self.records = 0
-        self._skip = 0  # bytes of the current frame's body still to pass
-        self._head = b""
-
-    def feed(self, chunk: bytes) -> None:
-        view = memoryview(chunk)
-        while len(view):
-            if self._skip:
-                step = min(self._skip, len(view))
-                self._skip -= step
-                view = view[step:]
-                continue
-            need = 12 - len(self._head)
-            self._head += bytes(view[:need])
-            view = view[need:]
-            if len(self._head) == 12:
-                (length,) = struct.unpack("<Q", self._head[:8])
-                self._skip = length + 4
-                self._head = b""
-                self.records += 1
-
-    @property
-    def complete(self) -> bool:
-        return not self._skip and not self._head
-
-
-class _NativeFrameState(ctypes.Structure):
-    # Mirrors `SparseflowFrameCounter` in sparse_io/native/tfrecord_frames.cc.
-    _fields_ = [
-        ("records", ctypes.c_int64),
-        ("skip", ctypes.c_int64),
-        ("head_len", ctypes.c_int64),
-        ("head", ctypes.c_uint8 * 16),
-    ]
-
-
-@functools.cache
-def _native_count_frames():
-    from sparse_io import native_build
-
-    library = native_build.load()
-    if library is None:
-        return None
-    function = library.sparseflow_count_frames
-    function.argtypes, function.restype = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64], ctypes.c_int64
-    return function
-
-
-class _NativeFrameCounter:
-    """`_TFRecordCounter` in native code (sparse_io/native/tfrecord_frames.cc): one call per chunk."""
-
-    def __init__(self, count_frames):
-        self._count = count_frames
-        self._state = _NativeFrameState()
-
-    def feed(self, chunk: bytes) -> None:
-        self._count(ctypes.byref(self._state), chunk, len(chunk))
-
-    @property
-    def records(self) -> int:
-        return int(self._state.records)
-
-    @property
-    def complete(self) -> bool:
-        return not self._state.skip and not self._state.head_len
-
-
-def _frame_counter():
-    """A TFRecord frame counter: native where sparse_io's helpers build, else `_TFRecordCounter`."""
-    count_frames = _native_count_frames()
-    return _TFRecordCounter() if count_frames is None else _NativeFrameCounter(count_frames)
-
-
-def _scan(path: str, count_records: bool) -> tuple[str, int, int | None]:
-    """(crc32c hex, bytes, TFRecord records or None) of a file, read once in chunks."""
+def _scan(path: str, counter=None) -> tuple[str, int, int | None]:
+    """(crc32c hex, bytes, records the `counter` counted or None) of a file, read once in chunks."""
     import google_crc32c
 
     crc, size = 0, 0
-    counter = _frame_counter() if count_records else None
     with _open(path) as f:
         while True:
             chunk = f.read(_CHUNK)
@@ -242,45 +161,29 @@ def file_checksum(path: str) -> str:
       >>> file_checksum(p)  # the CRC-32C check value
       'e3069283'
     """
-    return _scan(path, False)[0]
+    return _scan(path)[0]
 
 
-def _parquet_rows(path: str) -> int:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    with _open(path) as f:
-        try:
-            return pq.ParquetFile(f).metadata.num_rows
-        except (pa.ArrowInvalid, OSError) as e:
-            raise ManifestError(f"{path}: not a readable Parquet shard ({e})") from None
-
-
-def _arrow_rows(path: str) -> int:
-    from sparse_io.arrow_shards import ArrowShard
-    from sparse_io.errors import CorruptFileError
-
-    try:
-        shard = ArrowShard(path)
-    except CorruptFileError as e:
-        raise ManifestError(f"{path}: not a readable Arrow shard ({e.reason})") from None
-    with shard:
-        return shard.num_rows
-
-
-def _is_shard(relative: str) -> bool:
-    return "/" not in relative and relative.endswith(_SHARD_SUFFIXES)
+def _shard_format(relative: str) -> ShardFormat | None:
+    """The format of a top-level shard (by its suffix, `sparse_io.shard_formats`); None for any other file."""
+    return shard_format_for(relative) if "/" not in relative else None
 
 
 def _describe(directory: str, relative: str) -> dict:
+    from sparse_io.errors import CorruptFileError
+
     path = _join(directory, relative)
-    shard = _is_shard(relative)
-    fmt = shard_format_of(relative) if shard else None
-    tfrecord = fmt == "tfrecord"
-    crc, size, records = _scan(path, tfrecord)
+    fmt = _shard_format(relative)
+    counter = fmt.frame_counter() if fmt is not None else None
+    crc, size, records = _scan(path, counter)
     entry = {"path": relative, "bytes": size, "crc32c": crc}
-    if shard:
-        entry["rows"] = records if tfrecord else _arrow_rows(path) if fmt == "arrow" else _parquet_rows(path)
+    if fmt is not None:
+        if records is None:
+            try:
+                records = fmt.count_rows(path)
+            except CorruptFileError as e:
+                raise ManifestError(f"{path}: not a readable {fmt.title} shard ({e.reason})") from None
+        entry["rows"] = records
     return entry
 
 
@@ -313,7 +216,7 @@ def build_manifest(
     entries = [_describe(directory, n) for n in names]
     shards = [e for e in entries if "rows" in e]
     if not shards:
-        raise ManifestError(f"{directory}: no .parquet, .tfrecord or .arrow shard to commit")
+        raise ManifestError(f"{directory}: no {suffix_list()} shard to commit")
     others = [e for e in entries if "rows" not in e]
     rows_out = sum(e["rows"] for e in shards)
     record_totals = {"rows_in": None, "rows_out": rows_out, "bad": None}
@@ -542,3 +445,47 @@ def verify_paths(paths: Sequence[str], level: str = "sizes") -> None:
                 sizes.update({n: s for n, s in _list_files(directory).items() if n in names})
                 break
         _raise(directory, _differences(directory, manifest, sizes, names, level))
+
+
+def read_verified(directory: str | os.PathLike, relative: str, manifest: dict | None = None) -> bytes:
+    r"""The bytes of a file of the output `directory`, once they match its manifest entry (size and CRC-32C).
+
+    The file is read once and the check is made on the bytes returned, so
+    what the caller uses is what was verified, even if the file changes
+    meanwhile.
+
+    Args:
+      directory: the output directory (local or any FileSystems URL).
+      relative: the file, relative to `directory` (`schema.json`, `vocab/C9.txt`).
+      manifest: `directory`'s manifest, when already read (`read_manifest`).
+
+    Raises:
+      ManifestError: no manifest, the file not listed in it, missing, or of
+        another size or checksum (one line naming the file).
+
+    Example:
+      >>> read_verified("out/train", "vocab/C9.txt")  # doctest: +SKIP
+      b'C1\nC2\n'
+    """
+    import google_crc32c
+
+    directory = os.fspath(directory)
+    manifest = read_manifest(directory) if manifest is None else manifest
+
+    def differs(problem: str) -> ManifestError:
+        return ManifestError(f"{directory}: differs from its {MANIFEST_FILE}: {problem}")
+
+    entry = _entries(manifest).get(relative)
+    if entry is None:
+        raise differs(f"{relative} is not in the manifest")
+    try:
+        with _open(_join(directory, relative)) as f:
+            data = f.read()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        raise differs(f"{relative} is missing") from None
+    crc = f"{google_crc32c.value(data):08x}"
+    if len(data) != entry["bytes"]:
+        raise differs(f"{relative} has {len(data)} bytes, the manifest says {entry['bytes']}")
+    if crc != entry["crc32c"]:
+        raise differs(f"{relative} has checksum {crc}, the manifest says {entry['crc32c']}")
+    return data

@@ -30,12 +30,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sparse_io.arrow_shards import ArrowShard
-from sparse_io.formats import shard_format_of
+from sparse_io.shard_formats import SHARD_FORMAT_OBJECTS, shard_format_for
 
 __all__ = ["COLUMNAR_FORMATS", "ParquetShard", "ShardFile", "open_parquet", "open_shard"]
 
 # The shard formats read through this interface (TFRecord shards are read graph-natively instead).
-COLUMNAR_FORMATS = ("parquet", "arrow")
+COLUMNAR_FORMATS = tuple(fmt.name for fmt in SHARD_FORMAT_OBJECTS if fmt.columnar)
 
 
 class ShardFile(Protocol):
@@ -91,6 +91,10 @@ class ParquetShard:
         self.close()
 
 
+# How each columnar format (`ShardFormat.unit` set) opens as a ShardFile.
+_OPENERS: dict[str, type[ParquetShard] | type[ArrowShard]] = {"parquet": ParquetShard, "arrow": ArrowShard}
+
+
 def open_shard(path: str, shard_format: str | None = None) -> ParquetShard | ArrowShard:
     """Shard `path` of `shard_format` ("parquet" or "arrow"; default: its suffix's) opened as a `ShardFile`.
 
@@ -100,9 +104,9 @@ def open_shard(path: str, shard_format: str | None = None) -> ParquetShard | Arr
         errors are pyarrow's, as they were).
     """
     if shard_format is None:
-        shard_format = shard_format_of(path)
-    if shard_format == "parquet":
-        return ParquetShard(path)
-    if shard_format == "arrow":
-        return ArrowShard(path)
-    raise ValueError(f"shard_format must be one of {COLUMNAR_FORMATS}, got {shard_format!r}")
+        found = shard_format_for(path)
+        shard_format = None if found is None else found.name
+    opener = _OPENERS.get(shard_format or "")
+    if opener is None:
+        raise ValueError(f"shard_format must be one of {COLUMNAR_FORMATS}, got {shard_format!r}")
+    return opener(path)

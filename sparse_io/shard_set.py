@@ -19,6 +19,7 @@ from sparse_io import formats
 from sparse_io.errors import CorruptFileError
 from sparse_io.formats import shard_format_of
 from sparse_io.schema import SCHEMA_FILE, Schema
+from sparse_io.shard_formats import shard_format_for, suffix_list
 
 __all__ = ["SHARD_SUFFIXES", "ShardReport", "SkippedShard", "iter_shards", "read_shard", "shard_paths", "write_shard"]
 
@@ -108,22 +109,10 @@ def read_shard(path: str, schema: Schema | None = None) -> pa.Table:
         column missing or of another type.
       CorruptFileError: the shard is damaged (its format's own check).
     """
-    fmt = shard_format_of(path)
-    if fmt == "parquet":
-        from sparse_io.shards import read_parquet_shard
-
-        return read_parquet_shard(path, schema)
-    if fmt == "arrow":
-        from sparse_io.arrow_shards import read_arrow_shard
-
-        return read_arrow_shard(path, schema)
-    if fmt == "tfrecord":
-        if schema is None:
-            raise ValueError(f"{path}: reading a TFRecord shard needs a schema")
-        from sparse_io.tfrecord import read_tfrecord_shard
-
-        return read_tfrecord_shard(path, schema)
-    raise ValueError(f"not a .parquet, .tfrecord or .arrow shard: {path!r}")
+    fmt = shard_format_for(path)
+    if fmt is None:
+        raise ValueError(f"not a {suffix_list()} shard: {path!r}")
+    return fmt.read(path, schema)
 
 
 def write_shard(
@@ -140,27 +129,11 @@ def write_shard(
     `row_group_size` is the Parquet row group or Arrow record batch size;
     `compression` the format's codec (None: its default; TFRecord takes none).
     """
-    fmt = shard_format_of(path)
-    codec = compression or formats.DEFAULT_SHARD_CODEC.get(fmt or "")
-    if fmt == "parquet":
-        from sparse_io.shards import write_parquet_shard
-
-        return write_parquet_shard(
-            path, batches, schema, row_group_size=row_group_size, compression=str(codec), output_root=output_root
-        )
-    if fmt == "arrow":
-        from sparse_io.arrow_shards import write_arrow_shard
-
-        return write_arrow_shard(
-            path, batches, schema, record_batch_size=row_group_size, compression=str(codec), output_root=output_root
-        )
-    if fmt == "tfrecord":
-        if compression is not None:
-            formats.check_shard_codec(compression, "tfrecord")
-        from sparse_io.tfrecord import write_tfrecord_shard
-
-        return write_tfrecord_shard(path, batches, schema, output_root=output_root)
-    raise ValueError(f"not a .parquet, .tfrecord or .arrow shard name: {path!r}")
+    fmt = shard_format_for(path)
+    if fmt is None:
+        raise ValueError(f"not a {suffix_list()} shard name: {path!r}")
+    return fmt.write(path, batches, schema, row_group_size=row_group_size, compression=compression,
+                     output_root=output_root)
 
 
 def _schema_beside(paths: list[str]) -> Schema | None:
@@ -231,7 +204,7 @@ def iter_shards(
         verify_paths(paths, verify)
     if schema is None:
         schema = _schema_beside(paths)
-    if schema is None and any(shard_format_of(p) == "tfrecord" for p in paths):
+    if schema is None and any(not fmt.self_describing for p in paths if (fmt := shard_format_for(p))):
         raise ValueError(f"reading TFRecord shards needs a schema: none given and no {SCHEMA_FILE} beside them")
     report = report if report is not None else ShardReport()
     report.shards += len(paths)

@@ -555,9 +555,15 @@ def jsonl_record(draw) -> Record:
 
 
 def line_count(data: bytes) -> int:
-    """Records in a text file as the readers count lines: '\\n' ends a line, a last unended line counts."""
+    """Records in a text file as the readers count lines: '\\n' ends a line, a last unended line counts.
+
+    A file with a '\\r' and no '\\n' (classic Mac line ends; these files are smaller than one read) ends its
+    lines at '\\r'.
+    """
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
+    if b"\r" in data and b"\n" not in data:
+        data = data.replace(b"\r", b"\n")
     return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 

@@ -146,6 +146,7 @@ def test_fingerprints_tell_hash_settings_apart():
 def test_vocab_from_must_name_an_ingest_output_that_holds_every_feature(ingests, tmp_path):
     from pipelines.config import parse_config
     from pipelines.errors import UsageError
+    from sparse_io.manifest import commit_directory
 
     root, _, _ = ingests
     assert parse_config({"vocab_from": "out/train", "features": OTHER}).vocab_from == "out/train"
@@ -155,5 +156,8 @@ def test_vocab_from_must_name_an_ingest_output_that_holds_every_feature(ingests,
     schema = Schema.load(str(root / "train"))
     shutil.copytree(root / "train" / "vocab", tmp_path / "partial" / "vocab")
     (tmp_path / "partial" / "schema.json").write_text(schema.select([n for n in schema.names if n != "C7"]).to_json())
+    # A committed output (a source without a manifest is refused before its schema is read).
+    shutil.copy(root / "train" / "part-00000-of-00002.parquet", tmp_path / "partial")
+    commit_directory(str(tmp_path / "partial"))
     with pytest.raises(UsageError, match="feature 'C7' is not in its schema.json"):
         run_ingest([*common, "--output", str(tmp_path / "b"), "--vocab_from", str(tmp_path / "partial")])

@@ -29,8 +29,11 @@ def _rows_of(units, row_groups):
 )
 def test_every_row_goes_to_exactly_one_worker_and_none_is_empty(row_groups, workers):
     total = sum(map(sum, row_groups))
+    if total == 0:  # an empty output: every worker reads nothing
+        assert [plan_units(row_groups, workers, index)[0] for index in range(workers)] == [[]] * workers
+        return
     if total < workers:
-        with pytest.raises(ValueError, match="some worker would read nothing|no rows"):
+        with pytest.raises(ValueError, match="some worker would read nothing"):
             plan_units(row_groups, workers, 0)
         return
     seen = []

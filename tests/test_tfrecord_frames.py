@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from sparse_io import manifest
+from sparse_io import tfrecord_frames
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _native():
-    assert manifest._native_count_frames() is not None, "a C++ compiler builds the counter on every CI machine"
+    assert tfrecord_frames.native_count_frames() is not None, "a C++ compiler builds the counter on every CI machine"
 
 
 def _frames(lengths) -> bytes:
@@ -35,8 +35,8 @@ def test_native_counter_equals_the_python_counter_on_any_chunking(seed):
     keep = len(data) if seed % 3 else int(rng.integers(0, len(data) + 1))
     data = data[:keep]
     cuts = sorted(rng.integers(0, len(data) + 1, rng.integers(0, 30)).tolist())
-    native = _count(manifest._frame_counter(), data, cuts)
-    python = _count(manifest._TFRecordCounter(), data, cuts)
+    native = _count(tfrecord_frames.frame_counter(), data, cuts)
+    python = _count(tfrecord_frames.TFRecordCounter(), data, cuts)
     assert native == python
     if keep == len(_frames(lengths)):
         assert native == (len(lengths), True)
@@ -44,5 +44,5 @@ def test_native_counter_equals_the_python_counter_on_any_chunking(seed):
 
 def test_a_length_no_file_can_hold_reads_as_truncated():
     data = (2**64 - 1).to_bytes(8, "little") + b"\x00" * 20
-    assert _count(manifest._frame_counter(), data, [3, 9])[1] is False
-    assert _count(manifest._TFRecordCounter(), data, [3, 9])[1] is False
+    assert _count(tfrecord_frames.frame_counter(), data, [3, 9])[1] is False
+    assert _count(tfrecord_frames.TFRecordCounter(), data, [3, 9])[1] is False

@@ -141,8 +141,14 @@ def _drop_bom(chunk: bytes, stream: IO[bytes]) -> bytes:
 
 
 def _chunks(stream: IO[bytes], chunk_bytes: int) -> Iterator[bytes]:
-    """The stream's bytes in reads of `chunk_bytes`, without a UTF-8 byte order mark at the start."""
+    r"""The stream's bytes in reads of `chunk_bytes`, without a UTF-8 byte order mark at the start.
+
+    A file whose lines end in a lone carriage return (its first read holds
+    a "\r" and no "\n": classic Mac line ends) has every "\r" read as "\n",
+    so its lines split as any other file's.
+    """
     first_read = True
+    lone_cr: bool | None = None  # decided by the first bytes of text
     while True:
         chunk = stream.read(chunk_bytes)
         if not chunk:
@@ -153,7 +159,9 @@ def _chunks(stream: IO[bytes], chunk_bytes: int) -> Iterator[bytes]:
                 chunk = _drop_bom(chunk, stream)
                 if not chunk:
                     continue
-        yield chunk
+        if lone_cr is None:
+            lone_cr = b"\r" in chunk and b"\n" not in chunk
+        yield chunk.replace(b"\r", b"\n") if lone_cr else chunk
 
 
 def iter_byte_blocks(
@@ -166,7 +174,9 @@ def iter_byte_blocks(
 
     Every block but the last ends with its last line's "\n"; the last may
     lack it when the file does. Line numbers are 1-based. Lines keep any
-    "\r". A UTF-8 byte order mark at the start of the file is dropped.
+    "\r" before their "\n"; in a file whose lines end in a lone "\r", that
+    "\r" ends the line. A UTF-8 byte order mark at the start of the file is
+    dropped.
 
     A line longer than `max_line_bytes` (without its "\n"; None: no limit)
     is not in any block: a `LongLine` with its number, length and head comes

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
-from sparse_io.errors import LayoutError
+from sparse_io.errors import CorruptFileError, LayoutError
 from sparse_io.readers._convert import (
     RowProblems,
     empty_to_null,
@@ -61,7 +61,13 @@ def header_columns(line: bytes, delimiter: str, source: str, quote_char: str = '
 
     Raises:
       ValueError: the header is not UTF-8 or not a CSV line.
+      CorruptFileError: the header holds a carriage return before its end
+        (a file whose lines end in a lone carriage return).
     """
+    if b"\r" in line.rstrip(b"\r"):
+        # Lines ended by a lone carriage return read as one line: its records would pass for the header.
+        raise CorruptFileError(source, "its lines end in a carriage return alone (\\r, not \\n or \\r\\n); "
+                               "convert the line ends to \\n")
     try:
         line.decode("utf-8")
         names = pcsv.read_csv(

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from apache_beam.io.filesystems import FileSystems
 
 from sparse_io import token_table
+from sparse_io.errors import CorruptFileError
 from sparse_io.hashing import fingerprint64, hash_strings, normalize_salt
 from sparse_io.paths import join_under
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
@@ -28,15 +29,36 @@ from transforms.beam._columns import feature_names, replace_column, require_colu
 from transforms.beam._counts import list_values
 from transforms.beam.vocabulary import check_int
 
-__all__ = ["ApplyVocabulary", "VocabularyLookup", "read_vocabulary"]
+__all__ = ["ApplyVocabulary", "VocabularyLookup", "read_vocabulary", "read_vocabulary_bytes"]
 
 _METRICS = "sparseflow.ApplyVocabulary"
 
 
-def read_vocabulary(path: str) -> list[str]:
-    """The tokens of a vocabulary file, one a line, as TensorFlow's text-file initializer reads them."""
-    with FileSystems.open(path) as f:
-        text = f.read().decode("utf-8")
+def read_vocabulary_bytes(path: str, crc32c: str | None = None) -> bytes:
+    """A vocabulary file's bytes; with `crc32c` (8 hex digits), only when they have that CRC-32C.
+
+    Raises:
+      CorruptFileError: the bytes have another checksum (the file changed
+        since it was verified).
+    """
+    with FileSystems.open(path, compression_type="uncompressed") as f:
+        data = f.read()
+    if crc32c is not None:
+        import google_crc32c
+
+        found = f"{google_crc32c.value(data):08x}"
+        if found != crc32c:
+            raise CorruptFileError(path, f"has checksum {found}, not the {crc32c} verified when the ingest began "
+                                   "(the vocabulary changed meanwhile)")
+    return data
+
+
+def read_vocabulary(path: str, crc32c: str | None = None) -> list[str]:
+    """The tokens of a vocabulary file, one a line, as TensorFlow's text-file initializer reads them.
+
+    `crc32c`: as `read_vocabulary_bytes`'s.
+    """
+    text = read_vocabulary_bytes(path, crc32c).decode("utf-8")
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -208,8 +230,10 @@ def _resolve_collisions(keys, order, tokens, text, hashes, missed, found, pos):
 
 
 class _ApplyVocabularyFn(beam.DoFn):
-    def __init__(self, files: dict[str, str] | None, features, num_oov, oov_method, salt):
+    def __init__(self, files: dict[str, str] | None, features, num_oov, oov_method, salt,
+                 checksums: dict[str, str] | None = None):
         self._files = files
+        self._checksums = checksums or {}
         self._features = features
         self._num_oov = num_oov  # None, an int, or feature -> int
         self._oov_method = oov_method
@@ -232,8 +256,9 @@ class _ApplyVocabularyFn(beam.DoFn):
     def _lookup(self, feature: str, path: str, num_oov: int) -> VocabularyLookup:
         key = (feature, path, num_oov)
         if key not in self._lookups:
+            checksum = self._checksums.get(feature) if self._files else None
             self._lookups[key] = VocabularyLookup(
-                read_vocabulary(path), num_oov, oov_method=self._oov_method, salt=self._salt, feature=feature
+                read_vocabulary(path, checksum), num_oov, oov_method=self._oov_method, salt=self._salt, feature=feature
             )
         return self._lookups[key]
 
@@ -285,6 +310,9 @@ class ApplyVocabulary(beam.PTransform):
       oov_method: "floormod" (Keras's default for integers: `id mod n`) or
         "farmhash" (hash the decimal text); strings always hash.
       salt: Keras's `salt` for the "farmhash" OOV buckets.
+      checksums: feature -> CRC-32C (8 hex digits) a vocabulary given by path
+        must have when loaded (a `CorruptFileError` otherwise): the bytes
+        verified before the pipeline began are the bytes looked up.
 
     Input/output: PCollection[pa.RecordBatch]; each looked-up column becomes
     `list<int64>` (or `int64` when flat). Vocabularies given as paths are
@@ -306,9 +334,11 @@ class ApplyVocabulary(beam.PTransform):
         *,
         oov_method: str = "floormod",
         salt: int | Sequence[int] | None = None,
+        checksums: Mapping[str, str] | None = None,
     ):
         super().__init__()
         _check_oov_method(oov_method, salt)
+        self._checksums = dict(checksums or {})
         self._salt = normalize_salt(salt)
         self._oov_method = oov_method
         self._computed = None
@@ -341,7 +371,8 @@ class ApplyVocabulary(beam.PTransform):
                 raise ValueError(f"ApplyVocabulary: vocabulary file {path!r} does not exist")
 
     def expand(self, batches):
-        fn = _ApplyVocabularyFn(self._files, self._features, self._num_oov, self._oov_method, self._salt)
+        fn = _ApplyVocabularyFn(self._files, self._features, self._num_oov, self._oov_method, self._salt,
+                                self._checksums)
         if self._computed is not None:
             side = beam.pvalue.AsList(self._computed)
             return batches | "Lookup" >> beam.ParDo(fn, computed=side).with_output_types(pa.RecordBatch)

@@ -45,6 +45,7 @@ from sparse_io.atomic import atomic_write_text, remove_stale_temporaries
 from sparse_io.formats import DEFAULT_SHARD_CODEC, SHARD_FORMATS, SHARD_SUFFIX, check_shard_codec
 from sparse_io.hashing import hash_strings
 from sparse_io.schema import SCHEMA_FILE, Schema
+from sparse_io.shard_formats import shard_format
 from sparse_io.shard_set import write_shard
 from sparse_io.shards import DEFAULT_ROW_GROUP_SIZE, shard_name
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
@@ -281,7 +282,7 @@ def _write(
         batches,
         schema,
         row_group_size=row_group_size,
-        compression=None if format == "tfrecord" else compression,
+        compression=compression if shard_format(format).codecs else None,
         output_root=output_dir,
     )
 

@@ -33,6 +33,8 @@ from collections.abc import Iterator
 import tensorflow as tf
 
 from sparse_io.formats import SHARD_FORMATS
+from sparse_io.shard_files import COLUMNAR_FORMATS
+from sparse_io.shard_formats import shard_format
 
 __all__ = ["distribute", "remember", "DatasetFacts"]
 
@@ -165,9 +167,9 @@ def check_distributable(dataset: tf.data.Dataset, processing_mode="parallel_epoc
         than 1, or its TFRecord input shard is every n-th record.
     """
     records = facts(dataset)
-    columnar = next((record.source for record in records if record.source in ("parquet", "arrow")), None)
+    columnar = next((record.source for record in records if record.source in COLUMNAR_FORMATS), None)
     if columnar is not None:
-        name = {"parquet": "Parquet", "arrow": "Arrow"}[columnar]
+        name = shard_format(columnar).title
         raise ValueError(
             f"transforms.distribute: this dataset reads {name} shards through a tf.py_function, which "
             "exists only in this Python process and cannot run in a tf.data service worker; write "

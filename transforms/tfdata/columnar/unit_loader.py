@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from sparse_io.arrow import csr_from_arrow
 from sparse_io.csr import SparseValidationError
 from sparse_io.shard_files import ShardFile, open_shard
+from sparse_io.shard_formats import shard_format
 from transforms.tfdata.columnar.native_batch import UnitBuffers, unit_buffers
 from transforms.tfdata.core.columns import MISSING_INT, Column, dense_dtype
 from transforms.tfdata.core.csr_group import CsrGroup
@@ -151,7 +152,7 @@ class UnitLoader:
         table = handle.read_unit(unit.row_group, self._read_names)
         if unit.start or unit.stop != table.num_rows:
             table = table.slice(unit.start, unit.stop - unit.start)
-        kind = "record batch" if self.shard_format == "arrow" else "row group"
+        kind = shard_format(self.shard_format).unit
         where = f"{self.files[unit.file]} {kind} {unit.row_group}"
         buffers = unit_buffers(table, self.columns, self.label) if self.native else None
         native = set() if buffers is None else {*buffers.lists, *buffers.dense}

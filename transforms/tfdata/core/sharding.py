@@ -92,9 +92,12 @@ def plan_units(row_groups: Sequence[Sequence[int]], num_shards: int, index: int)
     Returns:
       `(units, mode)`; units are in file and row-group order.
 
+    No rows at all (an empty output) gives every worker no units: all read
+    nothing, so none waits on another.
+
     Raises:
-      ValueError: fewer rows in all than workers (some worker would read
-        nothing), or no rows at all.
+      ValueError: fewer rows in all than workers, but some (a worker would
+        read nothing while others read).
 
     Example:
       >>> plan_units([[4, 2]], 2, 1)
@@ -102,7 +105,7 @@ def plan_units(row_groups: Sequence[Sequence[int]], num_shards: int, index: int)
     """
     total = sum(sum(groups) for groups in row_groups)
     if total == 0:
-        raise ValueError("the input holds no rows")
+        return [], "files"
     files = split_files([sum(groups) > 0 for groups in row_groups], num_shards, index)
     if files is not None:
         units = [Unit(f, g, 0, rows) for f in files for g, rows in enumerate(row_groups[f]) if rows > 0]
