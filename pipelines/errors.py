@@ -47,7 +47,8 @@ def cli_errors(program: str) -> Iterator[None]:
     """Prints `program: error: ...` and exits non-zero instead of a bare traceback.
 
     UsageError (DataError too), ConfigError, SchemaError, a damaged input
-    file (CorruptFileError), a column of the wrong type (ColumnTypeError), an
+    file (CorruptFileError), a header that does not fit the schema (HeaderError),
+    a column of the wrong type (ColumnTypeError), an
     output that is incomplete or differs from its manifest (ManifestError) and
     the OSErrors of a missing or unwritable path exit 2; anything else exits 1 with its
     one-line message; set SPARSEFLOW_DEBUG=1 to get the full traceback
@@ -55,15 +56,15 @@ def cli_errors(program: str) -> Iterator[None]:
     and its error and exits 2 itself.)
     """
     from pipelines.config import ConfigError
-    from sparse_io.errors import CorruptFileError
+    from sparse_io.errors import CorruptFileError, HeaderError
     from sparse_io.manifest import ManifestError
     from sparse_io.readers._convert import ColumnTypeError
     from sparse_io.schema import SchemaError
 
     try:
         yield
-    except (UsageError, ConfigError, SchemaError, CorruptFileError, ColumnTypeError, ManifestError, FileNotFoundError,
-            PermissionError, NotADirectoryError, FileExistsError) as e:
+    except (UsageError, ConfigError, SchemaError, CorruptFileError, HeaderError, ColumnTypeError, ManifestError,
+            FileNotFoundError, PermissionError, NotADirectoryError, FileExistsError) as e:
         print(f"{program}: error: {e}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:

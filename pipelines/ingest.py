@@ -74,7 +74,7 @@ from pipelines.output_dir import (
 )
 from pipelines.output_lock import acquire_output_lock
 from pipelines.progress import LogProgress
-from sparse_io.errors import CorruptFileError
+from sparse_io.errors import CorruptFileError, HeaderError
 from sparse_io.formats import SHARD_SUFFIX
 from sparse_io.manifest import LOCK_FILE, MANIFEST_FILE, commit_directory
 from sparse_io.schema import SCHEMA_FILE, Schema
@@ -326,7 +326,7 @@ def _run_and_commit(options, config: IngestConfig, ours, files: list, planned: l
     except Exception as e:  # Beam wraps worker errors; surface the budget and damaged-file ones plainly.
         if "ErrorBudgetExceeded" in f"{type(e).__name__} {e}":
             raise UsageError(_budget_line(e)) from e
-        damaged = _damaged_file_line(e)
+        damaged = _data_file_line(e)
         if damaged is not None:
             raise DataError(damaged) from e
         raise
@@ -406,14 +406,18 @@ def validate_graph(options: PipelineOptions, config: IngestConfig, input_pattern
     }
 
 
-def _damaged_file_line(e: Exception) -> str | None:
-    """The line "<file>: <what is wrong>" of a CorruptFileError raised in a worker, however Beam wrapped it, or None."""
+def _data_file_line(e: Exception) -> str | None:
+    """The line "<file>: <what is wrong>" of a CorruptFileError or HeaderError from a worker, or None.
+
+    Beam wraps a worker's error, sometimes only as text; both are searched.
+    """
     seen = e
     while seen is not None:
-        if isinstance(seen, CorruptFileError):
+        if isinstance(seen, (CorruptFileError, HeaderError)):
             return str(seen)
         seen = seen.__cause__ or seen.__context__
-    found = re.search(r"CorruptFileError: (.+?)(?: \[while running [^\]\n]*\])?$", str(e), flags=re.M)
+    found = re.search(r"(?:CorruptFileError|HeaderError): (.+?)(?: \[while running [^\]\n]*\])?$", str(e),
+                      flags=re.M)
     return found.group(1) if found else None
 
 

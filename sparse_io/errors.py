@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-__all__ = ["CorruptFileError", "damage_is_corruption"]
+__all__ = ["CorruptFileError", "HeaderError", "damage_is_corruption"]
 
 
 class CorruptFileError(ValueError):
@@ -30,6 +30,24 @@ class CorruptFileError(ValueError):
         super().__init__(f"{path}: {reason}")
 
     def __reduce__(self):  # keeps the error picklable (Beam ships errors between processes)
+        return type(self), (self.path, self.reason)
+
+
+class HeaderError(ValueError):
+    """A delimited file's header does not fit the schema: a needed column is missing, a name repeats.
+
+    Also a header line that cannot be read. A data problem (the command-line programs exit 2), not a bug.
+
+    Example:
+      >>> str(HeaderError("logs/day1.csv", "the header names column(s) ['user'] more than once"))
+      "logs/day1.csv: the header names column(s) ['user'] more than once"
+    """
+
+    def __init__(self, path: str, reason: str):
+        self.path, self.reason = path, reason
+        super().__init__(f"{path}: {reason}")
+
+    def __reduce__(self):  # picklable, as Beam ships errors between processes
         return type(self), (self.path, self.reason)
 
 

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
+from sparse_io.errors import HeaderError
 from sparse_io.readers._convert import (
     RowProblems,
     empty_to_null,
@@ -57,7 +58,7 @@ def header_columns(line: bytes, delimiter: str, source: str, quote_char: str = '
     """The column names in a header line.
 
     Raises:
-      ValueError: the header is not UTF-8, or names a column twice.
+      HeaderError: (a ValueError) the header is not UTF-8, or names a column twice.
     """
     try:
         line.decode("utf-8")
@@ -65,11 +66,11 @@ def header_columns(line: bytes, delimiter: str, source: str, quote_char: str = '
             pa.BufferReader(line.rstrip(b"\r") + b"\n"), parse_options=_parse_options(delimiter, quote_char)
         )
     except (UnicodeDecodeError, pa.ArrowInvalid) as e:
-        raise ValueError(f"{source}: cannot read the CSV header line: {e}") from None
+        raise HeaderError(source, f"cannot read the CSV header line: {e}") from None
     columns = names.column_names
     dupes = sorted({c for c in columns if columns.count(c) > 1})
     if dupes:
-        raise ValueError(f"{source}: the header names column(s) {dupes} more than once")
+        raise HeaderError(source, f"the header names column(s) {dupes} more than once")
     return columns
 
 
@@ -77,16 +78,14 @@ def file_columns(schema: Schema, header: list[str] | None, source: str) -> list[
     """Column names in file order: the header's, or the schema's when there is none.
 
     Raises:
-      ValueError: the header lacks a column the schema needs.
+      HeaderError: (a ValueError) the header lacks a column the schema needs.
     """
     needed = schema.arrow_schema().names
     if header is None:
         return needed
     missing = [c for c in needed if c not in header]
     if missing:
-        raise ValueError(
-            f"{source}: the header lacks column(s) {missing} that the schema needs; it has {header}"
-        )
+        raise HeaderError(source, f"the header lacks column(s) {missing} that the schema needs; it has {header}")
     return header
 
 
