@@ -4,7 +4,8 @@
     target item id --------------------------------------Embedding-------------------> item vector v
     rating:    r = u . v + item bias + global bias       (squared error)
     next_item: logits = u . v' + bias' for every target v' of the batch, the
-               row's own target the right answer (softmax over in-batch negatives)
+               row's own target the right answer (softmax over in-batch negatives);
+               evaluation ranks u against every item of the catalogue instead
 
 Inputs are what `transforms.make_dataset(output="coo")` yields for a history
 ingest (`examples_per_event: true`): the history as a COO triple under the
@@ -87,16 +88,24 @@ class HistoryModel(keras.Model):
         self.items.build((None,))
         self.item_bias.build((None,))
 
-    def call(self, features: dict, training: bool = False) -> tf.Tensor:
-        target = tf.cast(features[self.target_feature], tf.int64)
-        static = target.shape[0]
-        batch = tf.constant(static, tf.int32) if static is not None else tf.shape(target, out_type=tf.int32)[0]
+    def user_vector(self, features: dict, batch) -> tf.Tensor:
+        """float32 `[B, embedding_dim]`: the history tower's output for `batch` (an int32 scalar) rows.
+
+        Scoring it against `items` (plus `item_bias`) ranks any item for these users, the whole
+        catalogue included (`pipelines.evaluation`).
+        """
         x = self.history_bag((*features[self.item_feature][:3], batch))
         if self.history_width > self.embedding_dim:
             x = tf.pad(x, [[0, 0], [0, self.history_width - self.embedding_dim]])
         for i in range(len(self.hidden_units)):
             x = getattr(self, f"hidden_{i}")(x)
-        user = self.user_projection(x)
+        return self.user_projection(x)
+
+    def call(self, features: dict, training: bool = False) -> tf.Tensor:
+        target = tf.cast(features[self.target_feature], tf.int64)
+        static = target.shape[0]
+        batch = tf.constant(static, tf.int32) if static is not None else tf.shape(target, out_type=tf.int32)[0]
+        user = self.user_vector(features, batch)
         item = self.items(target)
         bias = tf.squeeze(self.item_bias(target), 1)
         if self.task == "next_item":
