@@ -209,11 +209,11 @@ def _flat_task(schema: Schema, requested: str, label_stats: dict | None, exclude
     values = describe_label_values(label_stats)
     kind = label.label_type or ("binary" if label.binary_label else "real")
     if requested == "ctr" and not (label.binary_label or _only_zero_one(label_stats)):
-        raise TaskError(f"--task ctr needs a 0/1 click label, but label {label.name!r} is a {kind} label with "
+        raise TaskError(f"--task ctr needs a 0/1 click label, but label {label.name!r} (label_type {kind}) has "
                         f"{values}: use --task regression")
     if requested == "regression" and label.binary_label:
-        raise TaskError(f"--task regression needs an integer or real label, but label {label.name!r} is a binary "
-                        f"click label with {values}: use --task ctr")
+        raise TaskError(f"--task regression needs an integer or real label, but label {label.name!r} (label_type "
+                        f"binary: clicks) has {values}: use --task ctr")
     if label.name in exclude:
         raise TaskError(f"--exclude {label.name}: that is the label the task learns")
     features = tuple(n for n in schema.names if n != label.name and n not in exclude)
