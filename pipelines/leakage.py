@@ -7,7 +7,8 @@ names every model feature that, on its own, determines the label:
 - ctr: a held-out AUC of at least 0.999 from the feature alone. A numeric
   feature scores rows by its value (either direction); any feature also
   scores them by the mean label of its values (ids) on the even rows, AUC
-  measured on the odd rows (ids unseen there score the even rows' rate).
+  measured on the odd rows (ids unseen there score the even rows' rate;
+  at least 100 rows).
 
 Such a feature makes a held-out AUC of 1.0 mean nothing; `pipelines.train`
 warns about each by name and `--exclude` drops it.
@@ -20,6 +21,7 @@ import numpy as np
 __all__ = ["label_leaks", "auc", "LEAK_AUC"]
 
 LEAK_AUC = 0.999
+_MIN_ROWS = 100
 
 
 def auc(scores: np.ndarray, labels: np.ndarray) -> float:
@@ -96,8 +98,11 @@ def _numeric_determines(x: np.ndarray, y: np.ndarray, task: str) -> str | None:
 
 
 def _determines(values: list[tuple], y: np.ndarray, task: str) -> str | None:
-    """A held-out AUC of the per-value mean label (fit on even rows, scored on odd ones) >= LEAK_AUC (ctr)."""
-    if task != "ctr" or len(values) < 4:
+    """A held-out AUC of the per-value mean label (fit on even rows, scored on odd ones) >= LEAK_AUC (ctr).
+
+    Fewer than `_MIN_ROWS` rows say too little to call a feature a leak.
+    """
+    if task != "ctr" or len(values) < _MIN_ROWS:
         return None
     fit_sum: dict = {}
     fit_count: dict = {}
