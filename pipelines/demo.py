@@ -69,6 +69,7 @@ def run_demo(argv: list[str]) -> dict:
     from pipelines.report import summary_text
     from pipelines.synthetic import write_synthetic_criteo
     from pipelines.train import train
+    from pipelines.train_runs import record_run
 
     args = _args(argv)
     started = time.monotonic()
@@ -116,7 +117,7 @@ def run_demo(argv: list[str]) -> dict:
         result = train_with_early_stopping(train_argv, model_dir, args.steps, done, rows // batch_size)
     else:
         print(f"training {args.steps - done} steps of {batch_size:,} rows ...")
-        result = train([*train_argv, "--steps", str(args.steps)])
+        result = train([*train_argv, "--resume", "--steps", str(args.steps)])
         result["stopped_at"] = None
     if math.isnan(result["loss"]):  # no step ran: never report a loss nothing produced
         raise UsageError(f"no training step ran on {out}/train ({rows:,} rows, batches of {batch_size:,})")
@@ -125,8 +126,8 @@ def run_demo(argv: list[str]) -> dict:
     baseline = _base_rate_baseline(train_stats, _stats(eval_dir))
     if baseline is not None:
         result["base_rate"], result["baseline_loss"] = baseline
-    with open(os.path.join(model_dir, "train_result.json"), "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=2)
+    # The demo's summary of the whole run (early-stopping rounds included) is its own entry.
+    record_run(model_dir, {**result, "program": "pipelines.demo"})
     result["seconds"] = time.monotonic() - started
     result["report"] = ingested["train"].get("report")
     return result

@@ -45,8 +45,9 @@ def train_with_early_stopping(train_argv: list[str], model_dir: str, steps: int,
     """Trains `pipelines.train` in rounds for at most `steps` steps, stopping when a round does not improve.
 
     `train_argv` names --data, --eval_data and --model_dir `model_dir`, but
-    not --steps, --export or --checkpoint_every; the first round is half an
-    epoch of `steps_per_epoch` steps (at least 5).
+    not --steps, --export, --checkpoint_every, --resume or --overwrite; the
+    first round is half an epoch of `steps_per_epoch` steps (at least 5).
+    Every round is one run in `model_dir`'s train_result.json.
 
     Returns the best round's `TrainResult`, with `stopped_at` (the step of the
     first round that did not improve, or None) and `export` (the SavedModel of
@@ -61,7 +62,8 @@ def train_with_early_stopping(train_argv: list[str], model_dir: str, steps: int,
     if not ends:
         raise ValueError(f"early stopping: the model has trained {done} steps, not below the {steps} asked for")
     for end in ends:
-        result = train([*train_argv, "--steps", str(end), "--export", "none",
+        # Each round goes on from the previous one's checkpoint (the first from `done`, or fresh).
+        result = train([*train_argv, "--resume", "--steps", str(end), "--export", "none",
                         # one checkpoint per round, written when the round ends
                         "--checkpoint_every", str(steps + 1)])
         say(f"  step {end:>5}: training loss {result['loss']:.4f}, held-out loss {result['eval_loss']:.4f}")
@@ -76,8 +78,8 @@ def train_with_early_stopping(train_argv: list[str], model_dir: str, steps: int,
         shutil.rmtree(checkpoints)
         shutil.copytree(best_copy, checkpoints)
     shutil.rmtree(best_copy, ignore_errors=True)
-    # Restores the best checkpoint, trains nothing more (it is at --steps already) and exports it.
-    exported = train([*_without_eval(train_argv), "--steps", str(best["steps"]), "--quiet"])
+    # Restores the best checkpoint and exports it, training nothing and recording no run.
+    exported = train([*_without_eval(train_argv), "--steps", str(best["steps"]), "--quiet"], export_only=True)
     return {**best, "stopped_at": stopped_at, "export": exported.get("export")}
 
 

@@ -6,7 +6,8 @@
     target item id --Embedding-- (+ Embedding of each target item column) ----------------------> item vector v
     rating:    r = u . v + user bias + item bias + global bias   (squared error; the user bias from the tower)
     next_item: logits = u . v' + bias' for every target v' of the batch, the
-               row's own target the right answer (softmax over in-batch negatives)
+               row's own target the right answer (softmax over in-batch negatives);
+               evaluation ranks u against every item of the catalogue instead
 
 Inputs are what `transforms.make_dataset(output="coo")` yields for a history
 ingest (`examples_per_event: true`): the history as a COO triple under the
@@ -136,10 +137,8 @@ class HistoryModel(keras.Model):
         for i in range(len(self.target_sides)):
             getattr(self, f"target_side_{i}").build((None,))
 
-    def call(self, features: dict, training: bool = False) -> tf.Tensor:
-        target = tf.cast(features[self.target_feature], tf.int64)
-        static = target.shape[0]
-        batch = tf.constant(static, tf.int32) if static is not None else tf.shape(target, out_type=tf.int32)[0]
+    def _user_hidden(self, features: dict, batch) -> tf.Tensor:
+        """float32 `[B, hidden_units[-1]]`: the history and the event's side columns through the hidden layers."""
         parts = [self.history_bag((*features[self.item_feature][:3], batch))]
         parts += [getattr(self, f"side_{i}")((*features[name][:3], batch)) for i, name in enumerate(self.side_sparse)]
         for name in self.side_dense:
@@ -150,14 +149,29 @@ class HistoryModel(keras.Model):
             x = tf.pad(x, [[0, 0], [0, self.history_width - self.user_features_width]])
         for i in range(len(self.hidden_units)):
             x = getattr(self, f"hidden_{i}")(x)
-        user = self.user_projection(x)
+        return x
+
+    def user_vector(self, features: dict, batch) -> tf.Tensor:
+        """float32 `[B, embedding_dim]`: the history tower's output for `batch` (an int32 scalar) rows.
+
+        Scoring it against `items` (plus `item_bias`) ranks any item for these users, the whole
+        catalogue included (`pipelines.evaluation`).
+        """
+        return self.user_projection(self._user_hidden(features, batch))
+
+    def call(self, features: dict, training: bool = False) -> tf.Tensor:
+        target = tf.cast(features[self.target_feature], tf.int64)
+        static = target.shape[0]
+        batch = tf.constant(static, tf.int32) if static is not None else tf.shape(target, out_type=tf.int32)[0]
+        hidden = self._user_hidden(features, batch)
+        user = self.user_projection(hidden)
         item = self.items(target)
         for i, name in enumerate(self.target_sides):
             item = item + getattr(self, f"target_side_{i}")(tf.cast(features[name], tf.int64))
         bias = tf.squeeze(self.item_bias(target), 1)
         if self.task == "next_item":
             return tf.matmul(user, item, transpose_b=True) + bias[None, :]
-        return tf.reduce_sum(user * item, axis=1) + tf.squeeze(self.user_bias(x), 1) + bias + self.global_bias
+        return tf.reduce_sum(user * item, axis=1) + tf.squeeze(self.user_bias(hidden), 1) + bias + self.global_bias
 
     def get_config(self) -> dict:
         config = super().get_config()

@@ -444,7 +444,7 @@ def _run_and_commit(options, config: IngestConfig, ours, files: list, planned: l
     except Exception as e:  # Beam wraps worker errors; surface the budget and damaged-file ones plainly.
         if "ErrorBudgetExceeded" in f"{type(e).__name__} {e}":
             raise UsageError(_budget_line(e)) from e
-        damaged = _damaged_file_line(e)
+        damaged = _data_file_line(e)
         if damaged is not None:
             raise DataError(damaged) from e
         raise
@@ -524,7 +524,7 @@ def validate_graph(options: PipelineOptions, config: IngestConfig, input_pattern
     }
 
 
-def _damaged_file_line(e: Exception) -> str | None:
+def _data_file_line(e: Exception) -> str | None:
     """The line "<file>: <what is wrong>" of a CorruptFileError or LayoutError raised in a worker, or None.
 
     Beam wraps a worker's error; both the cause chain and the wrapped message are searched.

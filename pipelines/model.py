@@ -62,9 +62,16 @@ class CtrModel(keras.Model):
       block_size: block edge of the block-sparse layers.
       combiner: how ids of one row combine ("sum", "mean", "sqrtn").
       seed: seeds the block layouts.
+      output_shift, output_scale: the output is `output_shift + output_scale * head(x)`. A click model keeps
+        0 and 1 (a logit); a regression model starts from the training labels' mean and spread, so its first
+        step predicts the mean and the head learns deviations of order 1 whatever the label's units.
 
     Call: `model(features)` with the dict described in the module docstring;
-    returns logits `[B]`.
+    returns `[B]`: logits of a click model, predictions of a regression model.
+
+    Example:
+      >>> model = CtrModel({"user": 10}, ["age"], hidden_units=(16,), block_size=16, output_shift=3.5)
+      >>> model.build()  # doctest: +SKIP
     """
 
     def __init__(
@@ -77,6 +84,8 @@ class CtrModel(keras.Model):
         block_size: int = 32,
         combiner: str = "mean",
         seed: int = 0,
+        output_shift: float = 0.0,
+        output_scale: float = 1.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -88,6 +97,7 @@ class CtrModel(keras.Model):
         self.block_size = block_size
         self.combiner = combiner
         self.seed = seed
+        self.output_shift, self.output_scale = float(output_shift), float(output_scale)
         # Each layer is a direct attribute: TensorFlow checkpoints follow attributes, not
         # the dicts and lists Keras tracks, and a layer they miss is silently not saved.
         for name, size in self.vocab_sizes.items():
@@ -141,7 +151,10 @@ class CtrModel(keras.Model):
             x = tf.pad(x, [[0, 0], [0, pad]])
         for layer in self.hidden:
             x = layer(x)
-        return tf.squeeze(self.head(x), axis=1)
+        out = tf.squeeze(self.head(x), axis=1)
+        if self.output_scale != 1.0 or self.output_shift != 0.0:
+            out = self.output_shift + self.output_scale * out
+        return out
 
     def _batch_size(self, features: dict):
         for name in self.dense_features:
@@ -164,5 +177,7 @@ class CtrModel(keras.Model):
             block_size=self.block_size,
             combiner=self.combiner,
             seed=self.seed,
+            output_shift=self.output_shift,
+            output_scale=self.output_scale,
         )
         return config

@@ -9,7 +9,7 @@ row scored at serving time sees exactly the ids it was trained on.
 Signature `serving_default` of a click model (`export_serving_model`):
   inputs: every sparse feature as a string `[B]` (several ids joined by "|",
     "" for none) and every dense feature as float32 `[B]` (NaN when missing);
-  output: `probability` float32 `[B]`.
+  output: `probability` float32 `[B]` (a regression model: `prediction`, in the label's units).
 
 Signature of a history model (`export_history_model`), item feature `f`:
   inputs: `f` string `[B]` (the history's raw ids joined by "|"), `f__weights`
@@ -139,8 +139,14 @@ def export_history_model(model, schema: Schema, export_dir: str, *, vocab_dir: s
 
 
 def export_serving_model(model, schema: Schema, export_dir: str, *, vocab_dir: str | None = None,
-                         combiner: str = "mean") -> str:
-    """Writes a SavedModel to `export_dir` with the raw-id serving signature; returns the path."""
+                         combiner: str = "mean", output: str = "probability") -> str:
+    """Writes a SavedModel to `export_dir` with the raw-id serving signature; returns the path.
+
+    `output`: "probability" (a click model: the sigmoid of its logit) or "prediction" (a regression model:
+    its output as it is, in the label's units).
+    """
+    if output not in ("probability", "prediction"):
+        raise ValueError(f"output must be 'probability' or 'prediction', got {output!r}")
     id_maps = _RawIdMaps(schema, vocab_dir)
     signature = {spec.name: tf.TensorSpec([None], tf.string, name=spec.name) for spec in schema.sparse}
     signature.update({spec.name: tf.TensorSpec([None], tf.float32, name=spec.name) for spec in schema.dense})
@@ -151,6 +157,7 @@ def export_serving_model(model, schema: Schema, export_dir: str, *, vocab_dir: s
     @tf.function(input_signature=[signature])
     def serve(raw):
         inputs = raw_features_to_model_inputs(raw, schema, id_maps.maps, combiner)
-        return {"probability": tf.sigmoid(model(inputs, training=False))}
+        value = model(inputs, training=False)
+        return {output: tf.sigmoid(value) if output == "probability" else value}
 
     return _save(module, model, serve, export_dir)

@@ -1,34 +1,54 @@
-"""What the trainer learns from an ingest output: click-through, ratings or next items.
+"""What the trainer learns from an ingest output: clicks, ratings and counts, or next items.
 
-`resolve_task(schema, requested)` reads schema.json and picks (or checks) the
-task; the returned `Task` knows which columns to read, which model to build,
-its per-row loss, its held-out metrics and its serving export, so the
-training loop in `pipelines.train` is the same for all three:
+`resolve_task(schema, requested, label_stats)` reads schema.json (and the
+label's stats.json entry) and picks the task, or checks that the one asked
+for fits the label; the returned `Task` knows which columns to read, which
+model to build, its per-row loss and its serving export, so the training
+loop in `pipelines.train` is the same for all four. Held-out metrics and
+their baselines are `pipelines.evaluation`'s.
 
-| task        | shards it needs                          | loss                      | held-out metrics      |
-|-------------|------------------------------------------|---------------------------|-----------------------|
-| `ctr`       | a label column (Criteo-style clicks)     | sigmoid cross-entropy     | loss, AUC             |
-| `rating`    | a history `f` + `target_f` + `target_w`  | squared error             | RMSE, RMSE of the mean |
-| `next_item` | a history `f` + `target_f`               | in-batch softmax          | loss, hit rate @10    |
+| task         | shards it needs                               | loss                  | held-out metrics  |
+|--------------|-----------------------------------------------|-----------------------|-------------------|
+| `ctr`        | a 0/1 label (`label_type: binary`)            | sigmoid cross-entropy | log loss, AUC     |
+| `regression` | an `integer` or `real` label (ratings, counts) | squared error        | RMSE, MAE         |
+| `rating`     | a history `f` + `target_f` + a target rating  | squared error         | RMSE, MAE         |
+| `next_item`  | a history `f` + `target_f`                    | in-batch softmax      | catalogue hit@10  |
+
+`auto` picks `ctr` for a binary label, `regression` for any other label,
+and `rating` (with a target rating) or `next_item` on a history ingest.
+A task that does not fit the data (ctr on ratings 1..5, regression on
+clicks, a history task on a flat log) raises `TaskError` naming the label's
+values.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-
+from pipelines.errors import UsageError
 from sparse_io.schema import Schema, SchemaError
 
-__all__ = ["Task", "resolve_task", "history_sides", "TASK_CHOICES"]
+__all__ = ["Task", "TaskError", "resolve_task", "describe_label_values", "history_sides", "TASK_CHOICES", "FLAT_TASKS"]
 
-TASK_CHOICES = ("auto", "ctr", "rating", "next_item")
+TASK_CHOICES = ("auto", "ctr", "regression", "rating", "next_item")
+FLAT_TASKS = ("ctr", "regression")
 _TARGET = "target_"
+
+
+class TaskError(UsageError, ValueError):
+    """The task asked for does not fit the shards (exit status 2 in the command-line programs)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Task:
-    """One training objective over one schema (see the module table)."""
+    """One training objective over one schema (see the module table).
+
+    Attributes:
+      name: "ctr", "regression", "rating" or "next_item".
+      features: the input columns the model reads (flat tasks: every non-label column not excluded).
+      label: the column the loss compares with.
+      item: the history feature (rating, next_item); None for flat tasks.
+    """
 
     name: str
     features: tuple[str, ...] | None  # None: every non-label feature
@@ -38,24 +58,40 @@ class Task:
 
     @property
     def target(self) -> str | None:
-        """The input name of the item a history task scores (`target_<item>`); None for ctr."""
+        """The input name of the item a history task scores (`target_<item>`); None for flat tasks."""
         return None if self.item is None else _TARGET + self.item
 
-    def make_model(self, schema: Schema, args, hidden: tuple[int, ...]):
-        """The Keras model of this task: a `CtrModel` for ctr, a `HistoryModel` otherwise.
+    @property
+    def flat(self) -> bool:
+        """A task over a flat log (one label per row): ctr or regression."""
+        return self.name in FLAT_TASKS
+
+    def model_schema(self, schema: Schema) -> Schema:
+        """The columns of `schema` the model reads (flat tasks: what `--exclude` left)."""
+        return schema if self.features is None else schema.select(self.features)
+
+    def make_model(self, schema: Schema, args, hidden: tuple[int, ...], baseline: dict | None = None):
+        """The Keras model of this task: a `CtrModel` for ctr and regression, a `HistoryModel` otherwise.
 
         Args:
           schema: the shards' schema; sizes each embedding table from its id range.
           args: the parsed `pipelines.train` flags (embedding_dim, density, block_size, seed).
           hidden: the hidden layer widths.
+          baseline: `pipelines.evaluation.training_baseline`'s dict; a regression model starts from its
+            `label_mean` and `label_scale`.
         """
-        if self.name == "ctr":
+        baseline = baseline or {}
+        if self.flat:
             from pipelines.model import CtrModel
 
-            sizes = {s.name: _id_range(s) for s in schema.sparse}
-            dense = [f.name for f in schema.dense if f.time_unit is None]  # timestamps: see pipelines.model
-            return CtrModel(sizes, dense, embedding_dim=args.embedding_dim,
-                            hidden_units=hidden, density=args.density, block_size=args.block_size, seed=args.seed)
+            used = self.model_schema(schema)
+            sizes = {s.name: _id_range(s) for s in used.sparse}
+            dense = [f.name for f in used.dense if f.time_unit is None]  # timestamps: see pipelines.model
+            shift = baseline.get("label_mean", 0.0) if self.name == "regression" else 0.0
+            scale = baseline.get("label_scale", 1.0) if self.name == "regression" else 1.0
+            return CtrModel(sizes, dense, embedding_dim=args.embedding_dim, hidden_units=hidden,
+                            density=args.density, block_size=args.block_size, seed=args.seed,
+                            output_shift=shift, output_scale=scale)
         from pipelines.history_model import HistoryModel
 
         lists = {n: _id_range(schema[n]) for n in self.sides if schema[n].is_sparse}
@@ -80,49 +116,20 @@ class Task:
 
         if self.name == "ctr":
             return tf.nn.sigmoid_cross_entropy_with_logits(labels=tf.cast(label, tf.float32), logits=output)
-        if self.name == "rating":
+        if self.name in ("regression", "rating"):
             return tf.square(output - tf.cast(label, tf.float32))
+        # next_item trains against the other targets of its batch (evaluation ranks the whole catalogue).
         answers = tf.range(tf.shape(output)[0])
         return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=answers, logits=output)
-
-    def evaluate(self, model, dataset) -> dict:
-        """Held-out metrics over every batch of `dataset` (`(features, label)` elements)."""
-        import keras
-        import tensorflow as tf
-
-        losses, hits, labels, count = [], 0, [], 0
-        auc = keras.metrics.AUC(num_thresholds=2000)
-        for features, label in dataset:
-            output = model(self.model_inputs(features, label), training=False)
-            losses.append(float(tf.reduce_sum(self.per_row_loss(label, output))))
-            count += int(tf.shape(label)[0])
-            if self.name == "ctr":
-                auc.update_state(tf.cast(label, tf.float32), tf.sigmoid(output))
-            elif self.name == "rating":
-                labels.append(label.numpy())
-            else:
-                # The row's own target among the 10 highest-scored targets of its batch.
-                top = tf.math.top_k(output, k=min(10, int(tf.shape(output)[1]))).indices
-                own = tf.range(tf.shape(output)[0])[:, None]
-                hits += int(tf.reduce_sum(tf.cast(tf.reduce_any(tf.equal(top, own), axis=1), tf.int32)))
-        mean_loss = float(np.sum(losses) / max(count, 1))
-        result = {"eval_rows": count, "eval_loss": mean_loss}
-        if self.name == "ctr":
-            result["eval_auc"] = float(auc.result())
-        elif self.name == "rating":
-            ratings = np.concatenate(labels) if labels else np.zeros(0)
-            result["eval_rmse"] = float(np.sqrt(mean_loss))
-            result["eval_rmse_of_mean"] = float(np.std(ratings)) if ratings.size else float("nan")
-        else:
-            result["eval_hit_rate_at_10"] = hits / max(count, 1)
-        return result
 
     def export(self, model, schema: Schema, export_dir: str, *, vocab_dir: str | None = None) -> str:
         """Writes the raw-id SavedModel; `vocab_dir`: the ingest's `vocab/`, for vocabulary features."""
         from pipelines import serving
 
-        if self.name == "ctr":
-            return serving.export_serving_model(model, schema, export_dir, vocab_dir=vocab_dir)
+        if self.flat:
+            output = "probability" if self.name == "ctr" else "prediction"
+            return serving.export_serving_model(model, self.model_schema(schema), export_dir, vocab_dir=vocab_dir,
+                                                output=output)
         return serving.export_history_model(model, schema, export_dir, vocab_dir=vocab_dir)
 
 
@@ -163,34 +170,101 @@ def history_sides(schema: Schema, item: str) -> tuple[str, ...]:
     return tuple(sides)
 
 
-def resolve_task(schema: Schema, requested: str = "auto") -> Task:
-    """The task `requested` (or the one the schema implies for "auto") over `schema`.
+def describe_label_values(label_stats: dict | None) -> str:
+    """The label's values as stats.json records them: "values 1, 2, 3, 4, 5" or "values from 0 to 352698".
+
+    Example:
+      >>> describe_label_values({"min": 1.0, "max": 5.0, "value_counts": [[1, 10], [5, 3]]})
+      'values 1, 5'
+      >>> describe_label_values({"min": 0.5, "max": 7.25})
+      'values from 0.5 to 7.25'
+    """
+    if not label_stats or "min" not in label_stats:
+        return "values not recorded in stats.json"
+    counts = label_stats.get("value_counts")
+    if counts:
+        return "values " + ", ".join(_number(v) for v, _ in counts)
+    return f"values from {_number(label_stats['min'])} to {_number(label_stats['max'])}"
+
+
+def _number(value) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _only_zero_one(label_stats: dict | None) -> bool:
+    counts = (label_stats or {}).get("value_counts")
+    return bool(counts) and {float(v) for v, _ in counts} <= {0.0, 1.0}
+
+
+def resolve_task(schema: Schema, requested: str = "auto", label_stats: dict | None = None, *,
+                 exclude: tuple[str, ...] = ()) -> Task:
+    """The task `requested` (or the one the label implies for "auto") over `schema`.
+
+    Args:
+      schema: the training shards' schema.
+      requested: one of `TASK_CHOICES`.
+      label_stats: the label's stats.json entry (min, max, value_counts): names the label's values in a
+        refusal, and lets ctr train on an `integer` label that holds only 0 and 1.
+      exclude: columns the model must not read (`--exclude`).
 
     Raises:
-      ValueError: an unknown task, or a schema without the columns the task needs.
+      TaskError: an unknown task, a task that does not fit the label (one line naming its values), a schema
+        without the columns a history task needs, or an `exclude` that names no feature, the label, or a
+        column a history task needs.
     """
     if requested not in TASK_CHOICES:
-        raise ValueError(f"--task must be one of {TASK_CHOICES}, got {requested!r}")
+        raise TaskError(f"--task must be one of {TASK_CHOICES}, got {requested!r}")
+    unknown = [name for name in exclude if name not in schema.names]
+    if unknown:
+        raise TaskError(f"--exclude {','.join(exclude)}: no feature(s) {unknown} in schema.json; it has {schema.names}")
+    label = schema.label
+    if requested == "auto" and label is not None:
+        requested = "ctr" if label.binary_label else "regression"
+    if requested in FLAT_TASKS:
+        return _flat_task(schema, requested, label_stats, exclude)
+    return _history_task(schema, requested, exclude)
+
+
+def _flat_task(schema: Schema, requested: str, label_stats: dict | None, exclude: tuple[str, ...]) -> Task:
+    label = schema.label
+    if label is None:
+        raise TaskError(f"--task {requested}: schema.json has no label feature (a history ingest trains "
+                        f"--task rating or next_item); it has {schema.names}")
+    values = describe_label_values(label_stats)
+    kind = label.label_type or ("binary" if label.binary_label else "real")
+    if requested == "ctr" and not (label.binary_label or _only_zero_one(label_stats)):
+        raise TaskError(f"--task ctr needs a 0/1 click label, but label {label.name!r} (label_type {kind}) has "
+                        f"{values}: use --task regression")
+    if requested == "regression" and label.binary_label:
+        raise TaskError(f"--task regression needs an integer or real label, but label {label.name!r} (label_type "
+                        f"binary: clicks) has {values}: use --task ctr")
+    if label.name in exclude:
+        raise TaskError(f"--exclude {label.name}: that is the label the task learns")
+    features = tuple(n for n in schema.names if n != label.name and n not in exclude)
+    return Task(requested, features, label.name)
+
+
+def _history_task(schema: Schema, requested: str, exclude: tuple[str, ...]) -> Task:
     dense = [f.name for f in schema.dense]
     # An item column's list has its target_ column too: only the item is the history feature.
     items = [f.name for f in schema.sparse if _TARGET + f.name in dense and f.history_role in (None, "item")]
     listed = items + [f.name for f in schema if f.history_role == "item_column"]
     targets = [name for name in dense if name.startswith(_TARGET) and name[len(_TARGET):] not in listed]
     if requested == "auto":
-        requested = "ctr" if schema.label is not None else "rating" if items and targets else "next_item"
-    if requested == "ctr":
-        if schema.label is None:
-            raise ValueError(f"--task ctr: schema.json has no label feature; it has {schema.names}")
-        return Task("ctr", None, schema.label.name)
+        requested = "rating" if items and targets else "next_item"
     if len(items) != 1:
-        raise ValueError(
-            f"--task {requested}: needs exactly one history feature f with a target_f column "
-            f"(an ingest with histories.examples_per_event); found {items or 'none'} in {schema.names}"
+        raise TaskError(
+            f"--task {requested}: needs a history ingest (histories.examples_per_event): exactly one history "
+            f"feature f with a target_f column; found {items or 'none'} in {schema.names}"
         )
     item = items[0]
-    sides = history_sides(schema, item)
+    needed = [item, _TARGET + item] + (targets if requested == "rating" else [])
+    clash = [name for name in exclude if name in needed]
+    if clash:
+        raise TaskError(f"--exclude: --task {requested} cannot train without {clash}")
+    sides = tuple(name for name in history_sides(schema, item) if name not in exclude)
     if requested == "next_item":
         return Task("next_item", (item, *sides), _TARGET + item, item, sides)
     if len(targets) != 1:
-        raise ValueError(f"--task rating: needs one target rating column (target_<weight>); found {targets or 'none'}")
+        raise TaskError(f"--task rating: needs one target rating column (target_<weight>); found {targets or 'none'}")
     return Task("rating", (item, _TARGET + item, *sides), targets[0], item, sides)

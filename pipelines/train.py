@@ -5,22 +5,29 @@ r"""`python -m pipelines.train`: train a model on an ingest output directory.
 
 Reads the shards with `transforms.make_dataset` (COO batches padded to the
 capacity stats.json records, so every step has the same shapes and XLA
-compiles once) and trains what the schema calls for (`pipelines.tasks`):
-`CtrModel` with binary cross-entropy on click logs, or `HistoryModel` on
-user histories (`--task rating`: squared error on the next rating;
-`--task next_item`: softmax over the batch's target items). It checkpoints
-the model, the optimizer and the input position to --model_dir every
---checkpoint_every steps, and resumes from there when restarted. At the end
-it evaluates on --eval_data and exports a SavedModel whose `serving_default`
-signature takes raw ids (the strings of the log) and hashes them exactly as
-the ingest did.
+compiles once) and trains what the label calls for (`pipelines.tasks`):
+`--task ctr` (a 0/1 label: binary cross-entropy), `--task regression` (an
+integer or real label such as a rating or a count: squared error), or on
+user histories `--task rating` (squared error on the next rating) and
+`--task next_item` (softmax over the batch's target items); a task that does
+not fit the label is refused. It checkpoints the model, the optimizer and
+the input position to --model_dir every --checkpoint_every steps. A
+--model_dir that holds a checkpoint is refused unless --resume (continue
+it) or --overwrite (start over) says what to do with it. At the end it
+evaluates on every row of --eval_data, prints each metric beside its
+baseline (`pipelines.evaluation`), appends the run to
+--model_dir/train_result.json and exports a SavedModel whose
+`serving_default` signature takes raw ids (the strings of the log) and
+hashes them exactly as the ingest did. A run that trains no step records
+nothing and exits 2.
 
 `--strategy multi_worker` runs under `tf.distribute.MultiWorkerMirroredStrategy`
 with the cluster taken from TF_CONFIG; each worker reads its own part of the
 shards. Only the chief writes to --model_dir (other workers checkpoint under
 `--model_dir/workers/`). Every checkpoint holds the input position of each
-worker, so when all workers are restarted with the same TF_CONFIG (how a
-multi-worker run recovers) each restores the model, the optimizer and the
+worker, so when all workers are restarted with the same TF_CONFIG and
+--resume (how a multi-worker run recovers; --resume without a checkpoint
+starts fresh, so the same command line serves both) each restores the model, the optimizer and the
 step and goes on reading its own part of the data where it stopped. A run
 with another number of workers than the checkpoint's splits the data
 differently: it restores the model, the optimizer and the step, logs a
@@ -38,6 +45,7 @@ import time
 
 __all__ = ["train", "main", "TrainResult"]
 
+from pipelines.evaluation import HIT_AT
 from pipelines.tasks import TASK_CHOICES
 
 _LOGGER = logging.getLogger("sparseflow.train")
@@ -48,7 +56,8 @@ EXPORT_DIR = "export"
 def _parser() -> argparse.ArgumentParser:
     from pipelines import cli
 
-    p = cli.parser("pipelines.train", __doc__, "--data DIR --model_dir DIR [--eval_data DIR] [options]")
+    p = cli.parser("pipelines.train", __doc__, "--data DIR --model_dir DIR [--eval_data DIR] [options]",
+                   epilog=_EPILOG)
     p.add_argument("--data", required=True, metavar="DIR", help="ingest output directory with the training shards")
     p.add_argument("--eval_data", default=None, metavar="DIR",
                    help="ingest output directory of held-out rows (default: no held-out metrics)")
@@ -68,7 +77,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--strategy", choices=("default", "multi_worker"), default="default",
                    help="multi_worker: MultiWorkerMirroredStrategy with the cluster in TF_CONFIG")
     p.add_argument("--task", choices=TASK_CHOICES, default="auto",
-                   help="ctr (a label column), rating or next_item (history ingests); auto picks from schema.json")
+                   help="ctr (a 0/1 label), regression (an integer or real label: ratings, counts), rating or "
+                        "next_item (history ingests); auto picks from the label in schema.json, and a task that "
+                        "does not fit the label is refused")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the checkpoint in --model_dir (none there: start fresh)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start over: remove the checkpoints and export in --model_dir (its train_result.json "
+                        "runs are kept)")
+    p.add_argument("--exclude", default="", metavar="COLUMNS",
+                   help="comma-separated columns the model does not read (a feature that gives the label away)")
     p.add_argument("--export", choices=("savedmodel", "none"), default="savedmodel",
                    help="export a SavedModel taking raw ids to --model_dir/export")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -76,6 +94,16 @@ def _parser() -> argparse.ArgumentParser:
                    help="how much of each data directory's _MANIFEST.json to check before training: file sizes "
                         "(default), checksums of every byte, or none (shards written without a manifest)")
     return p
+
+
+_EPILOG = f"""\
+held-out metrics (--eval_data): every row counts once, whatever --batch_size (the last partial batch
+included), each beside its baseline from the training rows:
+  ctr         log loss and AUC; always predicting the training base rate (AUC 0.5)
+  regression  RMSE and MAE (rating too); always predicting the training mean
+  next_item   hit@{HIT_AT} and loss against the whole item catalogue (every id of the item's hash buckets or
+              vocabulary, not the other rows of a batch); always the {HIT_AT} most frequent training targets
+results: printed as JSON and appended to --model_dir/train_result.json ({{"runs": [...]}}, one entry per run)."""
 
 
 class TrainResult(dict):
@@ -97,8 +125,8 @@ def _dataset(args, task, directory: str, *, training: bool, start=None, input_co
         # ids. Those few are dropped and counted rather than stopping the run.
         overflow="drop",
         dropped=dropped,
-        # next_item scores a row against the other targets of its batch: batches stay full.
-        drop_remainder=training or task.name == "next_item",
+        # Training batches are full (static shapes; next_item's in-batch negatives).
+        drop_remainder=training,
         features=task.features,
         label=task.label,
         combiner="mean",
@@ -157,16 +185,24 @@ def _args(argv: list[str]) -> tuple[argparse.Namespace, tuple[int, ...]]:
         p.error(f"--hidden_units must be comma-separated integers, got {args.hidden_units!r}")
     if any(u <= 0 or u % args.block_size for u in hidden):
         p.error(f"--hidden_units {args.hidden_units} must be positive multiples of --block_size {args.block_size}")
+    if args.resume and args.overwrite:
+        p.error("--resume continues the checkpoint and --overwrite removes it: give one")
+    args.exclude = tuple(c.strip() for c in args.exclude.split(",") if c.strip())
     return args, hidden
 
 
-def train(argv: list[str]) -> TrainResult:
+def train(argv: list[str], *, export_only: bool = False) -> TrainResult:
     """Runs training as the command line `argv` asks; returns a `TrainResult`.
+
+    `export_only` (for `pipelines.early_stopping`): restore the latest checkpoint of --model_dir and export
+    it, training nothing and recording no run.
 
     Raises:
       SystemExit: bad flags or flag values (the usage line and one line naming the flag, exit status 2).
       UsageError: --eval_data maps a feature's raw values to other ids than --data (`sparse_io.id_space`),
-        or a gs:// path and no Google Cloud credentials (`pipelines.credentials`).
+        a gs:// path and no Google Cloud credentials (`pipelines.credentials`), a checkpointed --model_dir
+        without --resume or --overwrite, a run that would train no step, or a task that does not fit the
+        label (`pipelines.tasks.TaskError`).
       ValueError / FileNotFoundError: data directories that are not ingest outputs.
     """
     args, hidden = _args(argv)
@@ -177,8 +213,10 @@ def train(argv: list[str]) -> TrainResult:
     import keras
     import tensorflow as tf
 
-    from pipelines.errors import DataError
+    from pipelines.errors import DataError, UsageError
+    from pipelines.evaluation import label_stats, training_baseline
     from pipelines.tasks import resolve_task
+    from pipelines.train_runs import check_model_dir, record_run
     from sparse_io.manifest import verify_directory
     from sparse_io.schema import Schema
     from transforms.tfdata.core.state import InputState
@@ -193,15 +231,23 @@ def train(argv: list[str]) -> TrainResult:
     schema = Schema.load(args.data)
     if args.eval_data:
         _check_eval_id_spaces(schema, args.eval_data)
-    task = resolve_task(schema, args.task)
-    _LOGGER.info("task %s: features %s, label %s", task.name, task.features or "all", task.label)
-    keras.utils.set_random_seed(args.seed)
+    stats = label_stats(args.data, schema.label.name) if schema.label is not None else None
+    task = resolve_task(schema, args.task, stats, exclude=args.exclude)
+    _LOGGER.info("task %s: features %s, label %s", task.name, ",".join(task.features or ()) or "all", task.label)
 
     multi_worker = args.strategy == "multi_worker"
     strategy = tf.distribute.MultiWorkerMirroredStrategy() if multi_worker else tf.distribute.get_strategy()
     workers = _num_workers(strategy) if multi_worker else 1
+    chief = _is_chief(strategy)
+    # Every worker takes part in a save; only the chief's lands in --model_dir.
+    checkpoint_dir = os.path.join(args.model_dir, CHECKPOINT_DIR) if chief else _worker_dir(args.model_dir, strategy)
+    started_as = "resumed" if export_only else check_model_dir(
+        args.model_dir, checkpoint_dir, resume=args.resume, overwrite=args.overwrite, chief=chief)
+
+    baseline = training_baseline(task, args.data, verify=_recheck(args.verify))
+    keras.utils.set_random_seed(args.seed)
     with strategy.scope():
-        model = task.make_model(schema, args, hidden)
+        model = task.make_model(schema, args, hidden, baseline)
         model.build()
         optimizer = keras.optimizers.Adam(args.learning_rate)
         # Variables exist before the restore, so every saved value finds its place at once.
@@ -213,12 +259,11 @@ def train(argv: list[str]) -> TrainResult:
         position = tf.Variable(tf.zeros([workers, 4] if multi_worker else [4], tf.int64), trainable=False,
                                name="input_position")
 
-    chief = _is_chief(strategy)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step, position=position)
-    # Every worker takes part in a save; only the chief's lands in --model_dir.
-    checkpoint_dir = os.path.join(args.model_dir, CHECKPOINT_DIR) if chief else _worker_dir(args.model_dir, strategy)
     manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=2)
     restored = manager.latest_checkpoint
+    if export_only and not restored:
+        raise UsageError(f"--model_dir {args.model_dir} holds no checkpoint to export")
     saved_shape = _saved_position_shape(restored) if restored else None
     if restored and saved_shape != position.shape.as_list():
         # Positions saved by another number of workers belong to another split of the data (each worker's
@@ -232,7 +277,12 @@ def train(argv: list[str]) -> TrainResult:
     starts = [InputState.from_tensor(row) if row[3] != 0 else None for row in position.numpy().reshape(-1, 4)]
     if restored:
         _LOGGER.info("resumed from %s at step %d", restored, int(step.numpy()))
+    total = args.steps
+    if not export_only and total is not None and int(step.numpy()) >= total:
+        raise UsageError(f"--resume: the checkpoint in {args.model_dir} is at step {int(step.numpy())} and --steps "
+                         f"is {total}: nothing to train (give --steps above {int(step.numpy())})")
 
+    leaks = _warn_label_leaks(args, task, schema) if chief and task.flat and not export_only else []
     dropped = tf.Variable(0, dtype=tf.int64, trainable=False, name="dropped_ids")
     this_worker = 0  # the input pipeline (part of the data) of this process, set by make_input
 
@@ -274,52 +324,78 @@ def train(argv: list[str]) -> TrainResult:
         losses = strategy.run(compiled_step, args=(features, label))
         return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
 
-    total = args.steps
-    _LOGGER.info("training on %s (the first step builds the graph) ...", args.data)
     progress = _Progress(total, global_batch, args.quiet)
     loss_value = float("nan")
     done_here = 0
     after = None
     started = time.monotonic()
-    for element in dataset:
-        if total is not None and int(step.numpy()) >= total:
-            break
-        features, label, after = element
-        loss_value = float(distributed_step(features, label))
-        step.assign_add(1)
-        done_here += 1
-        if not multi_worker:
-            position.assign(after)
-        progress.update(int(step.numpy()), done_here, loss_value)
-        if int(step.numpy()) % args.checkpoint_every == 0:
-            save(after)
+    if not export_only:
+        _LOGGER.info("training on %s (the first step builds the graph) ...", args.data)
+        for element in dataset:
+            if total is not None and int(step.numpy()) >= total:
+                break
+            features, label, after = element
+            loss_value = float(distributed_step(features, label))
+            step.assign_add(1)
+            done_here += 1
+            if not multi_worker:
+                position.assign(after)
+            progress.update(int(step.numpy()), done_here, loss_value)
+            if int(step.numpy()) % args.checkpoint_every == 0:
+                save(after)
+        if not done_here:  # nothing trained: no loss to report and no run to record
+            raise UsageError(f"no training step ran on {args.data} (--model_dir {args.model_dir} at step "
+                             f"{int(step.numpy())}, batches of {args.batch_size:,} rows): nothing to train")
+        progress.update(int(step.numpy()), done_here, loss_value, final=True)
+        save(after)
     elapsed = time.monotonic() - started
-    progress.update(int(step.numpy()), done_here, loss_value, final=True)
-    save(after)
 
     if int(dropped.numpy()):
         _LOGGER.warning("%d ids past the stats.json capacity of their shuffled batch were dropped",
                         int(dropped.numpy()))
     result = TrainResult(
         task=task.name,
+        started=started_as,
         dropped_ids=int(dropped.numpy()),
         steps=int(step.numpy()),
+        steps_this_run=done_here,
         loss=loss_value,
         examples_per_second=done_here * global_batch / max(elapsed, 1e-9),
         model_dir=args.model_dir,
     )
+    if args.exclude:
+        result["excluded"] = list(args.exclude)
+    if leaks:
+        result["label_leaks"] = leaks
+    result.update({k: v for k, v in baseline.items() if k != "popular_items"})
     if not chief:
         return result
-    if args.eval_data:
-        _LOGGER.info("evaluating on %s ...", args.eval_data)
-        result.update(evaluate(model, task, args.eval_data, args.batch_size, verify=_recheck(args.verify)))
+    if args.eval_data and not export_only:
+        from pipelines.evaluation import summary_line
+
+        _LOGGER.info("evaluating on every row of %s ...", args.eval_data)
+        result.update(evaluate(model, task, args.eval_data, args.batch_size, baseline, verify=_recheck(args.verify)))
+        line = summary_line(task.name, result)
+        if line:
+            _LOGGER.info("%s", line)
     if args.export == "savedmodel":
         _LOGGER.info("exporting the SavedModel to %s ...", os.path.join(args.model_dir, EXPORT_DIR))
         result["export"] = task.export(model, schema, os.path.join(args.model_dir, EXPORT_DIR),
                                        vocab_dir=os.path.join(args.data, "vocab"))
-    with open(os.path.join(args.model_dir, "train_result.json"), "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=2)
+    if not export_only:
+        record_run(args.model_dir, result)
     return result
+
+
+def _warn_label_leaks(args, task, schema) -> list[dict]:
+    """Warns (one line each) about every model feature that determines the label on the training rows."""
+    from pipelines.leakage import label_leaks
+
+    leaks = label_leaks(args.data, task, schema, verify=_recheck(args.verify))
+    for leak in leaks:
+        _LOGGER.warning("feature %r gives the label %r away: it %s; --exclude %s drops it",
+                        leak["feature"], task.label, leak["reason"], leak["feature"])
+    return leaks
 
 
 def _check_eval_id_spaces(schema, eval_dir: str) -> None:
@@ -387,14 +463,19 @@ def _worker_dir(model_dir: str, strategy) -> str:
     return os.path.join(model_dir, "workers", f"{resolver.task_type}-{resolver.task_id}", CHECKPOINT_DIR)
 
 
-def evaluate(model, task, directory: str, batch_size: int, *, verify: str = "sizes") -> dict:
-    """The task's held-out metrics (see `pipelines.tasks`) of `model` on every row of an ingest output."""
+def evaluate(model, task, directory: str, batch_size: int, baseline: dict | None = None, *,
+             verify: str = "sizes") -> dict:
+    """The task's held-out metrics (`pipelines.evaluation`) of `model` on every row of an ingest output.
+
+    Every row counts once whatever `batch_size`: the last partial batch is evaluated, and fewer rows than
+    one batch are one partial batch. `baseline`: `pipelines.evaluation.training_baseline`'s dict.
+    """
+    from pipelines.evaluation import evaluate as evaluate_task
     from transforms.tfdata.dataset import make_dataset
 
     dataset = make_dataset(directory, batch_size, shuffle=False, output="coo", combiner="mean",
-                           features=task.features, label=task.label,
-                           drop_remainder=task.name == "next_item", verify=verify)
-    return task.evaluate(model, dataset)
+                           features=task.features, label=task.label, drop_remainder=False, verify=verify)
+    return evaluate_task(model, task, dataset, baseline or {})
 
 
 def main(argv: list[str] | None = None) -> None:

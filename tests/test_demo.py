@@ -89,7 +89,7 @@ def test_a_small_log_trains_with_the_batch_cut_to_its_rows_and_beside_the_base_r
     loss = -sum(math.log(rate) if y else math.log(1 - rate) for y in held_labels) / len(held_labels)
     (line,) = [line for line in printed.splitlines() if "always predicted" in line]
     assert f"base rate {rate:.3f}" in line and f"{loss:.4f} / 0.500" in line
-    result = json.load(open(os.path.join(out, "model", "train_result.json")))
+    result = json.load(open(os.path.join(out, "model", "train_result.json")))["runs"][-1]
     assert result["batch_size"] == 300 and result["baseline_loss"] == pytest.approx(loss)
 
 

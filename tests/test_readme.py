@@ -288,3 +288,35 @@ def test_the_benchmark_rows_in_the_readme_are_those_of_results_md():
     assert len(rows) > 10
     missing = [row for row in rows if row not in results]
     assert not missing, missing
+
+
+def _tasks_section() -> str:
+    section = README[README.index("## Tasks"):]
+    return section[: section.index("\n## ", 1)]
+
+
+def test_the_readme_tasks_commands_resume_exclude_and_print_baselines(walk):
+    home, steps = walk
+    (body,) = re.findall(r"```bash\n(.*?)```", _tasks_section(), flags=re.S)
+    commands = _block_commands(body)
+    assert len(commands) == 2 and "--resume" in commands[0] and "--exclude tags,price" in commands[1]
+    ran = {s["command"]: s for s in steps}
+    for command in commands:
+        assert ran[command]["returncode"] == 0, ran[command]["stderr"][-2000:]
+        assert "always predicting the training base rate" in ran[command]["stderr"]
+    runs = json.loads((home / "out" / "clicks-model" / "train_result.json").read_text())["runs"]
+    assert [r["started"] for r in runs] == ["fresh", "resumed"] and runs[-1]["steps"] == 40
+    excluded = json.loads((home / "out" / "clicks-no-tags" / "train_result.json").read_text())["runs"]
+    assert excluded[-1]["excluded"] == ["tags", "price"]
+
+
+def test_the_readme_quotes_the_refusal_of_a_task_that_does_not_fit_the_label():
+    from pipelines.tasks import TaskError, resolve_task
+    from sparse_io.schema import FeatureSpec, Schema
+
+    quoted = re.search(r"says\s+`([^`]+)`", _tasks_section()).group(1)
+    schema = Schema([FeatureSpec("rating", "label", "int64", label_type="integer"), FeatureSpec("user", "sparse")])
+    stats = {"min": 1, "max": 5, "value_counts": [[v, 10] for v in range(1, 6)]}
+    with pytest.raises(TaskError) as refusal:
+        resolve_task(schema, "ctr", stats)
+    assert quoted in str(refusal.value)

@@ -98,7 +98,7 @@ def test_the_readme_commands_ingest_and_train_on_a_click_log(tmp_path):
     assert sum(len(r["tags"]) == 0 for r in rows) == sum(r["tags"] in ("", "NULL", "\\N") for r in good)
     assert sum(len(r["item_id"]) == 0 for r in rows) == sum(r["item_id"] == "NA" for r in good)
     assert (tmp_path / "out" / "clicks-model" / "export").is_dir()
-    trained = json.loads((tmp_path / "out" / "clicks-model" / "train_result.json").read_text())
+    trained = json.loads((tmp_path / "out" / "clicks-model" / "train_result.json").read_text())["runs"][-1]
     assert trained["eval_rows"] == 200 - sum(i % 199 == 5 for i in range(200))
 
 

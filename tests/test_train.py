@@ -62,7 +62,7 @@ def _assert_same_state(a_dir, b_dir):
 def test_training_lowers_held_out_loss_and_beats_chance(data, tmp_path):
     heldout = ["--eval_data", str(data / "heldout"), "--export", "none"]
     first = _train(data, tmp_path / "m", "--steps", "1", *heldout)
-    later = _train(data, tmp_path / "m", "--steps", "80", *heldout)  # resumes at step 1
+    later = _train(data, tmp_path / "m", "--steps", "80", "--resume", *heldout)  # resumes at step 1
     assert later["steps"] == 80
     assert later["eval_loss"] < first["eval_loss"] - 0.01
     assert later["eval_auc"] > 0.6 and later["eval_rows"] == 1500
@@ -72,7 +72,7 @@ def test_training_lowers_held_out_loss_and_beats_chance(data, tmp_path):
 def test_resumed_training_equals_an_uninterrupted_run(data, tmp_path):
     _train(data, tmp_path / "whole", "--steps", "10", "--export", "none")
     _train(data, tmp_path / "parts", "--steps", "4", "--export", "none")
-    resumed = _train(data, tmp_path / "parts", "--steps", "10", "--export", "none")
+    resumed = _train(data, tmp_path / "parts", "--steps", "10", "--export", "none", "--resume")
     assert resumed["steps"] == 10
     _assert_same_state(tmp_path / "whole", tmp_path / "parts")
 
@@ -97,7 +97,7 @@ def test_training_killed_mid_run_resumes_from_its_last_checkpoint(data, tmp_path
         proc.wait()
     at = int(_checkpointed_variables(killed)["step/.ATTRIBUTES/VARIABLE_VALUE"])
     assert at > 0 and at % 3 == 0
-    resumed = _train(data, killed, "--steps", str(at + 5), "--export", "none")
+    resumed = _train(data, killed, "--steps", str(at + 5), "--export", "none", "--resume")
     assert resumed["steps"] == at + 5
     _train(data, tmp_path / "whole", "--steps", str(at + 5), "--export", "none")
     _assert_same_state(tmp_path / "whole", killed)
@@ -162,7 +162,8 @@ def _run_workers(data, model_dir, cluster, *extra) -> list[tuple[str, str]]:
                    TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}))
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "pipelines.train", "--data", str(data / "train"),
-             "--model_dir", str(model_dir), *SMALL, "--strategy", "multi_worker", "--export", "none", *extra],
+             "--model_dir", str(model_dir), *SMALL, "--strategy", "multi_worker", "--export", "none", "--resume",
+             *extra],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         ))
     try:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import tensorflow as tf
 
-from sparse_io.errors import CorruptFileError
+from sparse_io.errors import CorruptFileError, LayoutError
 from sparse_io.schema import Schema
 from transforms.tfdata.core.epochs import (
     draw_seed,
@@ -266,7 +266,7 @@ def csv_layout(files, schema: Schema, delimiter: str, header: bool | None, compr
         if has_header:
             missing = [n for n in needed if n not in first]
             if missing:
-                raise ValueError(f"{path}: the header lacks column(s) {missing}; it has {first}")
+                raise LayoutError(path, f"the header lacks column(s) {missing}; it has {first}")
         layouts.append(tuple(first) if has_header else None)
     headers = {layout for layout in layouts if layout is not None}
     if len(headers) > 1:
