@@ -236,6 +236,10 @@ def _schema(raw: Any, fmt: str) -> tuple[Schema, dict[str, list]]:
         raise _fail("input.schema", "must be 'criteo' or a list of feature specs")
     specs, nulls = [], {}
     for i, item in enumerate(raw):
+        written = sorted(set(item) & set(INGEST_WRITTEN_KEYS)) if isinstance(item, dict) else []
+        if written:
+            raise _fail(f"input.schema[{i}].{written[0]}",
+                        "is written by the ingest into schema.json (how values became ids), not a config setting")
         if isinstance(item, dict) and item.get("dtype") == "timestamp":
             # `dtype: timestamp, unit: ms` is an int64 column with its time unit (schema.json: time_unit).
             item = {k: v for k, v in item.items() if k != "unit"}
@@ -261,6 +265,10 @@ def _schema(raw: Any, fmt: str) -> tuple[Schema, dict[str, list]]:
         return Schema(specs), nulls
     except SchemaError as e:
         raise _fail("input.schema", str(e)) from e
+
+
+# schema.json keys only an ingest writes: a config giving them would claim ids the ingest did not make.
+INGEST_WRITTEN_KEYS = ("id_space", "oov_ids", "vocabulary_size")
 
 
 def _delimiter(text: str | None) -> str | None:
