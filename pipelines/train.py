@@ -312,7 +312,7 @@ def train(argv: list[str]) -> TrainResult:
     if args.export == "savedmodel":
         _LOGGER.info("exporting the SavedModel to %s ...", os.path.join(args.model_dir, EXPORT_DIR))
         result["export"] = task.export(model, schema, os.path.join(args.model_dir, EXPORT_DIR),
-                                       vocab_dir=os.path.join(args.data, "vocab"))
+                                       ingest_dir=args.data)
     with open(os.path.join(args.model_dir, "train_result.json"), "w", encoding="utf-8") as f:
         json.dump(result, f, indent=2)
     return result
