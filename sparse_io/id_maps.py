@@ -59,7 +59,7 @@ class HashSpec:
     """
 
     num_bins: int
-    salt: tuple[int, int] | None = None
+    salt: int | tuple[int, int] | None = None
     mask_value: str | int | None = None
 
     def __post_init__(self) -> None:
@@ -93,7 +93,7 @@ def hash_arrow_columns(
                               mask_value=mask_value, features=[features[i] for i in members])
         for i, column in zip(members, hashed):
             out[i] = column
-    return out  # type: ignore[return-value]
+    return [column for column in out if column is not None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,7 +113,7 @@ class VocabularySpec:
     tokens: tuple[str, ...]
     num_oov_buckets: int = 1
     oov_method: str = "floormod"
-    salt: tuple[int, int] | None = None
+    salt: int | tuple[int, int] | None = None
     _lookup: list = dataclasses.field(default_factory=list, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

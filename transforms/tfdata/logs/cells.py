@@ -120,7 +120,9 @@ def parse_number_cells(cells: tf.Tensor, missing: tf.Tensor, spec: FeatureSpec) 
         # An integer written out that float32 cannot hold exactly is a bad record at ingest, not a rounded one.
         exact = tf.strings.to_number(text, tf.float64)
         integral = tf.strings.regex_full_match(text, INT_TEXT)
-        rounded = integral & (tf.abs(exact) > _FLOAT32_EXACT) & tf.not_equal(tf.cast(values, tf.float64), exact)
+        # The magnitude tested is float32's, as the readers test it (sparse_io.readers._convert._not_float).
+        narrowed = tf.cast(values, tf.float64)
+        rounded = integral & (tf.abs(narrowed) > _FLOAT32_EXACT) & tf.not_equal(narrowed, exact)
         _refuse_unless(tf.logical_or(missing, tf.logical_not(rounded)), cells, spec.name,
                        "an integer float32 holds exactly")
     return tf.where(present, values, tf.constant(float("nan"), values.dtype))
