@@ -138,3 +138,17 @@ def test_the_graph_map_is_carried_by_a_saved_model(tmp_path):
     expected = VocabularySpec(("x", "y"), 2).apply_arrow(pa.array(values)).to_pylist()
     assert loaded.f(tf.constant(values)).numpy().tolist() == expected
     assert np.array(expected)[[0, 2]].tolist() == [3, 2]
+
+
+def test_make_log_dataset_gives_integer_ids_the_ingests_vocabulary_ids_unknown_ones_included(tmp_path):
+    from sparse_io.schema import Schema
+    from transforms.tfdata.log_dataset import make_log_dataset
+
+    (tmp_path / "vocab.txt").write_text("42\n7\n")
+    (tmp_path / "log.csv").write_text("clicked,item\n1,7|42|5\n0,9000000000001|42\n1,\n")
+    schema = Schema([FeatureSpec("clicked", "label"), FeatureSpec("item", "sparse", "int64")])
+    (features, _), = make_log_dataset(str(tmp_path / "log.csv"), "csv", 8, schema=schema, output="ragged",
+                                      vocabularies={"item": str(tmp_path / "vocab.txt")}, num_oov_indices=3)
+    spec = VocabularySpec(("42", "7"), 3)
+    arrow = spec.apply_arrow(pa.array([[7, 42, 5], [9000000000001, 42], []], pa.list_(pa.int64()))).to_pylist()
+    assert features["item"].to_list() == arrow == [[4, 3, 5 % 3], [9000000000001 % 3, 3], []]
