@@ -42,7 +42,7 @@ import tensorflow as tf
 
 import ops
 from sparse_io.id_maps import spec_of_feature
-from sparse_io.manifest import read_manifest
+from sparse_io.manifest import ManifestError, read_manifest
 from sparse_io.schema import FeatureSpec, Schema, SchemaError, weights_column
 from transforms.tfdata.core.columns import dense_dtype
 from transforms.tfdata.ids import GraphIdMap, truncate
@@ -67,8 +67,15 @@ class IngestReading:
 
     @classmethod
     def load(cls, ingest_dir: str) -> IngestReading:
-        """The reading recorded in `ingest_dir/_MANIFEST.json` (ManifestError when there is none)."""
-        config = read_manifest(ingest_dir)["config"]
+        """The reading recorded in `ingest_dir/_MANIFEST.json`.
+
+        Raises:
+          ManifestError: there is no manifest, or it records no ingest config.
+        """
+        config = read_manifest(ingest_dir).get("config")
+        if not isinstance(config, dict) or "schema" not in config:
+            raise ManifestError(f"{ingest_dir}: _MANIFEST.json records no ingest config, so the rules its log was "
+                                "read with are unknown; ingest it again with this version")
         histories = config.get("histories") or {}
         return cls(CellRules.from_config_record(config), Schema.from_json(_json(config["schema"])),
                    histories.get("max_length"))

@@ -152,3 +152,11 @@ def test_make_log_dataset_gives_integer_ids_the_ingests_vocabulary_ids_unknown_o
     spec = VocabularySpec(("42", "7"), 3)
     arrow = spec.apply_arrow(pa.array([[7, 42, 5], [9000000000001, 42], []], pa.list_(pa.int64()))).to_pylist()
     assert features["item"].to_list() == arrow == [[4, 3, 5 % 3], [9000000000001 % 3, 3], []]
+
+
+def test_the_docstring_examples_run():
+    import doctest
+
+    import sparse_io.id_maps
+
+    assert doctest.testmod(sparse_io.id_maps, extraglobs={"pa": pa}).failed == 0

@@ -106,3 +106,11 @@ def test_columns_not_asked_for_are_ignored():
     got = parse_cells({"tags": tf.constant(["a"]), "clicked": tf.constant(["?"])},
                       [FeatureSpec("tags", "sparse", "string")], CellRules())
     assert list(got) == ["tags"]
+
+
+def test_the_docstring_example_runs():
+    import doctest
+
+    import transforms.tfdata.logs.cells as cells
+
+    assert doctest.testmod(cells, extraglobs={"tf": tf}).failed == 0

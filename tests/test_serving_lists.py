@@ -71,3 +71,23 @@ def test_a_space_separated_list_log_is_scored_on_the_ids_it_was_trained_on(train
     assert expected.shape == scores.shape == (len(_ROWS),)
     assert np.std(expected[:6]) > 1e-4  # rows differ, so a wrong id would show
     np.testing.assert_allclose(scores, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_the_reading_rules_come_from_the_manifest_and_one_without_them_is_refused(trained, tmp_path):
+    import json
+    import shutil
+
+    from pipelines.serving import IngestReading
+    from sparse_io.manifest import ManifestError
+
+    root, _ = trained
+    reading = IngestReading.load(str(root / "data"))
+    assert (reading.rules.list_separator, reading.rules.null_values) == (" ", ("", "NA"))
+    assert reading.raw["user"].dtype == "string"  # schema.json says int64: the ids, not the log's cells
+    copy = tmp_path / "data"
+    shutil.copytree(root / "data", copy)
+    manifest = json.loads((copy / "_MANIFEST.json").read_text())
+    del manifest["config"]
+    (copy / "_MANIFEST.json").write_text(json.dumps(manifest))
+    with pytest.raises(ManifestError, match="records no ingest config"):
+        IngestReading.load(str(copy))
