@@ -264,6 +264,10 @@ def _schema(raw: Any, fmt: str) -> tuple[Schema, dict[str, list], tuple[ColumnSo
         raise _fail("input.schema", "must be 'criteo' or a list of feature specs")
     specs, nulls, sources = [], {}, {}
     for i, item in enumerate(raw):
+        written = sorted(set(item) & set(INGEST_WRITTEN_KEYS)) if isinstance(item, dict) else []
+        if written:
+            raise _fail(f"input.schema[{i}].{written[0]}",
+                        "is written by the ingest into schema.json (how values became ids), not a config setting")
         if isinstance(item, dict):
             try:
                 item, source = pop_column_source(item)
@@ -316,6 +320,10 @@ def _encoding(name: str | None, fmt: str) -> str:
         return check_encoding(name)
     except ValueError as e:
         raise _fail("input.encoding", str(e)) from None
+
+
+# schema.json keys only an ingest writes: a config giving them would claim ids the ingest did not make.
+INGEST_WRITTEN_KEYS = ("id_space", "oov_ids", "vocabulary_size")
 
 
 def _delimiter(text: str | None) -> str | None:

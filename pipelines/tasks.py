@@ -122,15 +122,25 @@ class Task:
         answers = tf.range(tf.shape(output)[0])
         return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=answers, logits=output)
 
-    def export(self, model, schema: Schema, export_dir: str, *, vocab_dir: str | None = None) -> str:
-        """Writes the raw-id SavedModel; `vocab_dir`: the ingest's `vocab/`, for vocabulary features."""
+    def export(self, model, schema: Schema, export_dir: str, *, vocab_dir: str | None = None,
+               ingest_dir: str | None = None) -> str:
+        """Writes the raw-cell SavedModel (`pipelines.serving`) of the ingest output `ingest_dir`.
+
+        Its cells are read by the rules that ingest's `_MANIFEST.json` records, its ids mapped by
+        its schema.json and `vocab/` (or `vocab_dir`).
+        """
+        import os
+
         from pipelines import serving
 
+        reading = serving.IngestReading.load(ingest_dir) if ingest_dir else None
+        if vocab_dir is None and ingest_dir:
+            vocab_dir = os.path.join(ingest_dir, "vocab")
         if self.flat:
             output = "probability" if self.name == "ctr" else "prediction"
             return serving.export_serving_model(model, self.model_schema(schema), export_dir, vocab_dir=vocab_dir,
-                                                output=output)
-        return serving.export_history_model(model, schema, export_dir, vocab_dir=vocab_dir)
+                                                reading=reading, output=output)
+        return serving.export_history_model(model, schema, export_dir, vocab_dir=vocab_dir, reading=reading)
 
 
 def _rows(label):

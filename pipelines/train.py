@@ -381,7 +381,7 @@ def train(argv: list[str], *, export_only: bool = False) -> TrainResult:
     if args.export == "savedmodel":
         _LOGGER.info("exporting the SavedModel to %s ...", os.path.join(args.model_dir, EXPORT_DIR))
         result["export"] = task.export(model, schema, os.path.join(args.model_dir, EXPORT_DIR),
-                                       vocab_dir=os.path.join(args.data, "vocab"))
+                                       ingest_dir=args.data)
     if not export_only:
         record_run(args.model_dir, result)
     return result

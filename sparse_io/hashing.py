@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from sparse_io.string_hashes import STRING_TYPES, fingerprint64, siphash24
 
-__all__ = ["fingerprint64", "siphash24", "hash_strings", "hash_ids_arrow", "hash_columns", "normalize_salt"]
+__all__ = ["fingerprint64", "siphash24", "hash_strings", "hash_ids_arrow", "hash_columns", "normalize_salt", "IdColumn"]
 
 _U64 = np.uint64
 
@@ -161,8 +161,11 @@ def hash_ids_arrow(
     return hash_columns([list_array], [num_bins], salt, mask_value=mask_value, features=[feature])[0]
 
 
-class _Shape:
-    """A column taken apart: the ids it holds, and how to rebuild it around new ids."""
+class IdColumn:
+    """A column taken apart: the ids it holds (`values`), and how to rebuild it around new ids.
+
+    Raises (at construction): ValueError naming the feature and row of a null id inside a list.
+    """
 
     def __init__(self, column: pa.Array, feature: str | None):
         if isinstance(column, pa.ChunkedArray):
@@ -185,6 +188,7 @@ class _Shape:
         self.mask = column.is_null() if column.null_count else None
 
     def rebuild(self, ids: np.ndarray) -> pa.Array:
+        """The column's shape (offsets, null rows) around `ids`, one per value: `list<int64>` or flat int64."""
         ids = pa.array(ids, pa.int64())
         if not self.is_list:
             return ids
@@ -219,7 +223,7 @@ def hash_columns(
     for bins in num_bins:
         _check_bins(bins)
     key = normalize_salt(salt)
-    shapes = [_Shape(c, f) for c, f in zip(columns, features)]
+    shapes = [IdColumn(c, f) for c, f in zip(columns, features)]
     groups: dict[pa.DataType, list[int]] = {}
     for i, shape in enumerate(shapes):
         groups.setdefault(shape.values.type, []).append(i)

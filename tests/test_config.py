@@ -80,3 +80,31 @@ def test_yaml_object_tags_are_rejected(tmp_path):
 def test_missing_config_file_is_named(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(str(tmp_path / "absent.yaml"))
+
+
+@pytest.mark.parametrize("key, value", [("id_space", "hash:sha256:00"), ("oov_ids", 0), ("vocabulary_size", 10)])
+def test_keys_only_the_ingest_writes_are_refused_in_a_config_naming_the_key(key, value):
+    schema = [{"name": "clicked", "kind": "label"}, {"name": "user", "kind": "sparse", "dtype": "string", key: value}]
+    with pytest.raises(ConfigError) as err:
+        parse_config({"input": {"format": "csv", "schema": schema}, "features": {"user": {"hash_buckets": 8}}})
+    assert str(err.value).startswith(f"config key 'input.schema[1].{key}': is written by the ingest")
+    assert "\n" not in str(err.value)
+
+
+def test_a_config_with_an_ingest_written_key_exits_2_with_one_line(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    config = {"input": {"format": "csv", "schema": [{"name": "clicked", "kind": "label"},
+                                                    {"name": "item", "kind": "sparse", "oov_ids": 3}]}}
+    (tmp_path / "c.json").write_text(json.dumps(config))
+    (tmp_path / "log.csv").write_text("clicked,item\n1,4\n")
+    env = dict(os.environ, PYTHONPATH=str(CONFIGS.parents[1]), TF_CPP_MIN_LOG_LEVEL="3")
+    done = subprocess.run([sys.executable, "-m", "pipelines.ingest", "--input", str(tmp_path / "log.csv"),
+                           "--config", str(tmp_path / "c.json"), "--output", str(tmp_path / "out")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].endswith(
+        "config key 'input.schema[1].oov_ids': is written by the ingest into schema.json (how values became ids), "
+        "not a config setting")

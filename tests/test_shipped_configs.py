@@ -85,8 +85,7 @@ def _click_raw_rows(path):
                                                                                                "tags")}
     raw["price"] = tf.constant([float("nan") if r["price"] in _NULLS else float(r["price"]) for r in rows],
                                tf.float32)
-    raw["event_time"] = tf.zeros([len(rows)], tf.float32)  # not a model input: an absolute time
-    return raw
+    return raw  # event_time is not a model input (an absolute time), so not a serving input either
 
 
 def _restored_scores(result, data, model_dir, heldout):

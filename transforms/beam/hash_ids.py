@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 import apache_beam as beam
 import pyarrow as pa
 
-from sparse_io.hashing import hash_columns, normalize_salt
+from sparse_io.hashing import normalize_salt
+from sparse_io.id_maps import HashSpec, hash_arrow_columns
 from sparse_io.schema import Schema
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
 from transforms.beam._columns import feature_names, num_values, replace_column, require_columns
@@ -16,22 +17,14 @@ __all__ = ["HashIds"]
 
 
 class _HashIdsFn(beam.DoFn):
-    def __init__(self, bins: dict[str, int], salt, mask_value):
-        self._bins = bins
-        self._salt = salt
-        self._mask_value = mask_value
+    def __init__(self, specs: dict[str, HashSpec]):
+        self._specs = specs
         self._ids = beam.metrics.Metrics.counter("sparseflow.HashIds", "ids_hashed")
 
     def process(self, batch: pa.RecordBatch):
-        require_columns(batch, self._bins, "HashIds")
-        names = list(self._bins)
-        hashed = hash_columns(
-            [batch.column(n) for n in names],
-            [self._bins[n] for n in names],
-            self._salt,
-            mask_value=self._mask_value,
-            features=names,
-        )
+        require_columns(batch, self._specs, "HashIds")
+        names = list(self._specs)
+        hashed = hash_arrow_columns([batch.column(n) for n in names], [self._specs[n] for n in names], names)
         count = 0
         for name, column in zip(names, hashed):
             batch = replace_column(batch, name, column)
@@ -48,6 +41,8 @@ class HashIds(beam.PTransform):
     `to_hash_bucket_strong`; integers are hashed through their decimal text,
     as Keras does. So `keras.layers.Hashing(num_bins, salt=salt)` at serving
     time maps a raw id to the same bucket as this transform did at ingest.
+    Each feature's mapping is a `sparse_io.id_maps.HashSpec` (its Arrow side
+    runs here; `transforms.tfdata.ids.GraphIdMap` is its graph side).
     Computed in numpy over each batch's Arrow buffers (no TensorFlow, no
     Python call per id); row structure, null rows and weight columns are kept.
 
@@ -111,6 +106,5 @@ class HashIds(beam.PTransform):
         return schema
 
     def expand(self, batches):
-        return batches | "Hash" >> beam.ParDo(
-            _HashIdsFn(self._bins, self._salt, self._mask_value)
-        ).with_output_types(pa.RecordBatch)
+        specs = {name: HashSpec(bins, self._salt, self._mask_value) for name, bins in self._bins.items()}
+        return batches | "Hash" >> beam.ParDo(_HashIdsFn(specs)).with_output_types(pa.RecordBatch)

@@ -1,4 +1,4 @@
-"""Map functions on id batches: `hash_ids`, `lookup_ids` and `truncate`.
+"""Map functions on id batches: `hash_ids`, `lookup_ids`, `truncate`, and `GraphIdMap` of an id spec.
 
 Pure TensorFlow graph code, vectorised over the batch: they take a dense
 tensor, a `tf.RaggedTensor` or a `tf.SparseTensor` and return the same kind.
@@ -7,6 +7,11 @@ tensor, a `tf.RaggedTensor` or a `tf.SparseTensor` and return the same kind.
 salt=salt)` (and of the Beam `HashIds`), so a model can hash at serving time
 with the stock Keras layer; `lookup_ids` gives the indices of
 `keras.layers.StringLookup(vocabulary=..., num_oov_indices=...)`.
+
+`GraphIdMap(spec)` is the graph implementation of a `sparse_io.id_maps`
+spec (`HashSpec`, `VocabularySpec`), whose Arrow implementation the Beam
+ingest runs: `make_log_dataset` and the exported serving signature map raw
+ids through it, so the three give a value the same id.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-__all__ = ["hash_ids", "lookup_ids", "truncate", "vocabulary_table"]
+from sparse_io.id_maps import HashSpec, IdSpec, VocabularySpec
+
+__all__ = ["hash_ids", "lookup_ids", "truncate", "vocabulary_table", "GraphIdMap"]
 
 
 def _map_values(ids, fn):
@@ -101,17 +108,22 @@ def vocabulary_table(vocabulary: str | Sequence[str]) -> tf.lookup.StaticHashTab
     return tf.lookup.StaticHashTable(initializer, default_value=-1)
 
 
-def lookup_ids(ids, table: tf.lookup.StaticHashTable, num_oov_indices: int = 1):
+def lookup_ids(ids, table: tf.lookup.StaticHashTable, num_oov_indices: int = 1, *, oov_method: str = "farmhash",
+               salt: int | Sequence[int] | None = None):
     """Vocabulary indices as `keras.layers.StringLookup(vocabulary, num_oov_indices=k)` gives them.
 
     A token at line i of the vocabulary gets `i + k`; an unknown token gets
-    0 when k == 1, or a FarmHash bucket in `[0, k)` when k > 1 (Keras'
-    rule). Integer ids are looked up by their decimal strings.
+    0 when k == 1, or a bucket in `[0, k)` when k > 1 (Keras' rule): the
+    FarmHash bucket of its text (SipHash with a `salt`), or for integer ids
+    with `oov_method="floormod"` the id mod k (`IntegerLookup`'s rule, and
+    the ingest's). Integer ids are looked up by their decimal strings.
 
     Args:
       ids: string (or integer) ids: Tensor, RaggedTensor or SparseTensor.
       table: from `vocabulary_table`.
       num_oov_indices: k >= 1.
+      oov_method: "farmhash" or "floormod" (integer ids only).
+      salt: the salt of the "farmhash" buckets.
 
     Returns:
       int64 indices with the structure of `ids`.
@@ -123,18 +135,28 @@ def lookup_ids(ids, table: tf.lookup.StaticHashTable, num_oov_indices: int = 1):
     """
     if isinstance(num_oov_indices, bool) or not isinstance(num_oov_indices, int) or num_oov_indices < 1:
         raise ValueError(f"num_oov_indices must be a positive integer, got {num_oov_indices!r}")
+    if oov_method not in ("farmhash", "floormod"):
+        raise ValueError(f"oov_method must be 'farmhash' or 'floormod', got {oov_method!r}")
+    key = _salt(salt)
 
     def look(values: tf.Tensor) -> tf.Tensor:
-        if values.dtype.is_integer:
-            values = tf.strings.as_string(values)
-        found = table.lookup(values)
-        if num_oov_indices == 1:
-            oov = tf.zeros_like(found)
-        else:
-            oov = tf.strings.to_hash_bucket_fast(values, num_oov_indices)
-        return tf.where(found >= 0, found + num_oov_indices, oov)
+        text = tf.strings.as_string(values) if values.dtype.is_integer else values
+        found = table.lookup(text)
+        return tf.where(found >= 0, found + num_oov_indices, _oov_buckets(values, num_oov_indices, oov_method, key))
 
     return _map_values(ids, look)
+
+
+def _oov_buckets(values: tf.Tensor, k: int, oov_method: str, key: list[int] | None) -> tf.Tensor:
+    """The OOV id in `[0, k)` of each value, by Keras's rules (see `lookup_ids`)."""
+    if k == 1:
+        return tf.zeros(tf.shape(values), tf.int64)
+    if values.dtype.is_integer and oov_method == "floormod":
+        return tf.math.floormod(tf.cast(values, tf.int64), k)
+    text = tf.strings.as_string(values) if values.dtype.is_integer else values
+    if key is None:
+        return tf.strings.to_hash_bucket_fast(text, k)
+    return tf.strings.to_hash_bucket_strong(text, k, key)
 
 
 def truncate(ids, max_length: int, keep: str = "last"):
@@ -176,3 +198,54 @@ def truncate(ids, max_length: int, keep: str = "last"):
     positions = tf.ragged.range(starts, starts + kept, row_splits_dtype=ids.row_splits.dtype)
     values = tf.gather(ids.flat_values, positions.flat_values)
     return tf.RaggedTensor.from_row_splits(values, positions.row_splits, validate=False)
+
+
+class GraphIdMap(tf.Module):
+    """The TensorFlow graph implementation of an id spec (`sparse_io.id_maps`); its Arrow twin is `spec.apply_arrow`.
+
+    Calling it maps string or integer ids (Tensor, RaggedTensor or
+    SparseTensor) to int64 ids of the same structure, equal to what
+    `spec.apply_arrow` gives for the same values. A vocabulary's table lives
+    in this module, so a SavedModel tracking the module carries it.
+
+    Raises:
+      ValueError: (at call) float ids; a vocabulary spec without OOV buckets
+        (an unknown value at serving would have no id; the ingest refuses it).
+
+    Example:
+      >>> GraphIdMap(HashSpec(10))(tf.ragged.constant([["a", "b"], []])).to_list()
+      [[9, 2], []]
+    """
+
+    def __init__(self, spec: IdSpec, name: str | None = None):
+        super().__init__(name=name)
+        self.spec = spec
+        if isinstance(spec, VocabularySpec):
+            if spec.num_oov_buckets < 1:
+                raise ValueError("a vocabulary without OOV buckets has no id for an unknown value in the graph")
+            self.table = vocabulary_table(list(spec.tokens)) if spec.tokens else None
+        elif not isinstance(spec, HashSpec):
+            raise ValueError(f"GraphIdMap: not an id spec: {spec!r}")
+
+    def __call__(self, ids):
+        """int64 ids of `ids` (string or integer values), with their structure."""
+        spec = self.spec
+        if isinstance(spec, HashSpec):
+            if spec.mask_value is None:
+                return hash_ids(ids, spec.num_bins, spec.salt)
+            return _map_values(ids, lambda v: _masked_buckets(v, spec))
+        if self.table is None:  # no token at all: every id is unknown
+            key = _salt(spec.salt)
+            return _map_values(ids, lambda v: _oov_buckets(v, spec.num_oov_buckets, spec.oov_method, key))
+        return lookup_ids(ids, self.table, spec.num_oov_buckets, oov_method=spec.oov_method, salt=spec.salt)
+
+
+def _masked_buckets(values: tf.Tensor, spec: HashSpec) -> tf.Tensor:
+    """Keras's `mask_value` rule: the mask value -> 0, the others -> 1 + hash % (num_bins - 1)."""
+    if spec.num_bins <= 1:
+        return hash_ids(values, spec.num_bins, spec.salt)
+    mask = tf.constant(spec.mask_value, values.dtype) if values.dtype != tf.string else tf.constant(
+        str(spec.mask_value))
+    buckets = hash_ids(values, spec.num_bins - 1, spec.salt) + 1
+    return tf.where(tf.equal(values, mask), tf.zeros_like(buckets), buckets)
+

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 import tensorflow as tf
 
 from sparse_io.formats import LOG_FORMATS
+from sparse_io.id_maps import HashSpec, VocabularySpec, vocabulary_tokens
 from sparse_io.readers import csv_options
 from sparse_io.readers.criteo import check_criteo_schema
 from sparse_io.schema import Schema, criteo_schema
@@ -26,7 +27,7 @@ from transforms.tfdata.core.files import list_files
 from transforms.tfdata.core.finish import column_batch, finish_batches
 from transforms.tfdata.core.options import BatchOptions, OutputOptions, check_counter
 from transforms.tfdata.core.sharding import resolve_worker
-from transforms.tfdata.ids import hash_ids, lookup_ids, vocabulary_table
+from transforms.tfdata.ids import GraphIdMap
 from transforms.tfdata.logs.parsing import LineFormat, LineParser
 from transforms.tfdata.logs.source import csv_layout, log_batches, log_compression
 from transforms.tfdata.service import remember
@@ -91,14 +92,16 @@ def make_log_dataset(
       hash_bins: buckets for string ids (and integer ids named here): an int
         for every sparse string feature, or a dict feature -> bins. Buckets
         equal `keras.layers.Hashing(bins, salt=salt)` and the Beam `HashIds`.
-      salt: see `hash_ids`.
+      salt: see `transforms.tfdata.ids.hash_ids`.
       vocabularies: feature -> vocabulary file (one token a line, as the Beam
         `ComputeVocabulary` writes) or token list; indices equal
         `keras.layers.StringLookup(vocabulary, num_oov_indices=...)`.
       num_oov_indices: k, the out-of-vocabulary indices before each
         vocabulary's tokens (default 1): the token on line i gets i + k, an
-        unknown token 0 (k == 1) or a FarmHash bucket in `[0, k)`. A positive
-        int (used only with `vocabularies`).
+        unknown token 0 (k == 1) or a bucket in `[0, k)`: `id mod k` for
+        integer ids, the FarmHash bucket of a string (the ingest's rules,
+        `sparse_io.id_maps.VocabularySpec`). A positive int (used only with
+        `vocabularies`).
       features: feature names to deliver (default: every non-label feature
         of the schema); `hash_bins` and `vocabularies` may name only sparse
         features among them.
@@ -292,10 +295,14 @@ def _id_maps(schema, columns: Sequence[Column], hash_bins, salt, vocabularies, n
     both = sorted(set(bins) & set(vocabularies))
     if both:
         raise ValueError(f"feature(s) {both} have both hash_bins and a vocabulary; choose one")
-    maps = {}
-    for name, n in bins.items():
-        maps[name] = lambda ids, n=n: hash_ids(ids, n, salt)
+    # The ingest's own specs (sparse_io.id_maps), run by their graph side: a value gets the id the Beam ingest gives it.
+    maps = {name: GraphIdMap(HashSpec(n, salt)) for name, n in bins.items()}
     for name, vocabulary in vocabularies.items():
-        table = vocabulary_table(vocabulary)
-        maps[name] = lambda ids, table=table: lookup_ids(ids, table, num_oov_indices)
+        tokens = vocabulary_tokens(tf.io.gfile.GFile(vocabulary, "rb").read()) if isinstance(vocabulary, str) else (
+            vocabulary)
+        if isinstance(num_oov_indices, bool) or not isinstance(num_oov_indices, int) or num_oov_indices < 1:
+            raise ValueError(f"num_oov_indices must be a positive integer, got {num_oov_indices!r}")
+        if not tokens:
+            raise ValueError(f"feature {name!r}: vocabulary is empty")
+        maps[name] = GraphIdMap(VocabularySpec(tuple(tokens), num_oov_indices))
     return maps
