@@ -49,6 +49,7 @@ __all__ = [
     "directory_differences",
     "verify_directory",
     "verify_paths",
+    "is_directory",
     "check_verify_level",
     "file_checksum",
 ]
@@ -518,7 +519,10 @@ def verify_paths(paths: Sequence[str], level: str = "sizes") -> None:
     """Checks that each shard file named is listed, with its size (and checksum), in its directory's manifest.
 
     For a glob or a list of shards rather than a whole directory: files the
-    manifest does not list, or whose size differs, are refused.
+    manifest does not list, or whose size differs, are refused. Every other
+    file the manifest lists beside the shards (schema.json, stats.json,
+    vocab/ files, the dead letters) is checked to the same level, since
+    readers take them from there: only the shards left unnamed are not.
 
     Raises:
       ManifestError: a directory without a manifest, or the first difference.
@@ -532,13 +536,33 @@ def verify_paths(paths: Sequence[str], level: str = "sizes") -> None:
         by_directory.setdefault(directory, []).append(name)
     for directory, names in sorted(by_directory.items()):
         manifest = read_manifest(directory)
+        names = names + [e["path"] for e in manifest.get("files", []) if e["path"] not in names]
         sizes = {}
         for name in names:
             path = _join(directory, name)
             if _is_local(path):
-                if os.path.exists(path):
+                if os.path.isfile(path):
                     sizes[name] = os.stat(path).st_size
             else:
                 sizes.update({n: s for n, s in _list_files(directory).items() if n in names})
                 break
         _raise(directory, _differences(directory, manifest, sizes, names, level))
+
+
+def is_directory(path: str | os.PathLike) -> bool:
+    """Whether `path` is a directory (local, or a prefix with objects under it), whatever characters it holds.
+
+    Readers ask this first: a directory named `out[1]` or `runs*` is a
+    directory, checked whole against its manifest, never a glob.
+    """
+    path = os.fspath(path)
+    if _is_local(path):
+        return os.path.isdir(path)
+    if "tensorflow" in sys.modules:
+        import tensorflow as tf
+
+        return bool(tf.io.gfile.isdir(path))
+    from apache_beam.io.filesystems import FileSystems
+
+    prefix = path.rstrip("/") + "/"
+    return any(r.metadata_list for r in FileSystems.match([prefix + "*"], limits=[1]))

@@ -78,6 +78,7 @@ def shard_paths(directory_or_files: str | os.PathLike | Sequence[str]) -> list[s
     """
     from apache_beam.io.filesystems import FileSystems
 
+    from sparse_io.manifest import is_directory
     from sparse_io.readers._source import expand_paths, is_local
 
     if isinstance(directory_or_files, (str, os.PathLike)):
@@ -87,7 +88,7 @@ def shard_paths(directory_or_files: str | os.PathLike | Sequence[str]) -> list[s
             if not names:
                 raise FileNotFoundError(f"no .parquet, .tfrecord or .arrow shard in {location!r}")
             return [os.path.join(location, n) for n in names]
-        if not is_local(location) and not shard_format_of(location) and not any(c in location for c in "*?["):
+        if not is_local(location) and is_directory(location):
             found = [m.path for r in FileSystems.match([FileSystems.join(location, "part-*")]) for m in r.metadata_list]
             found = sorted(p for p in found if shard_format_of(p))
             if not found:
@@ -209,12 +210,14 @@ def iter_shards(
       >>> rows = sum(t.num_rows for t in iter_shards("out/", skip_bad_shards=True, report=report))
       >>> report.skipped  # [SkippedShard(path=..., reason=...)] for each damaged shard
     """
-    from sparse_io.manifest import check_verify_level, verify_directory, verify_paths
+    from sparse_io.manifest import check_verify_level, is_directory, verify_directory, verify_paths
 
     check_verify_level(verify)
     location = os.fspath(directory_or_files) if isinstance(directory_or_files, (str, os.PathLike)) else None
+    # A directory first, whatever its name holds: "out[1]" is a directory, checked whole, not a glob.
+    whole = location is not None and is_directory(location)
     paths = shard_paths(directory_or_files)
-    if location is not None and not shard_format_of(location) and not any(c in location for c in "*?["):
+    if whole:
         verify_directory(location, verify)
     else:
         verify_paths(paths, verify)
