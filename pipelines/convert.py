@@ -128,6 +128,7 @@ def convert_output(
     from pipelines.errors import UsageError
     from sparse_io.formats import SHARD_FORMATS, SHARD_SUFFIX, check_shard_codec
     from sparse_io.manifest import commit_directory, read_manifest, verify_directory
+    from sparse_io.pins import pin_shards
     from sparse_io.schema import SCHEMA_FILE, Schema
     from sparse_io.shard_set import read_shard, write_shard
     from sparse_io.shards import DEFAULT_ROW_GROUP_SIZE
@@ -152,6 +153,8 @@ def convert_output(
     for entry in manifest.get("files", []):
         _copy(_join(source, entry["path"]), _join(destination, entry["path"]), destination)
     shards = manifest["shards"]
+    # Each shard read must be the file verified, holding the rows the manifest lists.
+    pins = pin_shards([_join(source, e["path"]) for e in shards], verify)
     if row_group_size is None:
         # The largest first unit: a shard smaller than one unit holds a single, smaller one.
         found = [size for e in shards if (size := _unit_size(_join(source, e["path"]))) is not None]
@@ -159,10 +162,12 @@ def convert_output(
         _LOGGER.info("%s rows per row group / record batch", f"{row_group_size:,}")
     rows = 0
     started = time.monotonic()
-    for done, entry in enumerate(shards, 1):
+    for done, (entry, pin) in enumerate(zip(shards, pins), 1):
         name = entry["path"]
         stem = os.path.splitext(name)[0]
         table = read_shard(_join(source, name), schema)
+        pin.check()
+        pin.check_rows(table.num_rows)
         target = _join(destination, stem + SHARD_SUFFIX[shard_format])
         rows += write_shard(target, [table], schema, row_group_size=row_group_size, compression=compression,
                             output_root=destination)

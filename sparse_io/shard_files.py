@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from sparse_io.arrow_shards import ArrowShard
 from sparse_io.errors import CorruptFileError, damage_is_corruption, first_line
 from sparse_io.formats import shard_format_of
+from sparse_io.pins import ShardPin
 
 __all__ = ["COLUMNAR_FORMATS", "ParquetShard", "ShardFile", "open_parquet", "open_shard"]
 
@@ -85,6 +86,8 @@ class ParquetShard:
             cannot be decoded (naming the row group and, where one column
             alone fails, the column).
         """
+        if not 0 <= index < len(self.unit_rows):
+            raise IndexError(f"{self.path}: no row group {index}; the shard has {len(self.unit_rows)}")
         names = None if columns is None else list(columns)
         try:
             table = self._file.read_row_group(index, columns=names, use_threads=True)
@@ -118,18 +121,34 @@ class ParquetShard:
         self.close()
 
 
-def open_shard(path: str, shard_format: str | None = None) -> ParquetShard | ArrowShard:
+def open_shard(
+    path: str, shard_format: str | None = None, pin: ShardPin | None = None
+) -> ParquetShard | ArrowShard:
     """Shard `path` of `shard_format` ("parquet" or "arrow"; default: its suffix's) opened as a `ShardFile`.
+
+    With `pin` (`sparse_io.pins`), the file opened must be the one pinned
+    when it was verified, holding the rows its manifest lists.
 
     Raises:
       ValueError: another format.
-      CorruptFileError: an Arrow file that is truncated or not Arrow (Parquet
-        errors are pyarrow's, as they were).
+      CorruptFileError: a file that is truncated or not in its format, or
+        that holds other rows than `pin` says.
+      ChangedFileError: the file at `path` is not the one `pin` holds.
     """
     if shard_format is None:
         shard_format = shard_format_of(path)
+    shard: ParquetShard | ArrowShard
     if shard_format == "parquet":
-        return ParquetShard(path)
-    if shard_format == "arrow":
-        return ArrowShard(path)
-    raise ValueError(f"shard_format must be one of {COLUMNAR_FORMATS}, got {shard_format!r}")
+        shard = ParquetShard(path)
+    elif shard_format == "arrow":
+        shard = ArrowShard(path)
+    else:
+        raise ValueError(f"shard_format must be one of {COLUMNAR_FORMATS}, got {shard_format!r}")
+    if pin is not None:
+        try:
+            pin.check()  # after the open: the file now open is the one verified
+            pin.check_rows(sum(shard.unit_rows))
+        except BaseException:
+            shard.close()
+            raise
+    return shard

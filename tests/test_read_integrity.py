@@ -144,3 +144,145 @@ def test_a_glob_of_intact_shards_reads_at_every_level(tmp_path):
     for level in ("sizes", "checksums", "none"):
         assert _labels(os.path.join(out, "part-*.parquet"), verify=level) == list(range(ROWS))
         assert sum(t.num_rows for t in iter_shards(os.path.join(out, "part-*.parquet"), verify=level)) == ROWS
+
+
+# --- item 1: Arrow record-batch checksums cover the batch's metadata ------------------------------------------
+
+
+def _replace_all(path, old: bytes, new: bytes) -> int:
+    data = open(path, "rb").read()
+    count = data.count(old)
+    with open(path, "wb") as f:
+        f.write(data.replace(old, new))
+    return count
+
+
+def _shorten_last_batch(path, rows: int, to: int) -> None:
+    """A same-size edit of the last record batch's length (and its columns' lengths) from `rows` to `to`."""
+    assert _replace_all(path, struct.pack("<q", rows), struct.pack("<q", to)) >= 2
+
+
+def test_a_same_size_edit_of_the_last_arrow_batch_length_is_refused_at_sizes(tmp_path):
+    out = _output(tmp_path / "out", suffix=".arrow", counts=(21, 19), unit=10)
+    shard = os.path.join(out, shard_name(1, 2, ".arrow"))
+    _shorten_last_batch(shard, 9, 5)  # shard 1: batches of 10 and 9 rows
+    with pytest.raises(CorruptFileError, match=r"part-00001-of-00002\.arrow"):
+        list(iter_shards(out))
+    with pytest.raises((CorruptFileError, tf.errors.OpError), match=r"part-00001-of-00002\.arrow"):
+        _labels(out)
+    with pytest.raises(CorruptFileError, match="record batch 1"):
+        with ArrowShard(shard) as f:
+            f.read_unit(1)
+
+
+def test_an_edited_null_count_of_an_arrow_batch_is_refused(tmp_path):
+    out = str(tmp_path / "out")
+    os.makedirs(out)
+    rows = [{"label": r, "price": None if r in (3, 4) else 1.5, "items": [r]} for r in range(10)]
+    write_shard(os.path.join(out, shard_name(0, 1, ".arrow")),
+                [pa.RecordBatch.from_pylist(rows, schema=SCHEMA.arrow_schema())], SCHEMA, row_group_size=10)
+    shard = os.path.join(out, shard_name(0, 1, ".arrow"))
+    # price's field node: 10 rows, 2 nulls; with 0 nulls the validity bitmap would be ignored.
+    assert _replace_all(shard, struct.pack("<qq", 10, 2), struct.pack("<qq", 10, 0)) == 1
+    with pytest.raises(CorruptFileError, match="record batch 0"):
+        with ArrowShard(shard) as f:
+            f.read_unit(0)
+
+
+def _legacy_arrow_shard(path, batches):
+    """A shard as written before batch checksums covered the metadata: the CRC-32C of the buffers alone."""
+    import google_crc32c
+
+    with ipc.new_file(path, SCHEMA.arrow_schema(), metadata={b"sparseflow.record_batch_rows": b"10"}) as writer:
+        for batch in batches:
+            batch = ipc.read_record_batch(batch.serialize(), batch.schema)  # its buffers as a reader gets them
+            crc = 0
+            for column in batch.columns:
+                for buffer in column.buffers():
+                    if buffer is not None and buffer.size:
+                        crc = google_crc32c.extend(crc, buffer)
+            writer.write_batch(batch, custom_metadata={b"sparseflow.crc32c": f"{crc:08x}".encode()})
+
+
+def test_shards_written_before_metadata_checksums_still_read_and_a_length_edit_is_caught_by_the_manifest(tmp_path):
+    out = str(tmp_path / "out")
+    os.makedirs(out)
+    shard = os.path.join(out, shard_name(0, 1, ".arrow"))
+    _legacy_arrow_shard(shard, [_batch(10, 100), _batch(9, 110)])  # no 9 among the values
+    SCHEMA.save(out)
+    commit_directory(out)
+    assert _labels(out) == list(range(100, 119))
+    assert [t.num_rows for t in iter_shards(out)] == [19]
+    _shorten_last_batch(shard, 9, 5)
+    with pytest.raises((ManifestError, CorruptFileError, tf.errors.OpError), match=r"part-00000-of-00001\.arrow"):
+        list(iter_shards(out))
+    with pytest.raises((ManifestError, CorruptFileError, tf.errors.OpError), match=r"part-00000-of-00001\.arrow"):
+        _labels(out)
+
+
+def test_arrow_shards_round_trip_with_metadata_checksums(tmp_path):
+    out = _output(tmp_path / "out", suffix=".arrow", counts=(21, 19), unit=10)
+    assert _labels(out) == list(range(ROWS))
+    assert _prices(out, verify="checksums") == PRICES
+    with ArrowShard(os.path.join(out, shard_name(0, 2, ".arrow"))) as f:
+        assert f.unit_rows == [10, 10, 1]
+        assert f.read_unit(2).column("label").to_pylist() == [20]
+
+
+# --- item 2: a dataset pins what it verified ---------------------------------------------------------------
+
+
+def _overwrite(out, suffix, counts=(ROWS // 2, ROWS // 2), unit=10):
+    """Another output written into the same directory, as `--overwrite` does: new files renamed over the old."""
+    os.remove(os.path.join(out, MANIFEST_FILE))
+    _output(out, suffix=suffix, counts=counts, unit=unit, base=1000)
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".arrow"])
+def test_a_dataset_made_before_an_overwrite_refuses_the_new_files_naming_one(tmp_path, suffix):
+    out = _output(tmp_path / "out", suffix=suffix)
+    dataset = make_dataset(out, 8, shuffle=False, output="ragged")
+    _overwrite(out, suffix)
+    with pytest.raises(tf.errors.OpError, match=r"part-0000[01]-of-00002\S* .*changed since it was verified"):
+        [label.numpy() for _, label in dataset]
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".arrow"])
+def test_a_dataset_iterated_across_an_overwrite_never_yields_rows_of_the_other_output(tmp_path, suffix):
+    counts = (4,) * 10  # more shards than the reader keeps open: it opens them again
+    out = _output(tmp_path / "out", suffix=suffix, counts=counts, unit=2)
+    dataset = make_dataset(out, 4, shuffle=False, output="ragged", num_epochs=3)
+    seen = []
+    try:
+        for i, (_, label) in enumerate(dataset):
+            seen.extend(int(v) for v in label.numpy())
+            if i == 2:
+                _overwrite(out, suffix, counts, unit=2)
+    except tf.errors.OpError as e:
+        assert "changed since it was verified" in e.message
+    assert len(seen) >= 12 and all(v < ROWS for v in seen)
+
+
+def test_iter_shards_refuses_a_shard_replaced_after_the_check(tmp_path):
+    out = _output(tmp_path / "out")
+    tables = iter_shards(out)
+    first = next(tables)
+    assert first.column("label").to_pylist() == list(range(ROWS // 2))
+    _overwrite(out, ".parquet")
+    with pytest.raises(ManifestError, match=r"part-00001-of-00002\.parquet: replaced or changed"):
+        next(tables)
+
+
+def test_a_shard_holding_other_rows_than_its_manifest_lists_is_refused_at_sizes(tmp_path):
+    out = _output(tmp_path / "out")
+    manifest_path = os.path.join(out, MANIFEST_FILE)
+    with open(manifest_path) as f:
+        manifest = json.load(f)
+    manifest["shards"][1]["rows"] -= 1
+    manifest["totals"]["rows_out"] -= 1
+    with open(manifest_path, "w") as f:
+        json.dump(manifest, f)
+    with pytest.raises(CorruptFileError, match=r"part-00001-of-00002\.parquet: holds 20 rows, its manifest lists 19"):
+        list(iter_shards(out))
+    with pytest.raises(CorruptFileError, match=r"part-00001-of-00002\.parquet: holds 20 rows"):
+        make_dataset(out, 8)
