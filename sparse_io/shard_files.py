@@ -91,7 +91,7 @@ class ParquetShard:
         names = None if columns is None else list(columns)
         try:
             table = self._file.read_row_group(index, columns=names, use_threads=True)
-        except (pa.ArrowException, OSError) as e:
+        except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
             if isinstance(e, OSError) and e.errno is not None:  # the file system's, not the bytes'
                 raise
             raise CorruptFileError(self.path, f"row group {index}{self._damaged_column(index, names)}: "
@@ -106,7 +106,7 @@ class ParquetShard:
         for name in self.schema_arrow.names if names is None else names:
             try:
                 self._file.read_row_group(index, columns=[name], use_threads=False)
-            except (pa.ArrowException, OSError):
+            except (pa.ArrowException, OSError, UnicodeDecodeError):
                 return f", column {name!r}"
         return ""
 

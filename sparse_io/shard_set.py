@@ -225,7 +225,7 @@ def iter_shards(
     # A directory first, whatever its name holds: "out[1]" is a directory, checked whole, not a glob.
     whole = location is not None and is_directory(location)
     paths = shard_paths(directory_or_files)
-    if whole:
+    if location is not None and whole:
         verify_directory(location, verify)
     else:
         verify_paths(paths, verify)

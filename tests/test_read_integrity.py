@@ -2,10 +2,8 @@
 
 import json
 import os
-import shutil
 import struct
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 import pytest
@@ -286,3 +284,20 @@ def test_a_shard_holding_other_rows_than_its_manifest_lists_is_refused_at_sizes(
         list(iter_shards(out))
     with pytest.raises(CorruptFileError, match=r"part-00001-of-00002\.parquet: holds 20 rows"):
         make_dataset(out, 8)
+
+
+def test_a_column_name_in_a_parquet_footer_that_no_longer_decodes_is_a_corrupt_file(tmp_path):
+    from sparse_io.shard_files import open_shard
+
+    out = _output(tmp_path / "out")
+    shard = os.path.join(out, shard_name(0, 2, ".parquet"))
+    data = bytearray(open(shard, "rb").read())
+    footer = len(data) - 8 - struct.unpack("<i", data[-8:-4])[0]
+    at = data.index(b"items", footer)  # the column's name in the footer's schema
+    data[at + 1] = 0xF4  # a UTF-8 lead byte with nothing after it
+    with open(shard, "wb") as f:
+        f.write(data)
+    with pytest.raises(CorruptFileError, match=r"part-00000-of-00002\.parquet: damaged Parquet file"):
+        list(iter_shards(out, verify="none"))
+    with pytest.raises(CorruptFileError, match=r"part-00000-of-00002\.parquet: damaged Parquet file"):
+        open_shard(shard)
