@@ -39,6 +39,14 @@ flip ends as one of:
   silent    it returned other data without an error: the failure this
             section exists to count (must be 0).
 
+The peer: the same flips read by pyarrow or TensorFlow alone, as a program
+without sparseflow's readers would (`pyarrow.parquet.read_table`, the IPC
+file reader's `read_all`, `tf.data.TFRecordDataset`), in a child process,
+since an unchecked read of a damaged file can crash (counted as "crashed",
+and the child started again); any error counts as refused for it. The
+comparison row per format is the share of flips that end refused or same:
+ours must be 100%.
+
 The test suite runs a few hundred flips per format (tests/test_bit_flips.py);
 the benchmark runs more and reports the counts per format and reader.
 """
@@ -184,6 +192,52 @@ def _read_convert(directory: str, scratch: str) -> str:
         shutil.rmtree(target, ignore_errors=True)
 
 
+def _read_peer(directory: str, scratch: str) -> str:
+    """The shards read by pyarrow or TensorFlow alone, without sparseflow's checks."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sparse_io.formats import shard_format_of
+
+    paths = sorted(os.path.join(directory, n) for n in os.listdir(directory) if shard_format_of(n))
+    fmt = shard_format_of(paths[0])
+    if fmt == "parquet":
+        return _digest(pq.read_table(paths))
+    if fmt == "arrow":
+        return _digest([pa.ipc.open_file(p).read_all() for p in paths])
+    import tensorflow as tf
+
+    return _digest([r.numpy() for r in tf.data.TFRecordDataset(paths)])
+
+
+class _Crashed(Exception):
+    """The peer's child process died reading a flipped file."""
+
+
+class _PeerProcess:
+    """`_read_peer` in one child process, started again after a crash."""
+
+    def __init__(self):
+        self._pool = None
+
+    def read(self, directory: str) -> str:
+        import concurrent.futures
+        import multiprocessing
+
+        if self._pool is None:
+            self._pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        try:
+            return self._pool.submit(_read_peer, directory, "").result()
+        except concurrent.futures.process.BrokenProcessPool:
+            self.close()
+            raise _Crashed() from None
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+
+
 def _formats_in(directory: str) -> set[str]:
     from sparse_io.formats import shard_format_of
 
@@ -192,7 +246,7 @@ def _formats_in(directory: str) -> set[str]:
 
 _READ: dict[str, Callable[[str, str], str]] = {
     "iter_shards": _read_iter_shards, "columnar": _read_columnar, "make_dataset": _read_make_dataset,
-    "train": _read_train, "convert": _read_convert,
+    "train": _read_train, "convert": _read_convert, "peer": _read_peer,
 }
 
 
@@ -226,12 +280,14 @@ def _flipped(path: str, original: bytes, position: int, bit: int):
             f.write(original[position:position + 1])
 
 
-def flip_campaign(directory: str, flips: int, seed: int, *, schedule=DEFAULT_SCHEDULE) -> dict:
+def flip_campaign(directory: str, flips: int, seed: int, *, schedule=DEFAULT_SCHEDULE, peer: bool = False) -> dict:
     """Flips `flips` single bits in `directory`'s shards, one at a time, each read by one reader.
 
     The bit is drawn uniformly over all the shards' bytes. Flip i goes to the
     first reader of `schedule` ((reader, period) pairs) whose period divides
-    i + 1, else to the cheap readers in turn.
+    i + 1, else to the cheap readers in turn. With `peer`, every flip is also
+    read by `_read_peer` (pyarrow or TensorFlow alone), counted apart under
+    "peer", any error there counting as refused.
 
     Returns {"counts": {outcome: n}, "by_reader": {reader: {outcome: n}},
     "silent": [first few silent flips: file, byte, bit, reader], "unclear":
@@ -250,6 +306,10 @@ def flip_campaign(directory: str, flips: int, seed: int, *, schedule=DEFAULT_SCH
     scratch = tempfile.mkdtemp(prefix="flips-")
     rng = random.Random(seed)
     expected = {r: _READ[r](directory, scratch) for r in readers}
+    peer_counts: collections.Counter = collections.Counter()
+    peer_pool = _PeerProcess() if peer else None
+    if peer_pool is not None:
+        expected["peer"] = peer_pool.read(directory)
     counts: collections.Counter = collections.Counter()
     by_reader: dict[str, collections.Counter] = {r: collections.Counter() for r in readers}
     silent, unclear = [], []
@@ -270,17 +330,28 @@ def flip_campaign(directory: str, flips: int, seed: int, *, schedule=DEFAULT_SCH
                     if outcome == "unclear":
                         unclear.append({"file": name, "byte": position, "bit": bit, "reader": reader,
                                         "error": f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300]}"})
+                if peer_pool is not None:
+                    try:
+                        found = peer_pool.read(directory)
+                        peer_counts["same" if found == expected["peer"] else "silent"] += 1
+                    except _Crashed:
+                        peer_counts["crashed"] += 1
+                    except Exception:  # any error: the peer did not pass damage off as data
+                        peer_counts["refused"] += 1
             if outcome == "silent":
                 silent.append({"file": name, "byte": position, "bit": bit, "reader": reader})
             counts[outcome] += 1
             by_reader[reader][outcome] += 1
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        if peer_pool is not None:
+            peer_pool.close()
     return {
         "counts": {o: counts[o] for o in OUTCOMES},
         "by_reader": {r: {o: c[o] for o in OUTCOMES} for r, c in by_reader.items()},
         "silent": silent[:10],
         "unclear": unclear[:10],
+        **({"peer": {o: peer_counts[o] for o in (*OUTCOMES, "crashed")}} if peer else {}),
     }
 
 
@@ -289,11 +360,11 @@ def run(quick: bool, flips: int | None = None, seed: int = 41) -> dict:
     import tensorflow as tf
 
     tf.get_logger().setLevel("ERROR")
-    flips = flips if flips is not None else (150 if quick else 1500)
+    flips = flips if flips is not None else (40 if quick else 1500)
     root = tempfile.mkdtemp(prefix="reliability-")
     try:
         outputs = small_output(root)
-        results = {fmt: flip_campaign(outputs[fmt], flips, seed + k) for k, fmt in enumerate(FORMATS)}
+        results = {fmt: flip_campaign(outputs[fmt], flips, seed + k, peer=True) for k, fmt in enumerate(FORMATS)}
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return {"flips_per_format": flips, "seed": seed, "rows": 240, "formats": results}
