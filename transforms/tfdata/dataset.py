@@ -195,7 +195,8 @@ def make_dataset(
     else:
         verify_paths(files, verify)
     # Pinned as verified: every later open checks it is still the same file (an --overwrite since is an error).
-    pins = pin_shards(files, verify)
+    # TFRecord shards are opened by TensorFlow's graph-native reader, which a pin cannot reach.
+    pins = pin_shards(files, verify) if fmt in COLUMNAR_FORMATS else None
     if schema is None:
         schema = read_schema(directory)
     if schema is None:
