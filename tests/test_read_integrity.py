@@ -301,3 +301,24 @@ def test_a_column_name_in_a_parquet_footer_that_no_longer_decodes_is_a_corrupt_f
         list(iter_shards(out, verify="none"))
     with pytest.raises(CorruptFileError, match=r"part-00000-of-00002\.parquet: damaged Parquet file"):
         open_shard(shard)
+
+
+def test_a_damaged_shard_met_while_training_exits_2_with_one_line_naming_it(capsys):
+    from pipelines.errors import cli_errors
+
+    message = ("{{function_node __wrapped__IteratorGetNext}} Error in user-defined function passed to MapDataset:1 "
+               "transformation with iterator: Iterator::Root::Map: CorruptFileError: /d/part-00000-of-00002.parquet: "
+               "row group 0, column 'price': damaged Parquet page: CRC mismatch\nTraceback (most recent call last):\n")
+    with pytest.raises(SystemExit) as caught:
+        with cli_errors("pipelines.train"):
+            raise tf.errors.InvalidArgumentError(None, None, message)
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert err == ("pipelines.train: error: /d/part-00000-of-00002.parquet: row group 0, column 'price': "
+                   "damaged Parquet page: CRC mismatch\n")
+    changed = "Iterator::Root::Map: ChangedFileError: /d/part-00001-of-00002.arrow: replaced or changed since it was"
+    with pytest.raises(SystemExit) as caught:
+        with cli_errors("pipelines.train"):
+            raise tf.errors.UnknownError(None, None, changed + " verified\n  File x")
+    assert caught.value.code == 2
+    assert capsys.readouterr().err == f"pipelines.train: error: {changed.split('ChangedFileError: ')[1]} verified\n"
