@@ -15,12 +15,18 @@ every object and TFRecord frames use, computed by google-crc32c's
 hardware-accelerated C code (several GB/s), as 8 lowercase hex digits.
 
 Verification levels:
-  "sizes"      (the default) the manifest is there and well formed; every file
+  "sizes"      (the default) the manifest is there and well formed (every
+               field of the right type: `ManifestError` naming the one that
+               is not), its rows_out total equals its shards' rows; every file
                it lists exists with its byte size, and no other file is there.
                One directory listing: cheap at any size.
   "checksums"  "sizes", and every file's content matches its checksum and
                every shard its row count (reads every byte).
   "none"       nothing is checked: for shards written by other tools.
+
+A glob or list of shards (`verify_paths`) is checked to the same level: the
+named shards, and every other file the manifest lists (schema.json,
+stats.json, vocab/...), since readers take those from beside the shards.
 
 The lock file of a running ingest (`LOCK_FILE`) is not part of an output.
 """
