@@ -7,8 +7,8 @@ closed to bound the open files). A file replaced meanwhile (an
 it had been verified. So the reader pins each shard right after verifying
 it (`pin_shards`), and checks the pin at every open (`ShardPin.check`): a
 local file must keep its size, modification time (ns) and inode; a remote
-one (through TensorFlow's file systems, where loaded) its size and
-modification time. A shard whose manifest lists its rows must hold them
+one (through TensorFlow's file systems where loaded, else Beam's) its size
+and modification time. A shard whose manifest lists its rows must hold them
 (`ShardPin.check_rows`): a same-size edit of a shard's footer is caught at
 "sizes" where it changes the rows.
 
@@ -35,17 +35,32 @@ class ChangedFileError(ManifestError):
     """A shard is no longer the file that was verified (one line naming it): make the dataset again."""
 
 
-def _identity(path: str) -> tuple[int, int | None, int | None] | None:
-    """(size, mtime_ns, inode) of a file: all three locally, size and mtime remotely; None when unknown."""
+def _view(path: str) -> str:
+    """How a file's identity is read: "os" locally; remotely "tensorflow" where loaded, else "beam"."""
     if "://" not in path:
+        return "os"
+    return "tensorflow" if "tensorflow" in sys.modules else "beam"
+
+
+def _identity(path: str, view: str) -> tuple[int, int | None, int | None]:
+    """(size, mtime_ns, inode) of a file: all three locally, size and mtime remotely (as `view` reports them)."""
+    if view == "os":
         st = os.stat(path)
         return st.st_size, st.st_mtime_ns, st.st_ino
-    if "tensorflow" in sys.modules:
+    if view == "tensorflow":
         import tensorflow as tf
 
-        st = tf.io.gfile.stat(path)
+        try:
+            st = tf.io.gfile.stat(path)
+        except tf.errors.NotFoundError:
+            raise FileNotFoundError(path) from None
         return int(st.length), int(st.mtime_nsec), None
-    return None
+    from apache_beam.io.filesystems import FileSystems
+
+    found = [m for r in FileSystems.match([path]) for m in r.metadata_list]
+    if len(found) != 1:
+        raise FileNotFoundError(path)
+    return int(found[0].size_in_bytes), int(found[0].last_updated_in_seconds * 1e9), None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,21 +69,21 @@ class ShardPin:
 
     Attributes:
       path: the shard.
-      identity: (size, mtime_ns, inode or None), or None where the file
-        system tells none (nothing is then checked at open).
+      identity: (size, mtime_ns, inode or None).
       rows: the rows the manifest lists for it, or None.
+      view: how `identity` was read (`os`, `tensorflow` or `beam`); each
+        check reads it the same way, so a module loaded since changes nothing.
     """
 
     path: str
-    identity: tuple[int, int | None, int | None] | None
+    identity: tuple[int, int | None, int | None]
     rows: int | None = None
+    view: str = "os"
 
     def check(self) -> None:
         """Raises `ChangedFileError` when the file at `path` is not the one pinned (called after each open)."""
-        if self.identity is None:
-            return
         try:
-            now = _identity(self.path)
+            now = _identity(self.path, self.view)
         except FileNotFoundError:
             raise ChangedFileError(f"{self.path}: removed since it was verified; make the dataset again") from None
         if now != self.identity:
@@ -93,7 +108,8 @@ def pin_shards(paths: Sequence[str], level: str) -> list[ShardPin]:
     by_directory: dict[str, dict] = {}
     pins = []
     for path in paths:
-        identity = _identity(path)
+        view = _view(path)
+        identity = _identity(path, view)
         rows = None
         if level != "none":
             directory, name = (os.path.split(os.path.abspath(path)) if "://" not in path
@@ -103,9 +119,9 @@ def pin_shards(paths: Sequence[str], level: str) -> list[ShardPin]:
             entry = by_directory[directory].get(name)
             if entry is None:
                 raise ManifestError(f"{directory}: differs from its manifest: {name} is not in the manifest")
-            if identity is not None and identity[0] != entry["bytes"]:
+            if identity[0] != entry["bytes"]:
                 raise ChangedFileError(f"{path}: has {identity[0]} bytes, its manifest says {entry['bytes']} "
                                        "(changed since it was verified)")
             rows = entry["rows"]
-        pins.append(ShardPin(path, identity, rows))
+        pins.append(ShardPin(path, identity, rows, view))
     return pins

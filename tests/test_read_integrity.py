@@ -322,3 +322,20 @@ def test_a_damaged_shard_met_while_training_exits_2_with_one_line_naming_it(caps
             raise tf.errors.UnknownError(None, None, changed + " verified\n  File x")
     assert caught.value.code == 2
     assert capsys.readouterr().err == f"pipelines.train: error: {changed.split('ChangedFileError: ')[1]} verified\n"
+
+
+@pytest.mark.parametrize("view", ["os", "tensorflow", "beam"])
+def test_a_pin_refuses_a_same_size_rewrite_and_a_removal_whichever_way_it_reads_the_file(tmp_path, view):
+    from sparse_io.pins import ChangedFileError, ShardPin, _identity
+
+    path = tmp_path / "part-00000-of-00001.parquet"
+    path.write_bytes(b"12345678")
+    pin = ShardPin(str(path), _identity(str(path), view), None, view)
+    pin.check()  # the same file: nothing to say
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000_000))  # a rewrite of the same size, later
+    with pytest.raises(ChangedFileError, match="part-00000-of-00001.parquet: replaced or changed"):
+        pin.check()
+    path.unlink()
+    with pytest.raises(ChangedFileError, match="part-00000-of-00001.parquet: removed"):
+        pin.check()
