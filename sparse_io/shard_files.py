@@ -74,9 +74,14 @@ class ParquetShard:
     def __init__(self, path: str):
         self.path = path
         self._file = open_parquet(path)
-        self.schema_arrow = self._file.schema_arrow
-        meta = self._file.metadata
-        self.unit_rows = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+        try:
+            with damage_is_corruption(path, "Parquet"):  # the footer's schema and row groups, decoded here
+                self.schema_arrow = self._file.schema_arrow
+                meta = self._file.metadata
+                self.unit_rows = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+        except BaseException:
+            self._file.close(force=True)
+            raise
 
     def read_unit(self, index: int, columns: Sequence[str] | None = None) -> pa.Table:
         """Row group `index` decoded (`columns`, default all), with pyarrow's threads.
