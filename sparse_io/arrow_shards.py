@@ -117,6 +117,24 @@ def _extend_buffers(crc: int, batch: pa.RecordBatch) -> int:
     return crc
 
 
+def decode_names(schema: pa.Schema) -> None:
+    """Decodes every field name of `schema`, children's included, so a name that is no UTF-8 fails here.
+
+    pyarrow decodes names only when asked; a damaged name would otherwise
+    surface later, as a bare UnicodeDecodeError, wherever a reader asks.
+    """
+
+    def fields(kind: pa.DataType):
+        for i in range(kind.num_fields):
+            child = kind.field(i)
+            _ = child.name
+            fields(child.type)
+
+    _ = schema.names
+    for field in schema:
+        fields(field.type)
+
+
 def _canonical(batch: pa.RecordBatch) -> pa.RecordBatch:
     """`batch` as the IPC reader will return it: its buffers rebased and cut to the rows it holds.
 
@@ -194,6 +212,7 @@ class ArrowShard:
             with damage_is_corruption(path, "Arrow"):
                 self._reader = ipc.open_file(self._source)
                 self.schema_arrow = self._reader.schema
+                decode_names(self.schema_arrow)
                 self.unit_rows = self._unit_rows()
         except BaseException:
             self._source.close()

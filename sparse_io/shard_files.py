@@ -20,7 +20,7 @@ from typing import Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sparse_io.arrow_shards import ArrowShard
+from sparse_io.arrow_shards import ArrowShard, decode_names
 from sparse_io.errors import CorruptFileError, damage_is_corruption, first_line
 from sparse_io.formats import shard_format_of
 from sparse_io.pins import ShardPin
@@ -77,6 +77,7 @@ class ParquetShard:
         try:
             with damage_is_corruption(path, "Parquet"):  # the footer's schema and row groups, decoded here
                 self.schema_arrow = self._file.schema_arrow
+                decode_names(self.schema_arrow)
                 meta = self._file.metadata
                 self.unit_rows = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
         except BaseException:

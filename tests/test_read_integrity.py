@@ -339,3 +339,17 @@ def test_a_pin_refuses_a_same_size_rewrite_and_a_removal_whichever_way_it_reads_
     path.unlink()
     with pytest.raises(ChangedFileError, match="part-00000-of-00001.parquet: removed"):
         pin.check()
+
+
+def test_a_column_name_in_an_arrow_footer_that_no_longer_decodes_is_a_corrupt_file(tmp_path):
+    out = _output(tmp_path / "out", suffix=".arrow")
+    shard = os.path.join(out, shard_name(0, 2, ".arrow"))
+    data = bytearray(open(shard, "rb").read())
+    at = data.rindex(b"price")  # the name in the file footer's schema, read when the shard is opened
+    data[at + 1] = 0xE8  # a UTF-8 lead byte followed by no continuation
+    with open(shard, "wb") as f:
+        f.write(data)
+    with pytest.raises(CorruptFileError, match=r"part-00000-of-00002\.arrow: damaged Arrow file"):
+        ArrowShard(shard)
+    with pytest.raises((CorruptFileError, tf.errors.OpError), match=r"part-00000-of-00002\.arrow"):
+        make_dataset(out, 8, verify="none")
