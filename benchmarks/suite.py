@@ -29,7 +29,7 @@ __all__ = ["BENCHMARKS", "comparison_row", "normalise", "run_benchmark", "data_s
 # Run order: TensorFlow device set-up happens in the first one, before any module hides GPUs.
 BENCHMARKS = (
     "convert_to_coo", "ops_gpu_stage", "beam_ingest", "io_formats", "tfdata_input", "reader_memory", "ingest_memory",
-    "vocabulary",
+    "vocabulary", "reliability",
 )
 
 
@@ -415,6 +415,28 @@ def _vocabulary(r: dict) -> list[dict]:
     return rows
 
 
+def _reliability(r: dict) -> list[dict]:
+    rows = []
+    peers = {
+        "parquet": "pyarrow.parquet.read_table", "arrow": "pyarrow.ipc read_all", "tfrecord": "tf.data.TFRecordDataset",
+    }
+    for fmt, result in r["formats"].items():
+        flips = sum(result["counts"].values())
+        ours = result["counts"]["same"] + result["counts"]["refused"]
+        peer = result["peer"]["same"] + result["peer"]["refused"]
+        counts = ", ".join(f"{k} {v}" for k, v in result["counts"].items())
+        by_reader = "; ".join(f"{name}: {sum(c.values())}" for name, c in result["by_reader"].items())
+        rows.append(comparison_row(
+            "reliability", f"{fmt} shards: single-bit flips refused or read unchanged, verify='sizes' (%)",
+            f"{peers[fmt]} alone", "%", True, (100 * ours / flips, None, None),
+            (max(100 * peer / flips, 0.1), None, None),
+            f"target 100% (0 silent); ours: {counts}; flips per reader: {by_reader}; "
+            f"peer: {result['peer']['silent']} silent, {result['peer']['crashed']} crashed its process",
+            noisy=False,
+        ))
+    return rows
+
+
 _NORMALISERS = {
     "convert_to_coo": _convert_to_coo,
     "ops_gpu_stage": _ops_gpu_stage,
@@ -424,6 +446,7 @@ _NORMALISERS = {
     "reader_memory": _reader_memory,
     "ingest_memory": _ingest_memory,
     "vocabulary": _vocabulary,
+    "reliability": _reliability,
 }
 
 
@@ -455,6 +478,9 @@ def data_sizes(name: str, r: dict) -> str:
         sizes = " and ".join(f"{int(s):,}" for s in r["sizes"])
         peer = "with tf.Transform" if r["tft"] else "tf.Transform not installed: its side skipped"
         return f"{sizes} Criteo TSV rows, {r['reps']} reps ({peer}); a 10,000-row ingest for the start-up"
+    if name == "reliability":
+        return (f"{r['flips_per_format']} seeded single-bit flips per shard format in a {r['rows']}-row ingest "
+                f"output (seed {r['seed']})")
     if name in ("reader_memory", "ingest_memory"):
         return " and ".join(f"{s:,}" for s in r["sizes"]) + " Criteo TSV rows"
     return ""

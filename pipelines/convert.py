@@ -156,12 +156,13 @@ def convert_output(
         # Emptiness again, holding the lock: a run that finished meanwhile left its files.
         if not _is_empty_or_absent(destination):
             raise UsageError(f"{destination}: exists and is not empty; convert into a new directory")
-        return _convert(source, destination, shard_format, compression, row_group_size)
+        return _convert(source, destination, shard_format, compression, row_group_size, verify)
 
 
 def _convert(source: str, destination: str, shard_format: str, compression: str | None,
-             row_group_size: int | None) -> dict:
+             row_group_size: int | None, verify: str) -> dict:
     from sparse_io.manifest import commit_directory, read_manifest
+    from sparse_io.pins import pin_shards
     from sparse_io.schema import SCHEMA_FILE, Schema
     from sparse_io.shard_formats import shard_format as shard_format_named
     from sparse_io.shard_set import read_shard, write_shard
@@ -174,6 +175,8 @@ def _convert(source: str, destination: str, shard_format: str, compression: str 
     for entry in manifest.get("files", []):
         _copy(_join(source, entry["path"]), _join(destination, entry["path"]), destination)
     shards = manifest["shards"]
+    # Each shard read must be the file verified, holding the rows the manifest lists.
+    pins = pin_shards([_join(source, e["path"]) for e in shards], verify)
     if row_group_size is None:
         # The largest first unit: a shard smaller than one unit holds a single, smaller one.
         found = [size for e in shards if (size := _unit_size(_join(source, e["path"]))) is not None]
@@ -181,10 +184,12 @@ def _convert(source: str, destination: str, shard_format: str, compression: str 
         _LOGGER.info("%s rows per row group / record batch", f"{row_group_size:,}")
     rows = 0
     started = time.monotonic()
-    for done, entry in enumerate(shards, 1):
+    for done, (entry, pin) in enumerate(zip(shards, pins), 1):
         name = entry["path"]
         stem = os.path.splitext(name)[0]
         table = read_shard(_join(source, name), schema)
+        pin.check()
+        pin.check_rows(table.num_rows)
         target = _join(destination, stem + shard_format_named(shard_format).suffix)
         rows += write_shard(target, [table], schema, row_group_size=row_group_size, compression=compression,
                             output_root=destination)

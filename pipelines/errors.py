@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import sys
 from collections.abc import Iterator
 
@@ -44,6 +45,19 @@ def quiet_beam_tracebacks() -> None:
         handler.addFilter(_NoBeamTracebacks())
 
 
+# A data error raised inside a tf.py_function (the Parquet and Arrow reader) reaches the program as a
+# TensorFlow error whose message carries the original's "Name: message" line.
+_CARRIED = re.compile(r"\b(?:CorruptFileError|ChangedFileError|ManifestError): ([^\n]+)")
+
+
+def _carried_data_error(error: BaseException) -> str | None:
+    """The one-line message of a damaged-file or manifest error carried by a TensorFlow error, or None."""
+    if "tensorflow" not in sys.modules or not isinstance(error, sys.modules["tensorflow"].errors.OpError):
+        return None
+    found = _CARRIED.search(error.message)
+    return found.group(1).strip() if found else None
+
+
 @contextlib.contextmanager
 def cli_errors(program: str) -> Iterator[None]:
     """Prints `program: error: ...` and exits non-zero instead of a bare traceback.
@@ -53,7 +67,9 @@ def cli_errors(program: str) -> Iterator[None]:
     (LayoutError), a column of the wrong type (ColumnTypeError), an
     output that is incomplete or differs from its manifest (ManifestError), a package
     that one of the extras installs (TensorFlow, Beam's Google Cloud I/O: the line is the pip command) and
-    the OSErrors of a missing or unwritable path exit 2; anything else exits 1 with its
+    the OSErrors of a missing or unwritable path exit 2, as does a TensorFlow
+    error carrying one of the first (a shard found damaged or replaced while
+    training reads it: its own line is printed); anything else exits 1 with its
     one-line message; set SPARSEFLOW_DEBUG=1 to get the full traceback
     instead. (A bad flag never gets here: the parser prints the usage line
     and its error and exits 2 itself.)
@@ -76,6 +92,10 @@ def cli_errors(program: str) -> Iterator[None]:
     except SystemExit:
         raise
     except Exception as e:
+        carried = _carried_data_error(e)
+        if carried is not None:
+            print(f"{program}: error: {carried}", file=sys.stderr)
+            sys.exit(2)
         if os.environ.get("SPARSEFLOW_DEBUG"):
             raise
         hint = missing_extra(e)

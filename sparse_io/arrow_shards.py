@@ -10,9 +10,15 @@ anonymous. lz4 or zstd buffer compression makes smaller files that are
 decompressed on every read.
 
 Integrity, as Parquet's page checksums and TFRecord's record CRCs give:
-each record batch carries the CRC-32C of its buffers (as the reader gets
-them, decompressed) in its custom metadata, checked the first time a
-`ArrowShard` reads it. The IPC reader itself checks every buffer against
+each record batch carries in its custom metadata the CRC-32C of what the
+reader gets from it: its metadata (row count, each column's type, length,
+null count and buffer sizes, children included) and its buffers
+(decompressed), checked the first time an `ArrowShard` reads it. So a
+same-size edit of a batch's length or null count is an error, as a flipped
+bit in its values is. Shards written before the metadata was covered carry
+the CRC of the buffers alone (`LEGACY_CHECKSUM_KEY`); they are still read,
+with that check, and readers that have the manifest (`make_dataset`,
+`iter_shards`, `pipelines.convert`) compare each shard's rows with it. The IPC reader itself checks every buffer against
 the body it lies in, so a damaged or truncated file is an error, never a
 read past its end. Every buffer of every record batch lies at a multiple of
 64 bytes in the file (`sparse_io.ipc_alignment`: pyarrow's writer alone
@@ -36,6 +42,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterable, Sequence
 
 import google_crc32c
@@ -53,6 +60,7 @@ __all__ = [
     "DEFAULT_ARROW_CODEC",
     "ArrowShard",
     "batch_checksum",
+    "buffers_checksum",
     "read_arrow_shard",
     "write_arrow_shard",
 ]
@@ -61,26 +69,78 @@ __all__ = [
 # (The Arrow format object, sparse_io.shard_formats, offers these.)
 ARROW_CODECS = ("none", "lz4", "zstd")
 DEFAULT_ARROW_CODEC = "none"
-# The custom-metadata key of a record batch's checksum.
-CHECKSUM_KEY = b"sparseflow.crc32c"
+# The custom-metadata key of a record batch's checksum of its metadata and buffers.
+CHECKSUM_KEY = b"sparseflow.batch_crc32c"
+# The key of shards written before: the checksum of the buffers alone (`buffers_checksum`).
+LEGACY_CHECKSUM_KEY = b"sparseflow.crc32c"
 # The file-footer key of the rows of every record batch but the last, so a reader learns the
 # batches' sizes without decoding (compressed) batches.
 BATCH_ROWS_KEY = b"sparseflow.record_batch_rows"
 
 
-def batch_checksum(batch: pa.RecordBatch) -> str:
-    """The CRC-32C (8 hex digits) of every buffer of `batch`, in column order, as the IPC reader returns them.
+def _layout(array: pa.Array) -> list:
+    """What an array's metadata says: type, length, null count, offset, and its children's, nested."""
+    layout: list = [str(array.type), len(array), array.null_count, array.offset]
+    kind = array.type
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        layout.append(_layout(array.values))
+    elif pa.types.is_struct(kind):
+        layout.extend(_layout(array.field(i)) for i in range(kind.num_fields))
+    return layout
 
-    Covers validity, offsets and values of each column (children included);
-    absent buffers (no nulls) count as empty. Of a batch read back from a
-    shard, it equals the value stored when the batch was written.
+
+def batch_checksum(batch: pa.RecordBatch) -> str:
+    """The CRC-32C (8 hex digits) of `batch`'s metadata and every buffer, as the IPC reader returns them.
+
+    The metadata: the row count, and per column its name, type,
+    nullability, length, null count, offset (children included) and the
+    size of each buffer (absent: -1); then the bytes of every buffer in
+    column order (validity, offsets, values; absent buffers count as
+    empty). Of a batch read back from a shard, it equals the value stored
+    when the batch was written.
+
+    Example:
+      >>> batch = pa.record_batch({"a": pa.array([1, None])})
+      >>> batch_checksum(batch) == batch_checksum(batch.slice(0, 1))
+      False
     """
-    crc = 0
+    described = [batch.num_rows]
+    for field, column in zip(batch.schema, batch.columns):
+        sizes = [-1 if b is None else b.size for b in column.buffers()]
+        described.append([field.name, field.nullable, _layout(column), sizes])
+    crc = google_crc32c.value(json.dumps(described, separators=(",", ":")).encode())
+    return f"{_extend_buffers(crc, batch):08x}"
+
+
+def buffers_checksum(batch: pa.RecordBatch) -> str:
+    """The CRC-32C of `batch`'s buffers alone: the checksum of shards written before `batch_checksum`."""
+    return f"{_extend_buffers(0, batch):08x}"
+
+
+def _extend_buffers(crc: int, batch: pa.RecordBatch) -> int:
     for column in batch.columns:
         for buffer in column.buffers():
             if buffer is not None and buffer.size:
                 crc = google_crc32c.extend(crc, buffer)
-    return f"{crc:08x}"
+    return crc
+
+
+def decode_names(schema: pa.Schema) -> None:
+    """Decodes every field name of `schema`, children's included, so a name that is no UTF-8 fails here.
+
+    pyarrow decodes names only when asked; a damaged name would otherwise
+    surface later, as a bare UnicodeDecodeError, wherever a reader asks.
+    """
+
+    def fields(kind: pa.DataType):
+        for i in range(kind.num_fields):
+            child = kind.field(i)
+            _ = child.name
+            fields(child.type)
+
+    _ = schema.names
+    for field in schema:
+        fields(field.type)
 
 
 def _canonical(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -161,6 +221,7 @@ class ArrowShard:
             with damage_is_corruption(path, "Arrow"):
                 self._reader = ipc.open_file(self._source)
                 self.schema_arrow = self._reader.schema
+                decode_names(self.schema_arrow)
                 self.unit_rows = self._unit_rows()
         except BaseException:
             self._source.close()
@@ -195,10 +256,12 @@ class ArrowShard:
         with damage_is_corruption(self.path, "Arrow"):
             batch, metadata = self._reader.get_batch_with_custom_metadata(index)
         if index not in self._verified:
-            stored = None if metadata is None else metadata.get(CHECKSUM_KEY)
+            stored, checksum = None if metadata is None else metadata.get(CHECKSUM_KEY), batch_checksum
+            if stored is None and metadata is not None and LEGACY_CHECKSUM_KEY in metadata:
+                stored, checksum = metadata[LEGACY_CHECKSUM_KEY], buffers_checksum
             if stored is None:
                 raise CorruptFileError(self.path, f"record batch {index} carries no checksum (not written as a shard)")
-            found = batch_checksum(batch)
+            found = checksum(batch)
             if found.encode() != stored:
                 raise CorruptFileError(
                     self.path, f"record batch {index}: checksum {found} differs from the stored {stored.decode()}"

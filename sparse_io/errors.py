@@ -62,7 +62,8 @@ def first_line(exc: BaseException) -> str:
 def damage_is_corruption(path: str, what: str) -> Iterator[None]:
     """Turns pyarrow's errors about a file's bytes, raised inside the block, into `CorruptFileError`.
 
-    Errors that are not about the bytes pass through: a missing file, a
+    pyarrow's own errors and a name in the file's metadata that no longer
+    decodes as UTF-8 are the bytes'. Errors that are not about the bytes pass through: a missing file, a
     permission problem (any OSError carrying an errno), everything else.
     """
     import pyarrow as pa
@@ -73,5 +74,5 @@ def damage_is_corruption(path: str, what: str) -> Iterator[None]:
         if e.errno is not None:
             raise
         raise CorruptFileError(path, f"damaged {what} file: {first_line(e)}") from e
-    except pa.ArrowException as e:
+    except (pa.ArrowException, UnicodeDecodeError) as e:  # a name in the metadata that is no UTF-8 any more
         raise CorruptFileError(path, f"damaged {what} file: {first_line(e)}") from e

@@ -15,12 +15,18 @@ every object and TFRecord frames use, computed by google-crc32c's
 hardware-accelerated C code (several GB/s), as 8 lowercase hex digits.
 
 Verification levels:
-  "sizes"      (the default) the manifest is there and well formed; every file
+  "sizes"      (the default) the manifest is there and well formed (every
+               field of the right type: `ManifestError` naming the one that
+               is not), its rows_out total equals its shards' rows; every file
                it lists exists with its byte size, and no other file is there.
                One directory listing: cheap at any size.
   "checksums"  "sizes", and every file's content matches its checksum and
                every shard its row count (reads every byte).
   "none"       nothing is checked: for shards written by other tools.
+
+A glob or list of shards (`verify_paths`) is checked to the same level: the
+named shards, and every other file the manifest lists (schema.json,
+stats.json, vocab/...), since readers take those from beside the shards.
 
 The lock file of a running ingest (`LOCK_FILE`) is not part of an output.
 """
@@ -47,6 +53,7 @@ __all__ = [
     "verify_directory",
     "verify_paths",
     "read_verified",
+    "is_directory",
     "check_verify_level",
     "file_checksum",
 ]
@@ -307,7 +314,10 @@ def read_manifest(directory: str | os.PathLike) -> dict:
     """The parsed `_MANIFEST.json` of `directory`.
 
     Raises:
-      ManifestError: there is none, or it is not a manifest.
+      ManifestError: there is none, it is not a manifest (not JSON, another
+        format or version, a directory), or a field is missing or of the
+        wrong type (one line naming the field: `shards[2] (part-...) has no
+        "bytes" count`).
     """
     directory = os.fspath(directory)
     path = _join(directory, MANIFEST_FILE)
@@ -316,6 +326,8 @@ def read_manifest(directory: str | os.PathLike) -> dict:
             text = f.read()
     except (FileNotFoundError, NotADirectoryError):
         raise _no_manifest(directory) from None
+    except IsADirectoryError:
+        raise ManifestError(f"{path}: a directory, not a file") from None
     except Exception as e:  # remote file systems raise their own not-found errors
         if not _exists(directory) or "not found" in str(e).lower() or "no such" in str(e).lower():
             raise _no_manifest(directory) from None
@@ -329,7 +341,60 @@ def read_manifest(directory: str | os.PathLike) -> dict:
         raise ManifestError(f"{path}: not a sparseflow manifest (unreadable JSON or missing fields)")
     if manifest.get("version") != VERSION:
         raise ManifestError(f"{path}: manifest version {manifest.get('version')!r}; this reader knows {VERSION}")
+    fault = _malformed(manifest)
+    if fault:
+        raise ManifestError(f"{path}: malformed manifest: {fault}")
     return manifest
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _entry_fault(entry, where: str, shard: bool) -> str | None:
+    """What is wrong with one `shards`/`files` entry, or None."""
+    if not isinstance(entry, dict):
+        return f"{where} is {type(entry).__name__}, not an object"
+    relative = entry.get("path")
+    if not isinstance(relative, str) or not relative:
+        return f"{where} has no \"path\" string"
+    parts = relative.split("/")
+    if relative.startswith("/") or "\\" in relative or any(p in ("", ".", "..") for p in parts):
+        return f"{where} has path {relative!r}, not a file inside the directory"
+    if shard and _shard_format(relative) is None:
+        return f"{where} has path {relative!r}, not a shard's name"
+    if not _is_count(entry.get("bytes")):
+        return f"{where} ({relative}) has no \"bytes\" count (got {entry.get('bytes')!r})"
+    crc = entry.get("crc32c")
+    if not isinstance(crc, str) or len(crc) != 8 or any(c not in "0123456789abcdef" for c in crc):
+        return f"{where} ({relative}) has no 8-hex-digit \"crc32c\" (got {crc!r})"
+    if shard and not _is_count(entry.get("rows")):
+        return f"{where} ({relative}) has no \"rows\" count (got {entry.get('rows')!r})"
+    return None
+
+
+def _malformed(manifest: dict) -> str | None:
+    """The first field of a parsed manifest of the wrong type or missing, as a phrase; None when well formed."""
+    files = manifest.get("files", [])
+    if not isinstance(files, list):
+        return f"\"files\" is {type(files).__name__}, not a list"
+    seen: set[str] = set()
+    for key, entries in (("shards", manifest["shards"]), ("files", files)):
+        for i, entry in enumerate(entries):
+            fault = _entry_fault(entry, f"{key}[{i}]", key == "shards")
+            if fault:
+                return fault
+            if entry["path"] in seen:
+                return f"{key}[{i}] lists {entry['path']} a second time"
+            seen.add(entry["path"])
+    totals = manifest.get("totals")
+    if totals is not None and not isinstance(totals, dict):
+        return f"\"totals\" is {type(totals).__name__}, not an object"
+    for name in ("rows_in", "rows_out", "bad"):
+        value = (totals or {}).get(name)
+        if value is not None and not _is_count(value):
+            return f"totals.{name} is {value!r}, not a count"
+    return None
 
 
 def _entries(manifest: dict) -> dict[str, dict]:
@@ -382,13 +447,17 @@ def directory_differences(directory: str | os.PathLike, level: str = "checksums"
     check_verify_level(level)
     directory = os.fspath(directory)
     manifest = read_manifest(directory)
-    problems = _differences(directory, manifest, _list_files(directory), None, level)
-    if level == "checksums":
-        rows = sum(e["rows"] for e in manifest["shards"])
-        rows_out = (manifest.get("totals") or {}).get("rows_out")
-        if rows_out is not None and rows_out != rows:
-            problems.append(f"the shards are listed with {rows} rows but the totals say rows_out {rows_out}")
+    problems = _differences(directory, manifest, _list_files(directory), None, level) + _total_differences(manifest)
     return manifest, problems
+
+
+def _total_differences(manifest: dict) -> list[str]:
+    """The manifest's rows_out total against its shards' rows: cheap (the manifest alone), so at every level."""
+    rows = sum(e["rows"] for e in manifest["shards"])
+    rows_out = (manifest.get("totals") or {}).get("rows_out")
+    if rows_out is not None and rows_out != rows:
+        return [f"the shards are listed with {rows} rows but the totals say rows_out {rows_out}"]
+    return []
 
 
 def verify_directory(directory: str | os.PathLike, level: str = "sizes") -> dict | None:
@@ -421,7 +490,10 @@ def verify_paths(paths: Sequence[str], level: str = "sizes") -> None:
     """Checks that each shard file named is listed, with its size (and checksum), in its directory's manifest.
 
     For a glob or a list of shards rather than a whole directory: files the
-    manifest does not list, or whose size differs, are refused.
+    manifest does not list, or whose size differs, are refused. Every other
+    file the manifest lists beside the shards (schema.json, stats.json,
+    vocab/ files, the dead letters) is checked to the same level, since
+    readers take them from there: only the shards left unnamed are not.
 
     Raises:
       ManifestError: a directory without a manifest, or the first difference.
@@ -435,16 +507,17 @@ def verify_paths(paths: Sequence[str], level: str = "sizes") -> None:
         by_directory.setdefault(directory, []).append(name)
     for directory, names in sorted(by_directory.items()):
         manifest = read_manifest(directory)
+        names = names + [e["path"] for e in manifest.get("files", []) if e["path"] not in names]
         sizes = {}
         for name in names:
             path = _join(directory, name)
             if _is_local(path):
-                if os.path.exists(path):
+                if os.path.isfile(path):
                     sizes[name] = os.stat(path).st_size
             else:
                 sizes.update({n: s for n, s in _list_files(directory).items() if n in names})
                 break
-        _raise(directory, _differences(directory, manifest, sizes, names, level))
+        _raise(directory, _differences(directory, manifest, sizes, names, level) + _total_differences(manifest))
 
 
 def read_verified(directory: str | os.PathLike, relative: str, manifest: dict | None = None) -> bytes:
@@ -489,3 +562,22 @@ def read_verified(directory: str | os.PathLike, relative: str, manifest: dict | 
     if crc != entry["crc32c"]:
         raise differs(f"{relative} has checksum {crc}, the manifest says {entry['crc32c']}")
     return data
+
+
+def is_directory(path: str | os.PathLike) -> bool:
+    """Whether `path` is a directory (local, or a prefix with objects under it), whatever characters it holds.
+
+    Readers ask this first: a directory named `out[1]` or `runs*` is a
+    directory, checked whole against its manifest, never a glob.
+    """
+    path = os.fspath(path)
+    if _is_local(path):
+        return os.path.isdir(path)
+    if "tensorflow" in sys.modules:
+        import tensorflow as tf
+
+        return bool(tf.io.gfile.isdir(path))
+    from apache_beam.io.filesystems import FileSystems
+
+    prefix = path.rstrip("/") + "/"
+    return any(r.metadata_list for r in FileSystems.match([prefix + "*"], limits=[1]))

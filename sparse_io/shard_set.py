@@ -79,6 +79,7 @@ def shard_paths(directory_or_files: str | os.PathLike | Sequence[str]) -> list[s
     """
     from apache_beam.io.filesystems import FileSystems
 
+    from sparse_io.manifest import is_directory
     from sparse_io.readers._source import expand_paths, is_local
 
     if isinstance(directory_or_files, (str, os.PathLike)):
@@ -88,7 +89,7 @@ def shard_paths(directory_or_files: str | os.PathLike | Sequence[str]) -> list[s
             if not names:
                 raise FileNotFoundError(f"no .parquet, .tfrecord or .arrow shard in {location!r}")
             return [os.path.join(location, n) for n in names]
-        if not is_local(location) and not shard_format_of(location) and not any(c in location for c in "*?["):
+        if not is_local(location) and is_directory(location):
             found = [m.path for r in FileSystems.match([FileSystems.join(location, "part-*")]) for m in r.metadata_list]
             found = sorted(p for p in found if shard_format_of(p))
             if not found:
@@ -168,11 +169,18 @@ def iter_shards(
         anything is read (`sparse_io.manifest`): "sizes" (every file there
         with its size, no other), "checksums" (and every byte), "none" (for
         shards written without a manifest). Named files are checked against
-        their directory's manifest.
+        their directory's manifest, with every non-shard file it lists. A
+        directory is a directory whatever its name holds (`[`, `*`, `?`).
+        Each shard read must then be the file verified (its size, mtime and
+        inode, `sparse_io.pins`) holding the rows its manifest lists; its
+        format's own checks (Parquet page checksums, Arrow record-batch
+        checksums, TFRecord CRCs) run at every level.
 
     Raises:
-      ManifestError: (a ValueError) no manifest, or files that differ from it.
-      CorruptFileError: a damaged shard when `skip_bad_shards` is False.
+      ManifestError: (a ValueError) no manifest, or files that differ from it;
+        ChangedFileError (one) for a shard replaced since the check.
+      CorruptFileError: a damaged shard (or one holding other rows than its
+        manifest lists) when `skip_bad_shards` is False.
       FileNotFoundError: no shard found.
       ValueError: a named file is no shard, TFRecord shards without a
         schema, a shard lacking a schema column.
@@ -193,24 +201,30 @@ def iter_shards(
       >>> report.skipped  # a SkippedShard(path, reason) for each damaged shard
       []
     """
-    from sparse_io.manifest import check_verify_level, verify_directory, verify_paths
+    from sparse_io.manifest import check_verify_level, is_directory, verify_directory, verify_paths
+    from sparse_io.pins import pin_shards
 
     check_verify_level(verify)
     location = os.fspath(directory_or_files) if isinstance(directory_or_files, (str, os.PathLike)) else None
+    # A directory first, whatever its name holds: "out[1]" is a directory, checked whole, not a glob.
+    whole = location is not None and is_directory(location)
     paths = shard_paths(directory_or_files)
-    if location is not None and not shard_format_of(location) and not any(c in location for c in "*?["):
+    if location is not None and whole:
         verify_directory(location, verify)
     else:
         verify_paths(paths, verify)
+    pins = pin_shards(paths, verify)  # each shard read must be the file verified, holding its manifest's rows
     if schema is None:
         schema = _schema_beside(paths)
     if schema is None and any(not fmt.self_describing for p in paths if (fmt := shard_format_for(p))):
         raise ValueError(f"reading TFRecord shards needs a schema: none given and no {SCHEMA_FILE} beside them")
     report = report if report is not None else ShardReport()
     report.shards += len(paths)
-    for path in paths:
+    for path, pin in zip(paths, pins):
         try:
             table = read_shard(path, schema)
+            pin.check()
+            pin.check_rows(table.num_rows)
         except CorruptFileError as e:
             if not skip_bad_shards:
                 raise

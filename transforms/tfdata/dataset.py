@@ -28,6 +28,7 @@ import tensorflow as tf
 
 from sparse_io.formats import SHARD_FORMATS, SHARD_SUFFIXES
 from sparse_io.manifest import check_verify_level, verify_directory, verify_paths
+from sparse_io.pins import pin_shards
 from sparse_io.schema import Schema
 from sparse_io.shard_files import COLUMNAR_FORMATS
 from transforms.tfdata.columnar.source import columnar_batches
@@ -145,7 +146,12 @@ def make_dataset(
         reading (`sparse_io.manifest`): "sizes" (the default: every file there
         with its size, no other), "checksums" (and every byte), "none" (for
         shards written without one). A glob or file list is checked against
-        the manifests of the directories it names.
+        the manifests of the directories it names (the named shards and every
+        other file listed: schema.json, stats.json, vocab/). Parquet and Arrow
+        shards are then pinned (`sparse_io.pins`): each open checks the file is
+        the one verified (size, mtime, inode) and holds the rows its manifest
+        lists; Parquet pages and Arrow record batches are checked against
+        their checksums as they are read, at every level.
 
     Returns:
       The dataset; its `element_spec` is exact: `[batch_size]` leading
@@ -153,6 +159,11 @@ def make_dataset(
 
     Raises:
       ManifestError: (a ValueError) no manifest, or files that differ from it.
+      CorruptFileError: (a ValueError) a shard holding other rows than its
+        manifest lists; while iterating (inside a tf.errors.OpError naming
+        it), a damaged Parquet page or Arrow record batch.
+      ChangedFileError: (a ManifestError) a shard replaced since it was
+        verified; while iterating, inside a tf.errors.OpError naming it.
       ValueError: bad arguments, no files, a column missing from the schema or
         the files, a worker that would read nothing (Parquet: fewer rows than
         workers), or a `start` from a different plan.
@@ -190,6 +201,9 @@ def make_dataset(
         verify_directory(path, verify)
     else:
         verify_paths(files, verify)
+    # Pinned as verified: every later open checks it is still the same file (an --overwrite since is an error).
+    # TFRecord shards are opened by TensorFlow's graph-native reader, which a pin cannot reach.
+    pins = pin_shards(files, verify) if fmt in COLUMNAR_FORMATS else None
     if schema is None:
         schema = read_schema(directory)
     if schema is None:
@@ -223,6 +237,7 @@ def make_dataset(
             num_shards=shards,
             index=worker,
             shard_format=fmt,
+            pins=pins,
         )
     else:
         if start is not None or return_position:

@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from sparse_io.pins import ShardPin
 from sparse_io.shard_files import open_shard
 from transforms.tfdata.columnar.batch_arrays import ALIGNMENT, fill_rows
 from transforms.tfdata.columnar.batch_layout import BatchLayout, BatchParts
@@ -71,6 +72,9 @@ class ColumnarSource:
       native: with `coo`, write batches natively from the units' Arrow
         buffers (`native_batch`); None: where the native kernels load.
         False reads with numpy only (their reference).
+      pins: per file, what was verified (`sparse_io.pins.pin_shards`):
+        each open checks the file is still the one verified, holding the
+        rows its manifest lists.
 
     Raises:
       ValueError: a file lacks a column or has a wrong type, the worker's
@@ -95,8 +99,11 @@ class ColumnarSource:
         coo: Mapping[str, str] | None = None,
         shard_format: str = "parquet",
         native: bool | None = None,
+        pins: Sequence[ShardPin] | None = None,
     ):
         self.files = list(files)
+        if pins is not None and len(pins) != len(self.files):
+            raise ValueError(f"pins: {len(pins)} for {len(self.files)} files")
         self.shard_format = shard_format
         self.columns = list(columns)
         self.label = label
@@ -110,8 +117,8 @@ class ColumnarSource:
         self.layout = BatchLayout(self.columns, label, self.groups, coo=self.coo is not None)
 
         row_groups = []
-        for path in self.files:
-            with open_shard(path, shard_format) as handle:
+        for i, path in enumerate(self.files):
+            with open_shard(path, shard_format, None if pins is None else pins[i]) as handle:
                 check_arrow_schema(path, handle.schema_arrow, self.columns, label)
                 row_groups.append(list(handle.unit_rows))
         self.units, self.mode = plan_units(row_groups, num_shards, index)
@@ -161,6 +168,7 @@ class ColumnarSource:
             shard_format,
             self.groups if self.coo is not None else (),
             native=self.native,
+            pins=pins,
         )
 
     def num_batches(self, num_epochs: int | None) -> int | None:

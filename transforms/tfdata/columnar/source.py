@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from ops.coo import Coo
+from sparse_io.pins import ShardPin
 from transforms.tfdata.columnar.batch_arrays import ALIGNMENT, Arena
 from transforms.tfdata.columnar.exit_drain import reader_call
 from transforms.tfdata.columnar.reader import ColumnarSource
@@ -47,6 +48,7 @@ def columnar_batches(
     num_shards: int,
     index: int,
     shard_format: str = "parquet",
+    pins: Sequence[ShardPin] | None = None,
 ):
     """`(dataset of flat batches, the function making each a RawBatch, the ColumnarSource)`.
 
@@ -81,6 +83,7 @@ def columnar_batches(
         groups=list(keyed.values()),
         coo=combiners if coo else None,
         shard_format=shard_format,
+        pins=pins,
     )
     raw = _read_batches(source, batching.num_epochs, carry_seed=drawn)
     return raw, _raw_batch(source, combiners, batching.static_rows), source

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from sparse_io.arrow import csr_from_arrow
 from sparse_io.csr import SparseValidationError
+from sparse_io.pins import ShardPin
 from sparse_io.shard_files import ShardFile, open_shard
 from sparse_io.shard_formats import shard_format
 from transforms.tfdata.columnar.native_batch import UnitBuffers, unit_buffers
@@ -88,6 +89,8 @@ class UnitLoader:
       native: also describe each unit's Arrow buffers for the native
         kernels (`native_batch.unit_buffers`); the columns they cover are
         then turned into numpy only if something asks for them.
+      pins: per file, what was verified (`sparse_io.pins`): every open of
+        a shard checks that it is still that file (ChangedFileError if not).
     """
 
     def __init__(
@@ -99,8 +102,10 @@ class UnitLoader:
         shard_format: str = "parquet",
         one_hot_groups: Sequence[Sequence[Column]] = (),
         native: bool = False,
+        pins: Sequence[ShardPin] | None = None,
     ):
         self.native = native
+        self.pins = None if pins is None else list(pins)
         self.files = list(files)
         self.shard_format = shard_format
         self.one_hot_groups = [list(g) for g in one_hot_groups]
@@ -144,7 +149,8 @@ class UnitLoader:
         unit: Unit = self.units[unit_id]
         handle = self._handles.get(unit.file)
         if handle is None:
-            handle = self._handles[unit.file] = open_shard(self.files[unit.file], self.shard_format)
+            pin = None if self.pins is None else self.pins[unit.file]
+            handle = self._handles[unit.file] = open_shard(self.files[unit.file], self.shard_format, pin)
             while len(self._handles) > _OPEN_FILES:
                 self._handles.popitem(last=False)[1].close()
         else:
