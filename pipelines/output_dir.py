@@ -111,12 +111,16 @@ def manifest_files(directory: str) -> list[str]:
     """The files a committed output at `directory` consists of (its manifest first); [] when uncommitted.
 
     Raises:
-      UsageError: the manifest names a path outside `directory` (or no path).
+      UsageError: the manifest names a path outside `directory` (or no path), or is malformed
+        (`read_manifest`'s ManifestError).
     """
     try:
         manifest = read_manifest(directory)
-    except ManifestError:
-        return [MANIFEST_FILE] if MANIFEST_FILE in list_output(directory) else []
+    except ManifestError as e:
+        if MANIFEST_FILE not in list_output(directory):
+            return []
+        # Written atomically, a manifest of ours is whole: one that does not read as ours directs nothing.
+        raise UsageError(f"{e}; no ingest wrote that manifest, so nothing it lists is removed") from None
     entries = [e.get("path") if isinstance(e, dict) else None for e in manifest["shards"] + manifest.get("files", [])]
     outside = [path for path in entries if not _inside(path)]
     if outside:

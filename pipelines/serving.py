@@ -285,8 +285,15 @@ def serving_inputs(signature, row_cells: Mapping) -> dict:
       KeyError: a column the signature needs is absent, naming it.
 
     Example:
-      >>> served = tf.saved_model.load(path).signatures["serving_text"]  # doctest: +SKIP
-      >>> served(**serving_inputs(served, {"user": ["u1"], "clicked": ["1"]}))  # doctest: +SKIP
+      >>> import tempfile
+      >>> module = tf.Module()
+      >>> module.f = tf.function(lambda cells: {"length": tf.strings.length(cells["user"])},
+      ...                        input_signature=[{"user": tf.TensorSpec([None], tf.string, name="user")}])
+      >>> path = tempfile.mkdtemp()
+      >>> tf.saved_model.save(module, path, signatures={"serving_text": module.f})
+      >>> served = tf.saved_model.load(path).signatures["serving_text"]
+      >>> served(**serving_inputs(served, {"user": ["u1"], "clicked": ["1"]}))["length"].numpy()  # no "clicked"
+      array([2], dtype=int32)
     """
     specs = signature.structured_input_signature[1]
     missing = sorted(set(specs) - set(row_cells))

@@ -13,9 +13,17 @@ and modification time. A shard whose manifest lists its rows must hold them
 "sizes" where it changes the rows.
 
 Example:
-  >>> pins = pin_shards(["out/part-00000-of-00001.parquet"], "sizes")  # doctest: +SKIP
-  >>> pins[0].check()  # doctest: +SKIP
-  ChangedFileError: out/part-00000-of-00001.parquet: replaced or changed since it was verified (...)
+  >>> import os, tempfile
+  >>> shard = os.path.join(tempfile.mkdtemp(), "part-00000-of-00001.parquet")
+  >>> _ = open(shard, "wb").write(b"the shard verified")
+  >>> (pin,) = pin_shards([shard], "none")  # "none": its identity only, no manifest to read rows from
+  >>> pin.check()  # still the file verified: nothing to say
+  >>> _ = open(shard + ".new", "wb").write(b"another output's rows")
+  >>> os.replace(shard + ".new", shard)  # what an --overwrite ingest into the directory does
+  >>> pin.check()  # doctest: +ELLIPSIS
+  Traceback (most recent call last):
+  ...
+  sparse_io.pins.ChangedFileError: ...part-00000-of-00001.parquet: ...
 """
 
 from __future__ import annotations

@@ -141,8 +141,15 @@ class ApplyVocabulary(beam.PTransform):
     column, a null id, or a vocabulary with a repeated token.
 
     Example:
-      >>> vocab = batches | ComputeVocabulary(["C1"], "/tmp/vocab")  # doctest: +SKIP
-      >>> indexed = batches | ApplyVocabulary(vocab)  # doctest: +SKIP
+      >>> import tempfile
+      >>> from apache_beam.testing.util import assert_that
+      >>> from transforms.beam.vocabulary import ComputeVocabulary
+      >>> from transforms.testing import equal_to_rows, test_pipeline
+      >>> with test_pipeline() as p:
+      ...     batches = p | beam.Create([pa.record_batch({"C1": [["a", "b"], ["a"], ["zz"]]})])
+      ...     vocab = batches | ComputeVocabulary(["C1"], tempfile.mkdtemp())
+      ...     indexed = batches | ApplyVocabulary(vocab)  # "a": line 0, "b": line 1, after one OOV index
+      ...     _ = assert_that(indexed, equal_to_rows([{"C1": [1, 2]}, {"C1": [1]}, {"C1": [3]}]))
     """
 
     def __init__(
