@@ -25,7 +25,20 @@ from transforms.beam._columns import require_columns
 from transforms.beam.histories_build import TARGET_PREFIX, build_histories
 from transforms.beam.history_stream import DEFAULT_MEMORY_BUDGET, partition_histories
 
-__all__ = ["GroupHistories", "build_histories", "partition_of", "TARGET_PREFIX"]
+__all__ = ["GroupHistories", "build_histories", "partition_of", "partitions_for", "TARGET_PREFIX"]
+
+MIN_PARTITIONS = 32  # partitions of a log of up to EVENTS_PER_PARTITION * 32 events
+EVENTS_PER_PARTITION = 1_000_000  # past MIN_PARTITIONS, one more partition per this many events
+
+
+def partitions_for(events: int, events_per_partition: int = EVENTS_PER_PARTITION) -> int:
+    """The key partitions of a log of `events` events: 32, and one per `events_per_partition` past that.
+
+    Example:
+      >>> partitions_for(0), partitions_for(32_000_000), partitions_for(32_000_001)
+      (32, 32, 33)
+    """
+    return max(MIN_PARTITIONS, -(-events // events_per_partition))
 
 
 def partition_of(keys: pa.Array, num_partitions: int) -> np.ndarray:
@@ -42,17 +55,17 @@ def partition_of(keys: pa.Array, num_partitions: int) -> np.ndarray:
 
 
 class _SplitByPartitionFn(beam.DoFn):
-    def __init__(self, columns: list[str], key: str, num_partitions: int):
+    def __init__(self, columns: list[str], key: str, num_partitions: int | None):
         self._columns = columns
         self._key = key
         self._num_partitions = num_partitions
 
-    def process(self, batch: pa.RecordBatch):
+    def process(self, batch: pa.RecordBatch, counted_partitions: int | None = None):
         if batch.num_rows == 0:
             return
         require_columns(batch, self._columns, "GroupHistories")
         batch = batch.select(self._columns)
-        parts = partition_of(batch.column(self._key), self._num_partitions)
+        parts = partition_of(batch.column(self._key), self._num_partitions or typing.cast(int, counted_partitions))
         order = np.argsort(parts, kind="stable")
         sorted_parts = parts[order]
         bounds = np.flatnonzero(np.diff(sorted_parts)) + 1
@@ -102,6 +115,8 @@ class GroupHistories(beam.PTransform):
         key's strictly earlier events (never the event itself, nor another at
         the same time), with the event as `target_<item>` / `target_<weight>`.
       num_partitions: key-hash partitions: the most workers the grouping can use.
+        None (the default): `partitions_for(the number of events)`, 32 up to
+        32M events and one more per 1M past that (the events are counted first).
       memory_budget: bytes of one partition's events a worker holds in memory;
         past it, sorted runs spill to the worker's temporary directory.
       batch_size: rows per output RecordBatch at most.
@@ -135,7 +150,7 @@ class GroupHistories(beam.PTransform):
         item_columns: typing.Sequence[str] = (),
         event_columns: typing.Sequence[str] = (),
         context_column: str | None = None,
-        num_partitions: int = 32,
+        num_partitions: int | None = None,
         batch_size: int = 8192,
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
         target_prefix: str = TARGET_PREFIX,
@@ -164,7 +179,7 @@ class GroupHistories(beam.PTransform):
             ("batch_size", batch_size, 1),
             ("memory_budget", memory_budget, 1),
         ):
-            if value is None and name == "max_length":
+            if value is None and name in ("max_length", "num_partitions"):
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"GroupHistories: {name} must be an integer >= {low}, got {value!r}")
@@ -189,12 +204,21 @@ class GroupHistories(beam.PTransform):
         )
 
     def expand(self, batches):
+        split = _SplitByPartitionFn(self._columns, self._key, self._num_partitions)
+        if self._num_partitions is None:
+            # More events, more partitions: the grouping's parallelism grows with the log.
+            counted = (
+                batches
+                | "CountEvents" >> beam.Map(lambda b: b.num_rows)
+                | "SumEvents" >> beam.CombineGlobally(sum)
+                | "Partitions" >> beam.Map(partitions_for)
+            )
+            step = beam.ParDo(split, beam.pvalue.AsSingleton(counted))
+        else:
+            step = beam.ParDo(split)
         return (
             batches
-            | "SplitByKeyHash"
-            >> beam.ParDo(
-                _SplitByPartitionFn(self._columns, self._key, self._num_partitions)
-            ).with_output_types(tuple[int, pa.RecordBatch])
+            | "SplitByKeyHash" >> step.with_output_types(tuple[int, pa.RecordBatch])
             | "GroupPartitions" >> beam.GroupByKey()
             | "Build"
             >> beam.ParDo(_BuildHistoriesFn(self._options, self._batch_size, self._memory_budget)).with_output_types(

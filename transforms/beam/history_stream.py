@@ -82,12 +82,13 @@ def partition_histories(batches: typing.Iterable[pa.RecordBatch], options: dict,
                 held, held_bytes = [], 0
         if spill is None:
             if held:
-                yield from _rebatch([build_histories(pa.Table.from_batches(held), **options)], batch_size)
+                yield from map(_compact, _rebatch([build_histories(pa.Table.from_batches(held), **options)],
+                                                  batch_size))
             return
         if held:
             spill.write_run(held)
             held = []
-        yield from _rebatch(_StreamingWindow(options).histories(spill.merged()), batch_size)
+        yield from map(_compact, _rebatch(_StreamingWindow(options).histories(spill.merged()), batch_size))
     finally:
         if spill is not None:
             spill.close()
@@ -229,6 +230,26 @@ class _StreamingWindow:
         pending = pending.set_column(pending.schema.get_field_index(context), context,
                                      flags.cast(pending.schema.field(context).type))
         return out, pending
+
+
+def _compact(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """`batch` in buffers of its own, as Beam's coder would pass it between stages (an Arrow IPC round trip).
+
+    A slice's buffers reach beyond its rows into the table it was cut from,
+    which differs between the in-memory and the spilled path; the shard
+    writer seeds its shuffle from the buffers' bytes, so only the rows' own
+    bytes (zero-based offsets, no all-valid bitmaps) may reach it.
+    """
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return pa.ipc.read_record_batch(_only_message(sink.getvalue()), batch.schema)
+
+
+def _only_message(stream: pa.Buffer) -> pa.ipc.Message:
+    reader = pa.ipc.MessageReader.open_stream(stream)
+    reader.read_next_message()  # the schema
+    return reader.read_next_message()
 
 
 def _rebatch(tables: typing.Iterable[pa.Table], batch_size: int) -> typing.Iterator[pa.RecordBatch]:
