@@ -128,3 +128,21 @@ def test_group_histories_writes_the_same_rows_whatever_the_budget(memory_budget)
                                 memory_budget=memory_budget)
                | beam.FlatMap(_as_rows))
         assert_that(out, equal_to(expected))
+
+
+def test_counted_partitions_spread_keys_over_all_of_them():
+    from transforms.beam.histories import _SplitByPartitionFn, partitions_for
+
+    # 32 partitions up to 32M events, then one more per 1M (worked out from the documented rule).
+    assert [partitions_for(n) for n in (0, 1, 32_000_000, 32_000_001, 100_000_000)] == [32, 32, 32, 33, 100]
+    batch = pa.record_batch({"user": pa.array(np.arange(5000), pa.int64()), "movie": pa.array(["m"] * 5000),
+                             "ts": pa.array(np.zeros(5000, dtype=np.int64))})
+    split = _SplitByPartitionFn(["user", "movie", "ts"], "user", None)
+    parts = {part: piece.num_rows for part, piece in split.process(batch, counted_partitions=40)}
+    assert sorted(parts) == list(range(40)) and sum(parts.values()) == 5000
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True])
+def test_the_memory_budget_must_be_a_positive_integer(bad):
+    with pytest.raises(ValueError, match="memory_budget must be an integer >= 1"):
+        GroupHistories("user", "movie", "ts", memory_budget=bad)
