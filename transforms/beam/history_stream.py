@@ -150,7 +150,8 @@ class _Spill:
 
 
 def _run_batches(path: str) -> typing.Iterator[pa.RecordBatch]:
-    with pa.memory_map(path) as source:
+    # Read, not memory-mapped: mapped pages once touched stay in the process's resident memory.
+    with pa.OSFile(path, "rb") as source:
         reader = pa.ipc.open_file(source)
         for i in range(reader.num_record_batches):
             yield reader.get_batch(i)
