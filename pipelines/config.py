@@ -115,6 +115,8 @@ class HistoryConfig:
     examples_per_event: bool = False
     item_columns: tuple[str, ...] = ()
     context_from: str | None = None
+    num_partitions: int | None = None  # key partitions; None: 32, and one per 1M events past 32M
+    memory_budget_mb: int = 256  # of one partition's events in a worker's memory; past it, sorted runs spill
 
     @property
     def roles(self) -> tuple[str, ...]:
@@ -403,6 +405,8 @@ def _histories(raw: Any, schema: Schema) -> HistoryConfig | None:
         "examples_per_event": bool,
         "item_columns": list,
         "context_from": str,
+        "num_partitions": int,
+        "memory_budget_mb": int,
     }
     h = _take(raw, "histories", keys)
     for required in ("key", "item", "time"):
@@ -417,6 +421,8 @@ def _histories(raw: Any, schema: Schema) -> HistoryConfig | None:
             raise _fail(f"histories.{role}", f"{column!r} must hold one value per event (kind: dense); it is sparse")
     _positive(h.get("max_length"), "histories.max_length")
     _positive(h.get("min_length"), "histories.min_length")
+    _positive(h.get("num_partitions"), "histories.num_partitions")
+    _positive(h.get("memory_budget_mb"), "histories.memory_budget_mb")
     item_columns = h.pop("item_columns", None) or []
     roles = [h[r] for r in ("key", "item", "time", "weight") if h.get(r)]
     for i, column in enumerate(item_columns):

@@ -68,6 +68,7 @@ from pipelines import cli
 from pipelines.config import IngestConfig, default_criteo_config, load_config
 from pipelines.credentials import check_cloud_credentials
 from pipelines.errors import DataError, UsageError, cli_errors, quiet_beam_tracebacks
+from pipelines.launch_paths import absolute_local, resolve_config_paths
 from pipelines.options import IngestOptions
 from pipelines.output_dir import (
     check_inputs_outside,
@@ -162,6 +163,7 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
             dedupe_consecutive=h.dedupe_consecutive, examples_per_event=h.examples_per_event,
             item_columns=h.item_columns, event_columns=h.event_columns(config.schema),
             context_column=context_column, batch_size=config.read_batch_size,
+            num_partitions=h.num_partitions, memory_budget=h.memory_budget_mb << 20,
         )
         schema = None  # the grouped columns differ from the events'; WriteShards infers them
     from pipelines.id_spaces import CopyVocabularies, CountOovIds, adopt_id_spaces, hash_updates, vocabulary_updates
@@ -437,7 +439,9 @@ def _run_and_commit(options, config: IngestConfig, ours, files: list, planned: l
     _LOGGER.info("ingesting %s (%d file%s) into %s ...", ours.input, len(files), "" if len(files) == 1 else "s",
                  ours.output)
     pipeline = beam.Pipeline(options=options)
-    build_ingest(pipeline, config, ours.input, ours.output, progress_seconds=ours.progress_seconds)
+    # Workers resolve relative paths against their own working directory: the graph gets absolute ones.
+    build_ingest(pipeline, resolve_config_paths(config), absolute_local(ours.input), absolute_local(ours.output),
+                 progress_seconds=ours.progress_seconds)
     try:
         result = pipeline.run()
         result.wait_until_finish()
@@ -512,7 +516,8 @@ def validate_graph(options: PipelineOptions, config: IngestConfig, input_pattern
     # Beam's Dataflow checks of the gs:// buckets need the network; a dry run skips them.
     options.view_as(TestOptions).dry_run = True
     pipeline = beam.Pipeline(options=options)
-    build_ingest(pipeline, config, input_pattern, output_dir, progress_seconds=0)
+    build_ingest(pipeline, resolve_config_paths(config), absolute_local(input_pattern), absolute_local(output_dir),
+                 progress_seconds=0)
     proto = pipeline.to_runner_api()
     beam.Pipeline.from_runner_api(proto, pipeline.runner, options)
     return {

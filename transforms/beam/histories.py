@@ -2,9 +2,12 @@
 
 Events are not grouped one element per key: each input batch is split by a
 hash of the key into `num_partitions` sub-batches, a GroupByKey brings each
-partition's sub-batches together, and all histories of a partition are then
-built at once by sorting and slicing Arrow/numpy arrays. Elements stay
-batch-sized whatever the number of keys.
+partition's sub-batches together, and the histories of a partition are built
+by sorting and slicing Arrow/numpy arrays: at once while its events fit in
+`memory_budget`, else through sorted runs spilled to disk, merged, and a
+streaming window per key (transforms.beam.history_stream), so no partition
+and no key is ever held whole. Elements stay batch-sized whatever the number
+of keys, and the output is the same either way.
 """
 
 from __future__ import annotations
@@ -14,16 +17,28 @@ import typing
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from sparse_io.hashing import fingerprint64
 from sparse_io.schema import weights_column
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
 from transforms.beam._columns import require_columns
+from transforms.beam.histories_build import TARGET_PREFIX, build_histories
+from transforms.beam.history_stream import DEFAULT_MEMORY_BUDGET, partition_histories
 
-__all__ = ["GroupHistories", "build_histories", "partition_of", "TARGET_PREFIX"]
+__all__ = ["GroupHistories", "build_histories", "partition_of", "partitions_for", "TARGET_PREFIX"]
 
-TARGET_PREFIX = "target_"  # names the event an example predicts: target_<item>, target_<weight>
+MIN_PARTITIONS = 32  # partitions of a log of up to EVENTS_PER_PARTITION * 32 events
+EVENTS_PER_PARTITION = 1_000_000  # past MIN_PARTITIONS, one more partition per this many events
+
+
+def partitions_for(events: int, events_per_partition: int = EVENTS_PER_PARTITION) -> int:
+    """The key partitions of a log of `events` events: 32, and one per `events_per_partition` past that.
+
+    Example:
+      >>> partitions_for(0), partitions_for(32_000_000), partitions_for(32_000_001)
+      (32, 32, 33)
+    """
+    return max(MIN_PARTITIONS, -(-events // events_per_partition))
 
 
 def partition_of(keys: pa.Array, num_partitions: int) -> np.ndarray:
@@ -39,161 +54,18 @@ def partition_of(keys: pa.Array, num_partitions: int) -> np.ndarray:
     return (x % np.uint64(num_partitions)).astype(np.int64)
 
 
-def _ranges(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(flat indices of the ranges [start, start + length), list offsets)."""
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    flat = np.arange(offsets[-1], dtype=np.int64) - np.repeat(offsets[:-1] - starts, lengths)
-    return flat, offsets
-
-
-def _equal_to_previous(array: pa.Array) -> np.ndarray:
-    n = len(array)
-    same = np.zeros(n, dtype=bool)
-    if n > 1:
-        same[1:] = pc.equal(array.slice(1), array.slice(0, n - 1)).to_numpy(zero_copy_only=False)
-    return same
-
-
-def _list(offsets: np.ndarray, values: pa.Array) -> pa.Array:
-    if offsets[-1] > np.iinfo(np.int32).max:
-        raise ValueError(
-            "GroupHistories: one partition's output holds more than 2**31 ids; raise num_partitions"
-        )
-    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values)
-
-
-def _is_list(t: pa.DataType) -> bool:
-    return pa.types.is_list(t) or pa.types.is_large_list(t)
-
-
-def build_histories(
-    events: pa.Table,
-    key: str,
-    item: str,
-    time: str,
-    weight: str | None = None,
-    *,
-    item_columns: typing.Sequence[str] = (),
-    event_columns: typing.Sequence[str] = (),
-    context_column: str | None = None,
-    max_length: int | None = 50,
-    min_length: int = 1,
-    dedupe_consecutive: bool = False,
-    examples_per_event: bool = False,
-    target_prefix: str = TARGET_PREFIX,
-) -> pa.Table:
-    """Builds histories from a table holding every event of its keys (the per-partition step).
-
-    Events are ordered by (time, item, weight, item columns, scalar event
-    columns) within a key, so equal times are broken the same way whatever
-    order the events arrived in.
-
-    Returns, without `examples_per_event`: one row per key with at least
-    `min_length` events (after deduplication): `key`; `item` list of its last
-    `max_length` items, oldest first; `item__weights` list<float32> when
-    `weight` is given; one list per item column, parallel to `item`; `time`
-    list; each event column's value at the key's latest event. With
-    `examples_per_event`: one row per event whose history (the key's events
-    with a strictly smaller time, the last `max_length` of them) holds at least
-    `min_length` items: `key`, `item` list, `item__weights` list, item-column
-    lists, `time` (the event's time, scalar), `target_<item>`,
-    `target_<weight>` and `target_<item column>` (the event itself), and each
-    event column's value at the event. With `context_column` (a boolean column,
-    per event), events marked true take part in histories but are never
-    examples themselves. Rows are sorted by key, then time.
-
-    Raises:
-      ValueError: a null key, item, time, weight or item-column value, naming the column.
-
-    Example:
-      >>> t = pa.table({"u": [1, 1, 2], "i": ["b", "a", "c"], "t": [5, 3, 1]})
-      >>> build_histories(t, "u", "i", "t").to_pydict()
-      {'u': [1, 2], 'i': [['a', 'b'], ['c']], 't': [[3, 5], [1]]}
-    """
-    listed = [item] + list(item_columns)  # one value per history entry
-    for name in [key, item, time] + ([weight] if weight is not None else []) + list(item_columns):
-        column = events.column(name)
-        if column.null_count:
-            raise ValueError(f"GroupHistories: column {name!r} has a null (every event needs one)")
-    sort = [(name, "ascending") for name in [key, time, item] + ([weight] if weight is not None else [])]
-    # Scalar columns after them: events equal in all of those still come out in one order.
-    sort += [(name, "ascending") for name in list(item_columns) + list(event_columns)
-             if not _is_list(events.schema.field(name).type)]
-    events = events.take(pc.sort_indices(events, sort)).combine_chunks()
-    if weight is not None:
-        events = events.set_column(events.schema.get_field_index(weight), weight,
-                                   events.column(weight).cast(pa.float32()))
-    same_key = _equal_to_previous(events.column(key).combine_chunks())
-    if dedupe_consecutive and len(events):
-        drop = same_key & _equal_to_previous(events.column(item).combine_chunks())
-        if drop.any():
-            events = events.filter(pa.array(~drop))
-            same_key = same_key[~drop]
-    column = {name: events.column(name).combine_chunks() for name in events.column_names}
-    n = events.num_rows
-    starts = np.flatnonzero(~same_key)
-    sizes = np.diff(np.append(starts, n))
-    limit = n if max_length is None else max_length
-
-    def lists(columns: dict, flat: np.ndarray, offsets: np.ndarray) -> None:
-        index = pa.array(flat)
-        columns[item] = _list(offsets, column[item].take(index))
-        if weight is not None:
-            columns[weights_column(item)] = _list(offsets, column[weight].take(index))
-        for name in listed[1:]:
-            columns[name] = _list(offsets, column[name].take(index))
-
-    if not examples_per_event:
-        kept = sizes >= min_length
-        starts, sizes = starts[kept], sizes[kept]
-        take = np.minimum(sizes, limit)
-        flat, offsets = _ranges(starts + sizes - take, take)
-        columns = {key: column[key].take(pa.array(starts))}
-        lists(columns, flat, offsets)
-        columns[time] = _list(offsets, column[time].take(pa.array(flat)))
-        latest = pa.array(starts + sizes - 1)
-        columns.update({name: column[name].take(latest) for name in event_columns})
-        return pa.table(columns)
-
-    same_time = same_key & _equal_to_previous(column[time])
-    positions = np.arange(n, dtype=np.int64)
-    # First event of each run of equal (key, time): its history ends there.
-    run_start = np.maximum.accumulate(np.where(same_time, 0, positions)) if n else positions
-    group_start = np.repeat(starts, sizes)
-    end = run_start
-    start = np.maximum(group_start, end - limit)
-    lengths = end - start
-    example = lengths >= min_length
-    if context_column is not None:
-        example &= ~column[context_column].to_numpy(zero_copy_only=False).astype(bool)
-    kept = np.flatnonzero(example)
-    flat, offsets = _ranges(start[kept], lengths[kept])
-    events_kept = pa.array(kept)
-    columns = {key: column[key].take(events_kept)}
-    lists(columns, flat, offsets)
-    columns[time] = column[time].take(events_kept)
-    columns[target_prefix + item] = column[item].take(events_kept)
-    if weight is not None:
-        columns[target_prefix + weight] = column[weight].take(events_kept)
-    for name in listed[1:]:
-        columns[target_prefix + name] = column[name].take(events_kept)
-    columns.update({name: column[name].take(events_kept) for name in event_columns})
-    return pa.table(columns)
-
-
 class _SplitByPartitionFn(beam.DoFn):
-    def __init__(self, columns: list[str], key: str, num_partitions: int):
+    def __init__(self, columns: list[str], key: str, num_partitions: int | None):
         self._columns = columns
         self._key = key
         self._num_partitions = num_partitions
 
-    def process(self, batch: pa.RecordBatch):
+    def process(self, batch: pa.RecordBatch, counted_partitions: int | None = None):
         if batch.num_rows == 0:
             return
         require_columns(batch, self._columns, "GroupHistories")
         batch = batch.select(self._columns)
-        parts = partition_of(batch.column(self._key), self._num_partitions)
+        parts = partition_of(batch.column(self._key), self._num_partitions or typing.cast(int, counted_partitions))
         order = np.argsort(parts, kind="stable")
         sorted_parts = parts[order]
         bounds = np.flatnonzero(np.diff(sorted_parts)) + 1
@@ -203,17 +75,19 @@ class _SplitByPartitionFn(beam.DoFn):
 
 
 class _BuildHistoriesFn(beam.DoFn):
-    def __init__(self, options: dict, batch_size: int):
+    def __init__(self, options: dict, batch_size: int, memory_budget: int):
         self._options = options
         self._batch_size = batch_size
+        self._memory_budget = memory_budget
         self._rows = beam.metrics.Metrics.counter("sparseflow.GroupHistories", "rows_out")
 
     def process(self, element: tuple[int, typing.Iterable[pa.RecordBatch]]):
         _, batches = element
-        events = pa.Table.from_batches(list(batches))
-        out = build_histories(events, **self._options)
-        self._rows.inc(out.num_rows)
-        yield from out.to_batches(max_chunksize=self._batch_size)
+        # The grouped batches are iterated once, never listed: a runner may page them in.
+        for out in partition_histories(batches, self._options, batch_size=self._batch_size,
+                                       memory_budget=self._memory_budget):
+            self._rows.inc(out.num_rows)
+            yield out
 
 
 class GroupHistories(beam.PTransform):
@@ -240,8 +114,11 @@ class GroupHistories(beam.PTransform):
       examples_per_event: one row per event, whose history holds only the
         key's strictly earlier events (never the event itself, nor another at
         the same time), with the event as `target_<item>` / `target_<weight>`.
-      num_partitions: key-hash partitions; each partition's events are grouped
-        in memory on one worker.
+      num_partitions: key-hash partitions: the most workers the grouping can use.
+        None (the default): `partitions_for(the number of events)`, 32 up to
+        32M events and one more per 1M past that (the events are counted first).
+      memory_budget: bytes of one partition's events a worker holds in memory;
+        past it, sorted runs spill to the worker's temporary directory.
       batch_size: rows per output RecordBatch at most.
 
     Ties in time are broken by item, then weight, then the scalar item and
@@ -273,8 +150,9 @@ class GroupHistories(beam.PTransform):
         item_columns: typing.Sequence[str] = (),
         event_columns: typing.Sequence[str] = (),
         context_column: str | None = None,
-        num_partitions: int = 32,
+        num_partitions: int | None = None,
         batch_size: int = 8192,
+        memory_budget: int = DEFAULT_MEMORY_BUDGET,
         target_prefix: str = TARGET_PREFIX,
     ):
         super().__init__()
@@ -299,8 +177,9 @@ class GroupHistories(beam.PTransform):
             ("min_length", min_length, 0),
             ("num_partitions", num_partitions, 1),
             ("batch_size", batch_size, 1),
+            ("memory_budget", memory_budget, 1),
         ):
-            if value is None and name == "max_length":
+            if value is None and name in ("max_length", "num_partitions"):
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"GroupHistories: {name} must be an integer >= {low}, got {value!r}")
@@ -308,6 +187,7 @@ class GroupHistories(beam.PTransform):
         self._key = key
         self._num_partitions = num_partitions
         self._batch_size = batch_size
+        self._memory_budget = memory_budget
         self._options = dict(
             key=key,
             item=item,
@@ -324,15 +204,24 @@ class GroupHistories(beam.PTransform):
         )
 
     def expand(self, batches):
+        split = _SplitByPartitionFn(self._columns, self._key, self._num_partitions)
+        if self._num_partitions is None:
+            # More events, more partitions: the grouping's parallelism grows with the log.
+            counted = (
+                batches
+                | "CountEvents" >> beam.Map(lambda b: b.num_rows)
+                | "SumEvents" >> beam.CombineGlobally(sum)
+                | "Partitions" >> beam.Map(partitions_for)
+            )
+            step = beam.ParDo(split, beam.pvalue.AsSingleton(counted))
+        else:
+            step = beam.ParDo(split)
         return (
             batches
-            | "SplitByKeyHash"
-            >> beam.ParDo(
-                _SplitByPartitionFn(self._columns, self._key, self._num_partitions)
-            ).with_output_types(tuple[int, pa.RecordBatch])
+            | "SplitByKeyHash" >> step.with_output_types(tuple[int, pa.RecordBatch])
             | "GroupPartitions" >> beam.GroupByKey()
             | "Build"
-            >> beam.ParDo(_BuildHistoriesFn(self._options, self._batch_size)).with_output_types(
+            >> beam.ParDo(_BuildHistoriesFn(self._options, self._batch_size, self._memory_budget)).with_output_types(
                 pa.RecordBatch
             )
         )
