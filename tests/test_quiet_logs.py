@@ -64,7 +64,7 @@ def test_train_is_quiet_by_default_and_says_what_each_phase_does(work, ingested)
     err = _run("pipelines.train", "--data", "out/train", "--eval_data", "out/heldout", "--model_dir", "out/model",
                "--steps", "3", "--batch_size", "64", "--hidden_units", "32", cwd=work)
     assert _library_lines(err) == [], err
-    phases = ["training on out/train", "3/3", "evaluating on out/heldout", "exporting the SavedModel"]
+    phases = ["training on out/train", "3/3", "evaluating on every row of out/heldout", "exporting the SavedModel"]
     at = [err.find(p) for p in phases]
     assert -1 not in at and at == sorted(at), err
 

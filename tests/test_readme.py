@@ -101,7 +101,7 @@ def walk(tmp_path_factory):
     for lang, body in BLOCKS:
         if lang == "python" and "def test_" in body:
             continue
-        if lang == "python":
+        if lang in ("python", "py"):
             (home / "snippet.py").write_text(body)
             steps.append({**_run("python snippet.py", home), "block": "python"})
             continue

@@ -83,12 +83,15 @@ def check_ctr_parity(tmp_path, data, cells: dict, *, nulls=("",), embedding_dim=
         assert served_inputs[name].dtype == features[name].dtype, name
         np.testing.assert_array_equal(served_inputs[name].numpy(), features[name].numpy(), err_msg=name)
 
-    expected = tf.sigmoid(model({**features, BATCH_ROWS: tf.constant(rows)}, training=False)).numpy()
-    from_text = loaded.signatures["serving_text"](**text)["probability"].numpy()
+    task = resolve_task(schema, "auto")  # a click label serves a probability, a rating or count a prediction
+    output = "probability" if task.name == "ctr" else "prediction"
+    raw = model({**features, BATCH_ROWS: tf.constant(rows)}, training=False)
+    expected = (tf.sigmoid(raw) if output == "probability" else raw).numpy()
+    from_text = loaded.signatures["serving_text"](**text)[output].numpy()
     typed = {name: (_typed(cells[name], features[name].dtype.name, nulls) if name in model.dense_features
                     else cells[name]) for name in text}
     from_typed = loaded.signatures["serving_default"](**serving_inputs(loaded.signatures["serving_default"],
-                                                                       typed))["probability"].numpy()
+                                                                       typed))[output].numpy()
     assert np.std(expected) > 1e-5  # rows score differently, so a wrong input would show
     np.testing.assert_allclose(from_text, expected, rtol=1e-6, atol=1e-7)
     np.testing.assert_array_equal(from_typed, from_text)
@@ -272,8 +275,8 @@ def test_the_real_yoochoose_sample_serves_session_histories_as_the_shards_feed_t
         {"name": "item_id", "kind": "dense", "dtype": "int64"},
         {"name": "category", "kind": "dense", "dtype": "string"}]},
         "histories": {"key": "session_id", "item": "item_id", "time": "timestamp", "max_length": 50,
-                      "examples_per_event": True},
-        "features": {"item_id": {"hash_buckets": 1000}}}
+                      "examples_per_event": True, "item_columns": ["category"]},
+        "features": {"item_id": {"hash_buckets": 1000}, "category": {"hash_buckets": 10}}}
     data = _ingest(tmp_path, path, config)
     import datetime
 

@@ -101,6 +101,20 @@ def select_nvcc(tf_cuda_version: str, environ: Mapping[str, str] | None = None, 
                        f"install CUDA {wanted} and set NVCC= or CUDA_HOME=")
 
 
+def cuda_home_of(nvcc: str, environ: Mapping[str, str] | None = None) -> Path:
+    """The CUDA installation holding `nvcc`'s headers.
+
+    `$CUDA_HOME`, else the folder above nvcc's `bin/`, else /usr/local/cuda: an nvcc on PATH may be a
+    wrapper script outside its installation.
+    """
+    env = os.environ if environ is None else environ
+    candidates = [env.get("CUDA_HOME"), str(Path(nvcc).resolve().parent.parent), "/usr/local/cuda"]
+    for root in candidates:
+        if root and (Path(root) / "include" / "cuda_runtime_api.h").is_file():
+            return Path(root)
+    raise BuildRefused(f"gpu-ops: no CUDA headers (include/cuda_runtime_api.h) beside {nvcc}; set CUDA_HOME")
+
+
 def gencode_flags(archs: list[str]) -> list[str]:
     """SASS for every arch, and PTX for the newest (so later GPUs JIT-compile it)."""
     numbers = sorted({int(a.removeprefix("sm_")) for a in archs})
@@ -133,7 +147,7 @@ def _run(command: list[str]) -> None:
 def build(out: Path, archs: list[str], nvcc: str, tf) -> Path:
     """Compiles the kernels and the binding into `out/libsparseflow_gpu_ops.so`; returns its path."""
     out.mkdir(parents=True, exist_ok=True)
-    cuda_home = Path(nvcc).resolve().parent.parent
+    cuda_home = cuda_home_of(nvcc)
     objects = []
     for source in KERNELS:
         obj = out / (Path(source).stem + ".o")
