@@ -22,7 +22,17 @@ import math
 import os
 import re
 
-from pipelines.report_svg import bars_svg, format_number, histogram_svg, share_bar_svg
+from pipelines.report_svg import (
+    TIME_UNIT_SECONDS,
+    bars_svg,
+    format_count,
+    format_duration,
+    format_number,
+    format_rate,
+    format_timestamp,
+    histogram_svg,
+    share_bar_svg,
+)
 
 __all__ = ["write_report", "summary_text", "estimate_hash_collisions", "natural_key", "REPORT_SECTIONS"]
 
@@ -164,8 +174,8 @@ def _sparse_card(name: str, s: dict, spec: dict) -> str:
             facts.append(("collisions", "<span class='warn'>every bucket taken: raise hash_buckets</span>"))
         else:
             raw, lost = estimate
-            shared = "&lt; 1" if lost < 1 else f"&asymp; {format_number(round(lost))}"
-            facts.append(("collisions", f"{shared} of &asymp; {format_number(round(raw))} raw ids share a bucket "
+            shared = "&lt; 1" if lost < 1 else f"&asymp; {format_count(lost)}"
+            facts.append(("collisions", f"{shared} of &asymp; {format_count(raw)} raw ids share a bucket "
                                         f"({_share(lost, raw)})"))
     elif vocabulary:
         facts.append(("distinct ids", f"{exact}{distinct:,} of a {vocabulary:,}-id vocabulary"))
@@ -186,23 +196,39 @@ def _sparse_card(name: str, s: dict, spec: dict) -> str:
     return f"<div class='card'><h3>{_e(name)}</h3><dl>{dl}</dl>{top_note}{chart}</div>"
 
 
-def _value_card(name: str, s: dict) -> str:
+def _binary(s: dict) -> bool:
+    """Whether the column holds only 0 and 1 (a click label): its mean is then a rate."""
+    counts = s.get("value_counts")
+    return bool(counts) and all(v in (0, 1) for v, _ in counts)
+
+
+def _value_card(name: str, s: dict, time_unit: str | None = None) -> str:
+    """A dense column's card; a `time_unit` column's figures are dates, its spread a duration."""
     rows, missing = s.get("rows", 0), s.get("missing", 0)
     facts = [("missing", f"{share_bar_svg(missing / rows if rows else 0, f'{name} missing share')} "
                          f"{_share(missing, rows)}")]
     chart = ""
     if "quantiles" in s:
         q = s["quantiles"]
+        if time_unit in TIME_UNIT_SECONDS:
+            def shown(v):
+                return format_timestamp(v, time_unit)
+            span = format_duration((s["max"] - s["min"]) * TIME_UNIT_SECONDS[time_unit])
+            facts.append(("range", f"{_e(shown(s['min']))} &hellip; {_e(shown(s['max']))} ({_e(span)})"))
+        else:
+            shown = format_number
+            mean = format_rate(s["mean"]) if _binary(s) else format_number(s["mean"])
+            facts.append(("range", f"{format_number(s['min'])} &hellip; {format_number(s['max'])}, "
+                                   f"{'rate' if _binary(s) else 'mean'} {mean}"))
         facts += [
-            ("range", f"{format_number(s['min'])} &hellip; {format_number(s['max'])}, mean {format_number(s['mean'])}"),
-            ("p1 / p50 / p99", " / ".join(format_number(q[k]) for k in ("p1", "p50", "p99"))),
-            ("p25 / p75", " / ".join(format_number(q[k]) for k in ("p25", "p75"))),
+            ("p1 / p50 / p99", " / ".join(_e(shown(q[k])) for k in ("p1", "p50", "p99"))),
+            ("p25 / p75", " / ".join(_e(shown(q[k])) for k in ("p25", "p75"))),
         ]
         h = s["histogram"]
         scale = " (log-spaced bins)" if h["scale"] == "symlog" else ""
-        sampled = "" if s.get("sample_exact", True) else f", from a sample of {s['sample_size']:,}"
+        sampled = "" if s.get("sample_exact", True) else f", from a sample of {format_count(s['sample_size'])}"
         chart = (f"<div class='note'>histogram{scale}{sampled}</div>"
-                 + histogram_svg(h["edges"], h["counts"], f"histogram of {name}"))
+                 + histogram_svg(h["edges"], h["counts"], f"histogram of {name}", label=shown))
     dl = "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in facts)
     return f"<div class='card'><h3>{_e(name)}</h3><dl>{dl}</dl>{chart}</div>"
 
@@ -217,19 +243,22 @@ def _sparse_section(stats: dict, specs: dict) -> str:
             f"buckets.</p><div class='grid'>{cards}</div></section>")
 
 
-def _dense_section(stats: dict) -> str:
+def _dense_section(stats: dict, specs: dict) -> str:
     dense = stats.get("dense")
     if dense is None:
         return ("<section id='dense'><h2>Dense features</h2><p class='note'>stats.json describes no dense "
                 "features (an output written without a schema, or before dense statistics existed).</p></section>")
     if not dense:
         return "<section id='dense'><h2>Dense features</h2><p class='note'>None.</p></section>"
-    cards = "".join(_value_card(n, dense[n]) for n in sorted(dense, key=natural_key))
+    cards = "".join(_value_card(n, dense[n], specs.get(n, {}).get("time_unit")) for n in sorted(dense, key=natural_key))
     return f"<section id='dense'><h2>Dense features ({len(dense)})</h2><div class='grid'>{cards}</div></section>"
 
 
 def _dead_letters(output_dir: str) -> tuple[dict[str, list[dict]], int, bool]:
-    """Dead letters grouped by reason (numbers folded to N), how many were read, and whether more exist."""
+    """Dead letters grouped by reason, how many were read, and whether more exist.
+
+    Numbers in a reason are folded to N for the grouping only, so one kind of problem is one group.
+    """
     path = os.path.join(output_dir, "errors", "dead_letters.jsonl")
     groups: dict[str, list[dict]] = collections.defaultdict(list)
     read, more = 0, False
@@ -249,6 +278,16 @@ def _dead_letters(output_dir: str) -> tuple[dict[str, list[dict]], int, bool]:
     return groups, read, more
 
 
+def _reason_text(letters: list[dict]) -> str:
+    """A group's reasons as written (HTML): the most frequent texts with their counts, then how many more."""
+    texts = collections.Counter(str(x.get("reason", "")) for x in letters)
+    if len(texts) == 1:
+        return _e(next(iter(texts)))
+    shown = [f"{_e(text)} ({format_count(n)})" for text, n in texts.most_common(_EXAMPLES_PER_REASON)]
+    more = len(texts) - len(shown)
+    return "<br>".join(shown) + (f"<br><span class='note'>and {more:,} more like these</span>" if more else "")
+
+
 def _dead_letter_section(output_dir: str, summary: dict) -> str:
     groups, read, more = _dead_letters(output_dir)
     head = "<section id='dead-letters'><h2>Dead letters</h2>"
@@ -259,13 +298,14 @@ def _dead_letter_section(output_dir: str, summary: dict) -> str:
     note = f"<p class='note'>{read:,} dead letters in errors/dead_letters.jsonl"
     note += f" (the first {read:,} read; there are more)</p>" if more else ".</p>"
     rows = []
-    for reason, letters in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+    for _, letters in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        reason = _reason_text(letters)
         examples = "<br>".join(
             f"<code>{_e(x.get('source', ''))}:{_e(x.get('line', ''))}</code> {_e(x.get('reason', ''))}: "
             f"<code>{_e(str(x.get('raw', ''))[:_RAW_SHOWN])}</code>"
             for x in letters[:_EXAMPLES_PER_REASON]
         )
-        rows.append(f"<tr><td>{_e(reason)}</td><td>{len(letters):,}</td><td>{examples}</td></tr>")
+        rows.append(f"<tr><td>{reason}</td><td>{len(letters):,}</td><td>{examples}</td></tr>")
     table = "<table><tr><th>reason</th><th>records</th><th>examples</th></tr>" + "".join(rows) + "</table>"
     return f"{head}{note}{table}</section>"
 
@@ -291,7 +331,7 @@ def write_report(output_dir: str, summary: dict) -> str:
         _run_section(summary, stats),
         _label_section(stats),
         _sparse_section(stats, specs),
-        _dense_section(stats),
+        _dense_section(stats, specs),
         _dead_letter_section(output_dir, summary),
         "</body></html>",
     ]
