@@ -198,7 +198,7 @@ def _sparse_card(name: str, s: dict, spec: dict) -> str:
 
 def _binary(s: dict) -> bool:
     """Whether the column holds only 0 and 1 (a click label): its mean is then a rate."""
-    counts = s.get("value_counts")
+    counts = s.get("value_counts") or []
     return bool(counts) and all(v in (0, 1) for v, _ in counts)
 
 
