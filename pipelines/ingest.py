@@ -123,6 +123,7 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
         WriteShards,
     )
     from transforms.beam.held_batches import HoldBatches, ReleaseBatches
+    from transforms.beam.raw_values import CountRawValues
     from transforms.beam.runner import keeps_pcollections_in_memory
 
     read_options = dict(
@@ -171,6 +172,9 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     if config.vocab_from:
         config, reused = adopt_id_spaces(config, config.vocab_from, VOCAB_DIR)
     hashed = _hash_plans(config)
+    # Raw values are counted before hashing or lookup turns them into ids (stats.json `raw_values`).
+    raw_features = sorted({p.name for p in config.features} | set(reused))
+    late = [batches | "CountRawValues" >> CountRawValues(raw_features)] if raw_features else []
     salts = sorted({salt for _, _, salt in hashed}, key=lambda s: (s is not None, str(s)))
     for salt in salts:
         plans = [(name, buckets) for name, buckets, s in hashed if s == salt]
@@ -183,7 +187,6 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     # A history's target columns are looked up in their item's (or item column's) vocabulary: one id space.
     targets = _target_columns(config)
     # Vocabulary sizes and fingerprints are known once the vocabularies are written.
-    late = []
     if reused:
         aliases = {column: dataclasses.replace(reused[f], feature=column)
                    for column, f in targets.items() if f in reused}

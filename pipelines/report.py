@@ -189,10 +189,18 @@ def _sparse_card(name: str, s: dict, spec: dict) -> str:
         largest = max(capacity, key=int)
         facts.append((f"capacity @{largest}", f"{capacity[largest]['max']:,} ids"))
     dl = "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in facts)
-    ids_total = ipr.get("mean", 0) * rows
-    top = s.get("top_ids", [])[:_TOP_IDS_SHOWN]
-    chart = bars_svg([(str(i), c / ids_total) for i, c in top], f"top ids of {name}") if top and ids_total else ""
-    top_note = "<div class='note'>top ids (share of the feature's ids)</div>" if chart else ""
+    raw = s.get("raw_values")
+    if raw and raw.get("top"):  # the values as logged, which a reader recognises, rather than bucket numbers
+        top_raw = raw["top"][:_TOP_IDS_SHOWN]
+        chart = bars_svg([(str(v), share) for v, _, share in top_raw], f"top values of {name}")
+        approx = "" if raw.get("exact", True) else f", each at most {format_count(raw['max_undercount'])} low"
+        top_note = (f"<div class='note'>top raw values (share of its {format_count(raw['values'])} values, "
+                    f"{format_count(raw['distinct'])} distinct{approx})</div>")
+    else:
+        ids_total = ipr.get("mean", 0) * rows
+        top = s.get("top_ids", [])[:_TOP_IDS_SHOWN]
+        chart = bars_svg([(str(i), c / ids_total) for i, c in top], f"top ids of {name}") if top and ids_total else ""
+        top_note = "<div class='note'>top ids (share of the feature's ids)</div>" if chart else ""
     return f"<div class='card'><h3>{_e(name)}</h3><dl>{dl}</dl>{top_note}{chart}</div>"
 
 

@@ -1,5 +1,6 @@
 """report.html: every feature, naturally sorted, with the figures a reader looks for; rendered in Chromium."""
 
+import collections
 import json
 import re
 import shutil
@@ -150,6 +151,23 @@ def test_the_ingest_report_shows_every_feature_dense_label_and_dead_letters(inge
     assert "expected 40 fields, got 41 (1)" in reason_cells[0] and "expected 40 fields, got 42 (1)" in reason_cells[0]
     assert ":4</code>" in letters and ":10</code>" in letters
     assert "data:image/png" not in page and "<img" not in page  # nothing that could fail to load
+
+
+def test_stats_name_the_raw_values_of_each_sparse_feature_and_the_report_shows_them(ingested):
+    out, _, lines = ingested
+    stats = json.loads((out / "stats.json").read_text())
+    good = [line.split("\t") for i, line in enumerate(lines) if i not in (3, 9)]
+    for feature in ("C1", "C14", "C26"):
+        column = int(feature[1:]) + 13  # label, I1..I13, then C1..C26
+        counter = collections.Counter(f[column] for f in good if column < len(f) and f[column] != "")
+        raw = stats["features"][feature]["raw_values"]
+        total = sum(counter.values())
+        ranked = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))[:len(raw["top"])]
+        assert raw["values"] == total and raw["distinct"] == len(counter) and raw["exact"]
+        assert raw["top"] == [[v, c, c / total] for v, c in ranked]
+    sparse = (out / "report.html").read_text().split("<section id='sparse'>")[1].split("</section>")[0]
+    first = stats["features"]["C1"]["raw_values"]["top"][0]
+    assert f">{first[0]}</text>" in sparse and "top raw values" in sparse
 
 
 def test_the_report_draws_its_charts_without_a_plotting_library(ingested, tmp_path, monkeypatch):
