@@ -473,8 +473,13 @@ def parse_config(
             "stats": dict,
             "error_budget": (int, float),
             "vocab_from": str,
+            "validation": dict,  # pipelines.validate's thresholds, checked here so a typo fails the ingest too
         },
     )
+    if "validation" in top:
+        from pipelines.anomalies import thresholds_from
+
+        thresholds_from(top["validation"])
     inp = _take(
         top.get("input") or {},
         "input",
