@@ -186,6 +186,7 @@ class IngestConfig:
             **encoding,
         )
     vocab_from: str | None = None  # an ingest output whose id spaces this ingest reuses
+    validation: Any = None  # pipelines.anomalies.Thresholds from the `validation:` key; None: the defaults
 
     def plan(self, name: str) -> FeaturePlan | None:
         """The id plan of feature `name`, or None when the config gives it none."""
@@ -476,10 +477,9 @@ def parse_config(
             "validation": dict,  # pipelines.validate's thresholds, checked here so a typo fails the ingest too
         },
     )
-    if "validation" in top:
-        from pipelines.anomalies import thresholds_from
+    from pipelines.anomalies import thresholds_from
 
-        thresholds_from(top["validation"])
+    thresholds = thresholds_from(top.get("validation")) if top.get("validation") is not None else None
     inp = _take(
         top.get("input") or {},
         "input",
@@ -579,6 +579,7 @@ def parse_config(
         column_sources=sources,
         encoding=encoding,
         vocab_from=top.get("vocab_from") or None,
+        validation=thresholds,
     )
 
 

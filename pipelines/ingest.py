@@ -464,6 +464,13 @@ def _run_and_commit(options, config: IngestConfig, ours, files: list, planned: l
         "errors_dir": FileSystems.join(ours.output, ERRORS_DIR),
         "seconds": seconds,
     }
+    from pipelines.validate import record_validation
+
+    # Anomalies, and drift against the ingest whose id spaces this one reuses (its training data).
+    found = record_validation(ours.output, config.vocab_from, config.validation)["anomalies"]
+    if found:
+        _LOGGER.warning("%d anomal%s in the statistics (stats.json validation; python -m pipelines.validate)",
+                        len(found), "y" if len(found) == 1 else "ies")
     if report:
         from pipelines.report import write_report
 

@@ -36,7 +36,7 @@ from pipelines.report_svg import (
 
 __all__ = ["write_report", "summary_text", "estimate_hash_collisions", "natural_key", "REPORT_SECTIONS"]
 
-REPORT_SECTIONS = ("run", "label", "sparse", "dense", "dead-letters")
+REPORT_SECTIONS = ("run", "flags", "label", "sparse", "dense", "dead-letters")
 _TOP_IDS_SHOWN = 5
 _DEAD_LETTERS_READ = 100_000
 _EXAMPLES_PER_REASON = 3
@@ -142,6 +142,30 @@ def _run_section(summary: dict, stats: dict) -> str:
     where = (f"<p class='note'>input <code>{_e(summary.get('input', ''))}</code> ({_e(summary.get('format', ''))})"
              f" &rarr; output <code>{_e(summary.get('output', ''))}</code></p>")
     return f"<section id='run'><h2>Run</h2>{where}<div class='figures'>{cells}</div></section>"
+
+
+def _flags_section(stats: dict) -> str:
+    """The anomalies stats.json records (`validation`), or those of this ingest alone for an older stats.json."""
+    validation = stats.get("validation")
+    if validation is None:
+        from pipelines.anomalies import find_anomalies
+
+        anomalies = [vars(a) for a in find_anomalies(stats)]
+        baseline = None
+    else:
+        anomalies, baseline = validation.get("anomalies", []), validation.get("baseline")
+    against = f" against the baseline <code>{_e(baseline)}</code>" if baseline else " (no baseline compared)"
+    head = f"<section id='flags'><h2>Flags ({len(anomalies)})</h2>"
+    if not anomalies:
+        return f"{head}<p class='note'>No anomalies{against}.</p></section>"
+    rows = "".join(
+        f"<tr><td><code>{_e(a['feature'])}</code></td><td class='warn'>{_e(a['kind'])}</td>"
+        f"<td>{float(a['value']):.4g}</td><td>{float(a['threshold']):g}</td><td>{_e(a['detail'])}</td></tr>"
+        for a in anomalies
+    )
+    return (f"{head}<p class='note'>Anomalies{against}; thresholds are set under <code>validation:</code> "
+            "in the config (python -m pipelines.validate).</p><table><tr><th>feature</th><th>kind</th>"
+            f"<th>value</th><th>threshold</th><th>what</th></tr>{rows}</table></section>")
 
 
 def _label_section(stats: dict) -> str:
@@ -337,6 +361,7 @@ def write_report(output_dir: str, summary: dict) -> str:
         f"<style>{_STYLE}</style></head><body>",
         "<h1>sparseflow ingest report</h1>",
         _run_section(summary, stats),
+        _flags_section(stats),
         _label_section(stats),
         _sparse_section(stats, specs),
         _dense_section(stats, specs),

@@ -25,7 +25,7 @@ import json
 import os
 import sys
 
-__all__ = ["main", "validate", "load_stats", "load_thresholds", "ANOMALIES_EXIT"]
+__all__ = ["main", "validate", "load_stats", "load_thresholds", "record_validation", "ANOMALIES_EXIT"]
 
 ANOMALIES_EXIT = 3
 
@@ -105,6 +105,40 @@ def validate(directory: str, baseline: str | None = None, config: str | None = N
     thresholds = load_thresholds(config)
     return find_anomalies(load_stats(directory), load_stats(baseline) if baseline else None, thresholds,
                           time_columns=time_columns(directory))
+
+
+def _read_json(path: str) -> dict:
+    from apache_beam.io.filesystems import FileSystems
+
+    with FileSystems.open(path) as f:
+        return json.loads(f.read().decode("utf-8"))
+
+
+def record_validation(output_dir: str, baseline_dir: str | None, thresholds=None) -> dict:
+    """Adds `validation` to `output_dir`'s stats.json: its anomalies, against `baseline_dir`'s when given.
+
+    The entry is `{"baseline": baseline_dir or None, "anomalies": [{"feature", "kind", "value",
+    "threshold", "detail"}, ...]}`, what report.html flags at its top. Works on any Beam filesystem
+    (the ingest's output, a `--vocab_from` source on gs://). Returns the entry.
+    """
+    import dataclasses
+
+    from apache_beam.io.filesystems import FileSystems
+
+    from pipelines.anomalies import find_anomalies
+    from sparse_io.atomic import atomic_write_text
+
+    path = FileSystems.join(output_dir, "stats.json")
+    stats = _read_json(path)
+    baseline = _read_json(FileSystems.join(baseline_dir, "stats.json")) if baseline_dir else None
+    schema_path = FileSystems.join(output_dir, "schema.json")
+    schema = _read_json(schema_path) if FileSystems.exists(schema_path) else {}
+    times = {f["name"] for f in schema.get("features", []) if isinstance(f, dict) and f.get("time_unit")}
+    found = find_anomalies(stats, baseline, thresholds, time_columns=times)
+    entry = {"baseline": baseline_dir, "anomalies": [dataclasses.asdict(a) for a in found]}
+    stats["validation"] = entry
+    atomic_write_text(path, json.dumps(stats, indent=2) + "\n", output_root=output_dir)
+    return entry
 
 
 def main(argv: list[str] | None = None) -> None:

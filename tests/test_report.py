@@ -222,3 +222,15 @@ def test_the_report_renders_in_headless_chromium(ingested, tmp_path):
     subprocess.run([*flags, "--window-size=1400,4200", "--hide-scrollbars", f"--screenshot={screenshot}",
                     (out / "report.html").as_uri()], capture_output=True, timeout=120)
     assert screenshot.exists() and screenshot.stat().st_size > 10_000
+
+
+def test_flags_at_the_top_name_a_feature_that_is_always_missing(tmp_path):
+    stats = {"format_version": 1, "num_rows": 50, "features": {
+        "C1": {**_feature(50, 1, 0, []), "empty_rows": 50}, "C2": _feature(50, 1, 7, [[1, 9]])}}
+    (tmp_path / "stats.json").write_text(json.dumps(stats))
+    page = open(write_report(str(tmp_path), {"rows_in": 50, "rows_out": 50})).read()
+    flags = page[page.index("<section id='flags'>"):page.index("<section id='label'>")]
+    assert page.index("<section id='flags'>") < page.index("<section id='sparse'>")
+    assert re.findall(r"<tr><td><code>(\w+)</code></td><td class='warn'>(\w+)</td>", flags) == [
+        ("C1", "always_missing")]
+    assert "no baseline compared" in flags

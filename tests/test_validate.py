@@ -201,3 +201,23 @@ def test_bad_usage_exits_2(ingests, capsys, tmp_path):
 def test_without_a_baseline_only_single_ingest_anomalies_are_looked_for(ingests, capsys):
     code, out, _ = _run(capsys, ingests["drifted"])
     assert code == 0 and out.strip() == f"{ingests['drifted']}: no anomalies"
+
+
+def test_an_ingest_with_vocab_from_records_its_drift_against_the_source_and_flags_it(ingests, tmp_path):
+    log = _log(tmp_path / "day2.tsv", 3, drift=True, day=1)
+    out = tmp_path / "day2"
+    run_ingest(["--input", str(log), "--config", OWN_LOGS, "--output", str(out), "--vocab_from", str(ingests["train"])])
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["validation"]["baseline"] == str(ingests["train"])
+    recorded = {(a["feature"], a["kind"]) for a in stats["validation"]["anomalies"]}
+    # The same findings as the command line's, from the same statistics.
+    assert recorded == {(a.feature, a.kind) for a in find_anomalies(
+        stats, json.loads((ingests["train"] / "stats.json").read_text()), time_columns={"event_time"})}
+    assert {feature for feature, _ in recorded} == {"item_id", "price"}
+    page = (out / "report.html").read_text()
+    flags = page[page.index("<section id='flags'>"):page.index("<section id='label'>")]
+    assert f"Flags ({len(recorded)})" in flags and "categorical_drift" in flags and "numeric_drift" in flags
+    assert str(ingests["train"]) in flags
+    # Without a baseline only the ingest's own anomalies are recorded: none in this log.
+    assert json.loads((ingests["alike"] / "stats.json").read_text())["validation"] == {"baseline": None,
+                                                                                      "anomalies": []}
