@@ -38,11 +38,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import numpy as np
 
-__all__ = ["Anomaly", "DEFAULT_THRESHOLDS", "Thresholds", "find_anomalies", "l_infinity", "jensen_shannon",
-           "rebinned", "thresholds_from"]
+__all__ = ["Anomaly", "DEFAULT_THRESHOLDS", "Thresholds", "ThresholdError", "find_anomalies", "l_infinity",
+           "jensen_shannon", "rebinned", "thresholds_from"]
 
 DEFAULT_THRESHOLDS = {
     "categorical_drift": 0.1,   # TFDV's customary infinity_norm threshold
@@ -58,6 +59,10 @@ DEFAULT_THRESHOLDS = {
     "feature_missing": 0.0,
 }
 _Z_999 = 3.090232306167813  # the standard normal's 99.9th percentile
+
+
+class ThresholdError(ValueError):
+    """A `validation:` value that is not a valid threshold setting (the message names the key)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,16 +93,15 @@ class Thresholds:
 
 
 def _kinds(raw, where: str) -> dict:
-    from pipelines.config import ConfigError
-
     if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: must be a mapping of anomaly kind to threshold, got {type(raw).__name__}")
+        raise ThresholdError(f"{where}: must be a mapping of anomaly kind to threshold, got {type(raw).__name__}")
     out = {}
     for kind, value in raw.items():
         if kind not in DEFAULT_THRESHOLDS:
-            raise ConfigError(f"{where}.{kind}: unknown anomaly kind (known: {', '.join(sorted(DEFAULT_THRESHOLDS))})")
+            known = ", ".join(sorted(DEFAULT_THRESHOLDS))
+            raise ThresholdError(f"{where}.{kind}: unknown anomaly kind (known: {known})")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-            raise ConfigError(f"{where}.{kind}: threshold must be a number >= 0, got {value!r}")
+            raise ThresholdError(f"{where}.{kind}: threshold must be a number >= 0, got {value!r}")
         out[kind] = float(value)
     return out
 
@@ -106,25 +110,23 @@ def thresholds_from(raw, where: str = "validation") -> Thresholds:
     """The `Thresholds` of a config's `validation:` value (None: the defaults).
 
     Raises:
-      ConfigError: an unknown key or kind, or a threshold that is not a number >= 0 (the key is named).
+      ThresholdError: an unknown key or kind, or a threshold that is not a number >= 0 (the key is named).
 
     Example:
       >>> t = thresholds_from({"thresholds": {"missing_rate": 0.2}, "features": {"C3": {"missing_rate": 0.5}}})
       >>> t("C3", "missing_rate"), t("C4", "missing_rate"), t("C4", "numeric_drift")
       (0.5, 0.2, 0.1)
     """
-    from pipelines.config import ConfigError
-
     if raw is None:
         return Thresholds()
     if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: must be a mapping (thresholds:, features:), got {type(raw).__name__}")
+        raise ThresholdError(f"{where}: must be a mapping (thresholds:, features:), got {type(raw).__name__}")
     unknown = sorted(set(raw) - {"thresholds", "features"})
     if unknown:
-        raise ConfigError(f"{where}.{unknown[0]}: unknown key (allowed: features, thresholds)")
+        raise ThresholdError(f"{where}.{unknown[0]}: unknown key (allowed: features, thresholds)")
     features = raw.get("features") or {}
     if not isinstance(features, dict):
-        raise ConfigError(f"{where}.features: must be a mapping of feature name to thresholds")
+        raise ThresholdError(f"{where}.features: must be a mapping of feature name to thresholds")
     return Thresholds(_kinds(raw.get("thresholds") or {}, f"{where}.thresholds"),
                       {str(f): _kinds(k, f"{where}.features.{f}") for f, k in features.items()})
 
@@ -203,8 +205,11 @@ def _ids(entry: dict) -> float:
 
 def _overflow_share(base: dict, current: dict) -> tuple[float, int] | None:
     """(share of current batches over the baseline's p99_9 capacity, batch size), at the largest common size."""
-    sizes = sorted(set(base.get("capacity", {})) & set(current.get("capacity", {})), key=int)
-    if not sizes or not current.get("rows"):
+    # A batch size past either ingest's rows is one batch of everything: no overflow rate to speak of.
+    rows = min(base.get("rows", 0), current.get("rows", 0))
+    sizes = sorted((b for b in set(base.get("capacity", {})) & set(current.get("capacity", {})) if int(b) < rows),
+                   key=int)
+    if not sizes:
         return None
     b = sizes[-1]
     limit = base["capacity"][b]["p99_9"]
@@ -306,6 +311,9 @@ def find_anomalies(stats: dict, baseline: dict | None = None, thresholds: Thresh
     t = thresholds or Thresholds()
     found = _single(stats, t) + (_against(stats, baseline, t) if baseline is not None else [])
     found = [a for a in found if not (a.feature in time_columns and a.kind in ("numeric_drift", "out_of_range"))]
-    from pipelines.report import natural_key
+    return sorted(found, key=lambda a: (_natural(a.feature), a.kind))
 
-    return sorted(found, key=lambda a: (natural_key(a.feature), a.kind))
+
+def _natural(name: str) -> list:
+    """C2 before C10 (pipelines.report.natural_key; not imported, as the report imports this module)."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]

@@ -477,9 +477,12 @@ def parse_config(
             "validation": dict,  # pipelines.validate's thresholds, checked here so a typo fails the ingest too
         },
     )
-    from pipelines.anomalies import thresholds_from
+    from pipelines.anomalies import ThresholdError, thresholds_from
 
-    thresholds = thresholds_from(top.get("validation")) if top.get("validation") is not None else None
+    try:
+        thresholds = thresholds_from(top.get("validation")) if top.get("validation") is not None else None
+    except ThresholdError as e:
+        raise ConfigError(str(e)) from None
     inp = _take(
         top.get("input") or {},
         "input",

@@ -71,7 +71,7 @@ def load_thresholds(path: str | None):
     """
     import yaml
 
-    from pipelines.anomalies import Thresholds, thresholds_from
+    from pipelines.anomalies import ThresholdError, Thresholds, thresholds_from
     from pipelines.config import ConfigError
 
     if path is None:
@@ -85,7 +85,10 @@ def load_thresholds(path: str | None):
         raise ConfigError(f"config file {path!r} cannot be parsed: {e}") from None
     if not isinstance(data, dict) or "validation" not in data:
         raise ConfigError(f"config file {path!r} has no validation: key")
-    return thresholds_from(data["validation"])
+    try:
+        return thresholds_from(data["validation"])
+    except ThresholdError as e:
+        raise ConfigError(f"config file {path!r}: {e}") from None
 
 
 def time_columns(directory: str) -> set[str]:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import jensenshannon
 
-from pipelines.anomalies import find_anomalies, jensen_shannon, l_infinity, rebinned, thresholds_from
+from pipelines.anomalies import ThresholdError, find_anomalies, jensen_shannon, l_infinity, rebinned, thresholds_from
 from pipelines.config import ConfigError, load_config
 from pipelines.ingest import run_ingest
 from pipelines.validate import main
@@ -183,7 +183,7 @@ def test_thresholds_come_from_the_validation_key_per_feature(ingests, capsys, tm
     own.write_text(open(OWN_LOGS).read() + "validation:\n  thresholds: {drift: 0.5}\n")
     with pytest.raises(ConfigError, match="validation.thresholds.drift: unknown anomaly kind"):
         load_config(str(own))
-    with pytest.raises(ConfigError, match="validation.features.C1.missing_rate: threshold must be a number >= 0"):
+    with pytest.raises(ThresholdError, match="validation.features.C1.missing_rate: threshold must be a number >= 0"):
         thresholds_from({"features": {"C1": {"missing_rate": -1}}})
 
 
