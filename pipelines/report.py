@@ -271,8 +271,8 @@ def _sparse_section(stats: dict, specs: dict) -> str:
         return "<section id='sparse'><h2>Sparse features</h2><p class='note'>None.</p></section>"
     cards = "".join(_sparse_card(n, features[n], specs.get(n, {})) for n in sorted(features, key=natural_key))
     return (f"<section id='sparse'><h2>Sparse features ({len(features)})</h2>"
-            "<p class='note'>Ids are counted after hashing; collisions are estimated from the occupied "
-            f"buckets.</p><div class='grid'>{cards}</div></section>")
+            "<p class='note'>Ids are counted after hashing, top values before it; collisions are estimated from "
+            f"the occupied buckets.</p><div class='grid'>{cards}</div></section>")
 
 
 def _dense_section(stats: dict, specs: dict) -> str:
