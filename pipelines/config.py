@@ -188,6 +188,7 @@ class IngestConfig:
             **encoding,
         )
     vocab_from: str | None = None  # an ingest output whose id spaces this ingest reuses
+    validation: Any = None  # pipelines.anomalies.Thresholds from the `validation:` key; None: the defaults
 
     def plan(self, name: str) -> FeaturePlan | None:
         """The id plan of feature `name`, or None when the config gives it none."""
@@ -487,8 +488,15 @@ def parse_config(
             "stats": dict,
             "error_budget": (int, float),
             "vocab_from": str,
+            "validation": dict,  # pipelines.validate's thresholds, checked here so a typo fails the ingest too
         },
     )
+    from pipelines.anomalies import ThresholdError, thresholds_from
+
+    try:
+        thresholds = thresholds_from(top.get("validation")) if top.get("validation") is not None else None
+    except ThresholdError as e:
+        raise ConfigError(str(e)) from None
     inp = _take(
         top.get("input") or {},
         "input",
@@ -588,6 +596,7 @@ def parse_config(
         column_sources=sources,
         encoding=encoding,
         vocab_from=top.get("vocab_from") or None,
+        validation=thresholds,
     )
 
 

@@ -124,6 +124,7 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
         WriteShards,
     )
     from transforms.beam.held_batches import HoldBatches, ReleaseBatches
+    from transforms.beam.raw_values import CountRawValues
     from transforms.beam.runner import keeps_pcollections_in_memory
 
     read_options = dict(
@@ -173,6 +174,9 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     if config.vocab_from:
         config, reused = adopt_id_spaces(config, config.vocab_from, VOCAB_DIR)
     hashed = _hash_plans(config)
+    # Raw values are counted before hashing or lookup turns them into ids (stats.json `raw_values`).
+    raw_features = sorted({p.name for p in config.features} | set(reused))
+    late = [batches | "CountRawValues" >> CountRawValues(raw_features)] if raw_features else []
     salts = sorted({salt for _, _, salt in hashed}, key=lambda s: (s is not None, str(s)))
     for salt in salts:
         plans = [(name, buckets) for name, buckets, s in hashed if s == salt]
@@ -185,7 +189,6 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     # A history's target columns are looked up in their item's (or item column's) vocabulary: one id space.
     targets = _target_columns(config)
     # Vocabulary sizes and fingerprints are known once the vocabularies are written.
-    late = []
     if reused:
         aliases = {column: dataclasses.replace(reused[f], feature=column)
                    for column, f in targets.items() if f in reused}
@@ -465,6 +468,13 @@ def _run_and_commit(options, config: IngestConfig, ours, files: list, planned: l
         "errors_dir": FileSystems.join(ours.output, ERRORS_DIR),
         "seconds": seconds,
     }
+    from pipelines.validate import record_validation
+
+    # Anomalies, and drift against the ingest whose id spaces this one reuses (its training data).
+    found = record_validation(ours.output, config.vocab_from, config.validation)["anomalies"]
+    if found:
+        _LOGGER.warning("%d anomal%s in the statistics (stats.json validation; python -m pipelines.validate)",
+                        len(found), "y" if len(found) == 1 else "ies")
     if report:
         from pipelines.report import write_report
 

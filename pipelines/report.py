@@ -22,11 +22,21 @@ import math
 import os
 import re
 
-from pipelines.report_svg import bars_svg, format_number, histogram_svg, share_bar_svg
+from pipelines.report_svg import (
+    TIME_UNIT_SECONDS,
+    bars_svg,
+    format_count,
+    format_duration,
+    format_number,
+    format_rate,
+    format_timestamp,
+    histogram_svg,
+    share_bar_svg,
+)
 
 __all__ = ["write_report", "summary_text", "estimate_hash_collisions", "natural_key", "REPORT_SECTIONS"]
 
-REPORT_SECTIONS = ("run", "label", "sparse", "dense", "dead-letters")
+REPORT_SECTIONS = ("run", "flags", "label", "sparse", "dense", "dead-letters")
 _TOP_IDS_SHOWN = 5
 _DEAD_LETTERS_READ = 100_000
 _EXAMPLES_PER_REASON = 3
@@ -134,6 +144,30 @@ def _run_section(summary: dict, stats: dict) -> str:
     return f"<section id='run'><h2>Run</h2>{where}<div class='figures'>{cells}</div></section>"
 
 
+def _flags_section(stats: dict) -> str:
+    """The anomalies stats.json records (`validation`), or those of this ingest alone for an older stats.json."""
+    validation = stats.get("validation")
+    if validation is None:
+        from pipelines.anomalies import find_anomalies
+
+        anomalies = [vars(a) for a in find_anomalies(stats)]
+        baseline = None
+    else:
+        anomalies, baseline = validation.get("anomalies", []), validation.get("baseline")
+    against = f" against the baseline <code>{_e(baseline)}</code>" if baseline else " (no baseline compared)"
+    head = f"<section id='flags'><h2>Flags ({len(anomalies)})</h2>"
+    if not anomalies:
+        return f"{head}<p class='note'>No anomalies{against}.</p></section>"
+    rows = "".join(
+        f"<tr><td><code>{_e(a['feature'])}</code></td><td class='warn'>{_e(a['kind'])}</td>"
+        f"<td>{float(a['value']):.4g}</td><td>{float(a['threshold']):g}</td><td>{_e(a['detail'])}</td></tr>"
+        for a in anomalies
+    )
+    return (f"{head}<p class='note'>Anomalies{against}; thresholds are set under <code>validation:</code> "
+            "in the config (python -m pipelines.validate).</p><table><tr><th>feature</th><th>kind</th>"
+            f"<th>value</th><th>threshold</th><th>what</th></tr>{rows}</table></section>")
+
+
 def _label_section(stats: dict) -> str:
     label = stats.get("label")
     if not label:
@@ -164,8 +198,8 @@ def _sparse_card(name: str, s: dict, spec: dict) -> str:
             facts.append(("collisions", "<span class='warn'>every bucket taken: raise hash_buckets</span>"))
         else:
             raw, lost = estimate
-            shared = "&lt; 1" if lost < 1 else f"&asymp; {format_number(round(lost))}"
-            facts.append(("collisions", f"{shared} of &asymp; {format_number(round(raw))} raw ids share a bucket "
+            shared = "&lt; 1" if lost < 1 else f"&asymp; {format_count(lost)}"
+            facts.append(("collisions", f"{shared} of &asymp; {format_count(raw)} raw ids share a bucket "
                                         f"({_share(lost, raw)})"))
     elif vocabulary:
         facts.append(("distinct ids", f"{exact}{distinct:,} of a {vocabulary:,}-id vocabulary"))
@@ -179,30 +213,54 @@ def _sparse_card(name: str, s: dict, spec: dict) -> str:
         largest = max(capacity, key=int)
         facts.append((f"capacity @{largest}", f"{capacity[largest]['max']:,} ids"))
     dl = "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in facts)
-    ids_total = ipr.get("mean", 0) * rows
-    top = s.get("top_ids", [])[:_TOP_IDS_SHOWN]
-    chart = bars_svg([(str(i), c / ids_total) for i, c in top], f"top ids of {name}") if top and ids_total else ""
-    top_note = "<div class='note'>top ids (share of the feature's ids)</div>" if chart else ""
+    raw = s.get("raw_values")
+    if raw and raw.get("top"):  # the values as logged, which a reader recognises, rather than bucket numbers
+        top_raw = raw["top"][:_TOP_IDS_SHOWN]
+        chart = bars_svg([(str(v), share) for v, _, share in top_raw], f"top values of {name}")
+        approx = "" if raw.get("exact", True) else f", each at most {format_count(raw['max_undercount'])} low"
+        top_note = (f"<div class='note'>top raw values (share of its {format_count(raw['values'])} values, "
+                    f"{format_count(raw['distinct'])} distinct{approx})</div>")
+    else:
+        ids_total = ipr.get("mean", 0) * rows
+        top = s.get("top_ids", [])[:_TOP_IDS_SHOWN]
+        chart = bars_svg([(str(i), c / ids_total) for i, c in top], f"top ids of {name}") if top and ids_total else ""
+        top_note = "<div class='note'>top ids (share of the feature's ids)</div>" if chart else ""
     return f"<div class='card'><h3>{_e(name)}</h3><dl>{dl}</dl>{top_note}{chart}</div>"
 
 
-def _value_card(name: str, s: dict) -> str:
+def _binary(s: dict) -> bool:
+    """Whether the column holds only 0 and 1 (a click label): its mean is then a rate."""
+    counts = s.get("value_counts") or []
+    return bool(counts) and all(v in (0, 1) for v, _ in counts)
+
+
+def _value_card(name: str, s: dict, time_unit: str | None = None) -> str:
+    """A dense column's card; a `time_unit` column's figures are dates, its spread a duration."""
     rows, missing = s.get("rows", 0), s.get("missing", 0)
     facts = [("missing", f"{share_bar_svg(missing / rows if rows else 0, f'{name} missing share')} "
                          f"{_share(missing, rows)}")]
     chart = ""
     if "quantiles" in s:
         q = s["quantiles"]
+        if time_unit in TIME_UNIT_SECONDS:
+            def shown(v):
+                return format_timestamp(v, time_unit)
+            span = format_duration((s["max"] - s["min"]) * TIME_UNIT_SECONDS[time_unit])
+            facts.append(("range", f"{_e(shown(s['min']))} &hellip; {_e(shown(s['max']))} ({_e(span)})"))
+        else:
+            shown = format_number
+            mean = format_rate(s["mean"]) if _binary(s) else format_number(s["mean"])
+            facts.append(("range", f"{format_number(s['min'])} &hellip; {format_number(s['max'])}, "
+                                   f"{'rate' if _binary(s) else 'mean'} {mean}"))
         facts += [
-            ("range", f"{format_number(s['min'])} &hellip; {format_number(s['max'])}, mean {format_number(s['mean'])}"),
-            ("p1 / p50 / p99", " / ".join(format_number(q[k]) for k in ("p1", "p50", "p99"))),
-            ("p25 / p75", " / ".join(format_number(q[k]) for k in ("p25", "p75"))),
+            ("p1 / p50 / p99", " / ".join(_e(shown(q[k])) for k in ("p1", "p50", "p99"))),
+            ("p25 / p75", " / ".join(_e(shown(q[k])) for k in ("p25", "p75"))),
         ]
         h = s["histogram"]
         scale = " (log-spaced bins)" if h["scale"] == "symlog" else ""
-        sampled = "" if s.get("sample_exact", True) else f", from a sample of {s['sample_size']:,}"
+        sampled = "" if s.get("sample_exact", True) else f", from a sample of {format_count(s['sample_size'])}"
         chart = (f"<div class='note'>histogram{scale}{sampled}</div>"
-                 + histogram_svg(h["edges"], h["counts"], f"histogram of {name}"))
+                 + histogram_svg(h["edges"], h["counts"], f"histogram of {name}", label=shown))
     dl = "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in facts)
     return f"<div class='card'><h3>{_e(name)}</h3><dl>{dl}</dl>{chart}</div>"
 
@@ -213,23 +271,26 @@ def _sparse_section(stats: dict, specs: dict) -> str:
         return "<section id='sparse'><h2>Sparse features</h2><p class='note'>None.</p></section>"
     cards = "".join(_sparse_card(n, features[n], specs.get(n, {})) for n in sorted(features, key=natural_key))
     return (f"<section id='sparse'><h2>Sparse features ({len(features)})</h2>"
-            "<p class='note'>Ids are counted after hashing; collisions are estimated from the occupied "
-            f"buckets.</p><div class='grid'>{cards}</div></section>")
+            "<p class='note'>Ids are counted after hashing, top values before it; collisions are estimated from "
+            f"the occupied buckets.</p><div class='grid'>{cards}</div></section>")
 
 
-def _dense_section(stats: dict) -> str:
+def _dense_section(stats: dict, specs: dict) -> str:
     dense = stats.get("dense")
     if dense is None:
         return ("<section id='dense'><h2>Dense features</h2><p class='note'>stats.json describes no dense "
                 "features (an output written without a schema, or before dense statistics existed).</p></section>")
     if not dense:
         return "<section id='dense'><h2>Dense features</h2><p class='note'>None.</p></section>"
-    cards = "".join(_value_card(n, dense[n]) for n in sorted(dense, key=natural_key))
+    cards = "".join(_value_card(n, dense[n], specs.get(n, {}).get("time_unit")) for n in sorted(dense, key=natural_key))
     return f"<section id='dense'><h2>Dense features ({len(dense)})</h2><div class='grid'>{cards}</div></section>"
 
 
 def _dead_letters(output_dir: str) -> tuple[dict[str, list[dict]], int, bool]:
-    """Dead letters grouped by reason (numbers folded to N), how many were read, and whether more exist."""
+    """Dead letters grouped by reason, how many were read, and whether more exist.
+
+    Numbers in a reason are folded to N for the grouping only, so one kind of problem is one group.
+    """
     path = os.path.join(output_dir, "errors", "dead_letters.jsonl")
     groups: dict[str, list[dict]] = collections.defaultdict(list)
     read, more = 0, False
@@ -249,6 +310,16 @@ def _dead_letters(output_dir: str) -> tuple[dict[str, list[dict]], int, bool]:
     return groups, read, more
 
 
+def _reason_text(letters: list[dict]) -> str:
+    """A group's reasons as written (HTML): the most frequent texts with their counts, then how many more."""
+    texts = collections.Counter(str(x.get("reason", "")) for x in letters)
+    if len(texts) == 1:
+        return _e(next(iter(texts)))
+    shown = [f"{_e(text)} ({format_count(n)})" for text, n in texts.most_common(_EXAMPLES_PER_REASON)]
+    more = len(texts) - len(shown)
+    return "<br>".join(shown) + (f"<br><span class='note'>and {more:,} more like these</span>" if more else "")
+
+
 def _dead_letter_section(output_dir: str, summary: dict) -> str:
     groups, read, more = _dead_letters(output_dir)
     head = "<section id='dead-letters'><h2>Dead letters</h2>"
@@ -259,13 +330,14 @@ def _dead_letter_section(output_dir: str, summary: dict) -> str:
     note = f"<p class='note'>{read:,} dead letters in errors/dead_letters.jsonl"
     note += f" (the first {read:,} read; there are more)</p>" if more else ".</p>"
     rows = []
-    for reason, letters in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+    for _, letters in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        reason = _reason_text(letters)
         examples = "<br>".join(
             f"<code>{_e(x.get('source', ''))}:{_e(x.get('line', ''))}</code> {_e(x.get('reason', ''))}: "
             f"<code>{_e(str(x.get('raw', ''))[:_RAW_SHOWN])}</code>"
             for x in letters[:_EXAMPLES_PER_REASON]
         )
-        rows.append(f"<tr><td>{_e(reason)}</td><td>{len(letters):,}</td><td>{examples}</td></tr>")
+        rows.append(f"<tr><td>{reason}</td><td>{len(letters):,}</td><td>{examples}</td></tr>")
     table = "<table><tr><th>reason</th><th>records</th><th>examples</th></tr>" + "".join(rows) + "</table>"
     return f"{head}{note}{table}</section>"
 
@@ -289,9 +361,10 @@ def write_report(output_dir: str, summary: dict) -> str:
         f"<style>{_STYLE}</style></head><body>",
         "<h1>sparseflow ingest report</h1>",
         _run_section(summary, stats),
+        _flags_section(stats),
         _label_section(stats),
         _sparse_section(stats, specs),
-        _dense_section(stats),
+        _dense_section(stats, specs),
         _dead_letter_section(output_dir, summary),
         "</body></html>",
     ]

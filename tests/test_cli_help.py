@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import benchmarks.__main__ as bench_main
-from pipelines import cli, demo, ingest, train, verify
+from pipelines import cli, demo, ingest, train, validate, verify
 from sparse_io.errors import CorruptFileError
 from transforms.tfdata.core.files import NoInputFilesError
 
@@ -22,6 +22,7 @@ PROGRAMS = {
     "pipelines.train": (train.main, train._parser),
     "pipelines.demo": (demo.main, None),
     "pipelines.verify": (verify.main, verify._parser),
+    "pipelines.validate": (validate.main, validate._parser),
     "benchmarks": (bench_main.main, None),
 }
 

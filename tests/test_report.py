@@ -1,5 +1,6 @@
 """report.html: every feature, naturally sorted, with the figures a reader looks for; rendered in Chromium."""
 
+import collections
 import json
 import re
 import shutil
@@ -11,6 +12,7 @@ import pytest
 
 from pipelines.ingest import run_ingest
 from pipelines.report import REPORT_SECTIONS, estimate_hash_collisions, natural_key, write_report
+from pipelines.report_svg import format_count, format_duration, format_number, format_rate, format_timestamp
 from pipelines.synthetic import synthetic_criteo_lines
 from tests.conftest import REPO_ROOT
 
@@ -68,6 +70,54 @@ def test_cards_say_per_feature_what_matters(tmp_path):
     assert "This output has no label column" in page and "describes no dense features" in page
 
 
+def test_figures_read_as_dates_durations_counts_and_rates():
+    # A millisecond timestamp of 2024-04-05 was written as `1.71e+03G`.
+    assert format_number(1_712_275_200_000) == "1.71T"
+    assert "e+" not in format_number(9.99e17) and format_number(3e20) == "3e+20"
+    assert format_timestamp(1_712_275_200_000, "ms") == "2024-04-05"  # 19818 days after 1970-01-01
+    assert format_timestamp(1_712_275_200 + 3 * 3600 + 62, "s") == "2024-04-05 03:01:02"
+    assert format_timestamp(1_712_275_200_000_000, "us") == "2024-04-05"
+    with pytest.raises(ValueError, match="unit must be one of"):
+        format_timestamp(1, "days")
+    assert format_duration(7 * 86400) == "7 days" and format_duration(90) == "1.5 min"
+    assert format_duration(36 * 3600) == "1.5 days" and format_duration(2 * 365.25 * 86400) == "2 years"
+    assert format_count(1_234_567) == "1,234,567" and format_count(48_412.6) == "48,413"
+    assert format_rate(0.2534) == "25.3%"
+
+
+def _time_column(rows, first_ms, last_ms):
+    edges = list(np.linspace(first_ms, last_ms, 21))
+    return {"rows": rows, "missing": 0, "min": first_ms, "max": last_ms, "mean": (first_ms + last_ms) / 2,
+            "quantiles": {k: first_ms for k in ("p1", "p25", "p50", "p75", "p99")},
+            "histogram": {"scale": "linear", "edges": edges, "counts": [rows // 20] * 20},
+            "sample_size": 10_000, "sample_exact": False}
+
+
+def test_a_timestamp_column_shows_dates_and_its_span_and_counts_show_separators(tmp_path):
+    day = 1_712_275_200_000  # 2024-04-05 00:00 UTC, in ms
+    stats = {"format_version": 1, "num_rows": 2_500_000, "features": {
+        "C1": {**_feature(2_500_000, 1, 90_000, [[5, 90]]), "ids_per_row": {"mean": 1.0, "p50": 1, "p99": 1, "max": 1}},
+    }, "dense": {"ts": _time_column(2_500_000, day, day + 3 * 86_400_000),
+                 "clicked": {**_time_column(2_500_000, 0, 1), "mean": 0.2534, "value_counts": [[0, 7], [1, 3]]}}}
+    schema = {"format_version": 1, "features": [
+        {"name": "C1", "kind": "sparse", "hash_buckets": 100_000},
+        {"name": "ts", "kind": "dense", "dtype": "int64", "time_unit": "ms"},
+    ]}
+    (tmp_path / "stats.json").write_text(json.dumps(stats))
+    (tmp_path / "schema.json").write_text(json.dumps(schema))
+    page = open(write_report(str(tmp_path), {"rows_in": 2_500_000, "rows_out": 2_500_000})).read()
+    dense = page[page.index("<section id='dense'>"):page.index("<section id='dead-letters'>")]
+    assert "G<" not in dense and "T<" not in dense and "e+" not in dense
+    assert "2024-04-05 &hellip; 2024-04-08 (3 days)" in dense
+    assert ">2024-04-05<" in dense and ">2024-04-08<" in dense  # the histogram's end labels
+    assert "from a sample of 10,000" in dense
+    assert "rate 25.3%" in dense  # a 0/1 column's mean is a rate
+    # 90,000 of 100,000 buckets: n = ln(0.1) / ln(1 - 1e-5) raw ids, n - 90,000 of them share a bucket.
+    raw = np.log(0.1) / np.log1p(-1e-5)
+    assert f"&asymp; {round(raw - 90_000):,} of &asymp; {round(raw):,} raw ids" in page
+    assert "2,500,000" in page
+
+
 @pytest.fixture(scope="module")
 def ingested(tmp_path_factory):
     root = tmp_path_factory.mktemp("report")
@@ -95,8 +145,29 @@ def test_the_ingest_report_shows_every_feature_dense_label_and_dead_letters(inge
     label = page[page.index("<section id='label'>"):page.index("<section id='sparse'>")]
     assert f"{labels.count(1) / len(labels):.1%}" in label
     letters = page[page.index("<section id='dead-letters'>"):]
-    assert "expected N fields, got N" in letters and ":4</code>" in letters and ":10</code>" in letters
+    # One group for one kind of problem, its reasons written as they are (not with digits masked).
+    reason_cells = re.findall(r"<tr><td>(.*?)</td>", letters)
+    assert len(reason_cells) == 1 and "N" not in reason_cells[0]
+    assert "expected 40 fields, got 41 (1)" in reason_cells[0] and "expected 40 fields, got 42 (1)" in reason_cells[0]
+    assert ":4</code>" in letters and ":10</code>" in letters
     assert "data:image/png" not in page and "<img" not in page  # nothing that could fail to load
+
+
+def test_stats_name_the_raw_values_of_each_sparse_feature_and_the_report_shows_them(ingested):
+    out, _, lines = ingested
+    stats = json.loads((out / "stats.json").read_text())
+    good = [line.split("\t") for i, line in enumerate(lines) if i not in (3, 9)]
+    for feature in ("C1", "C14", "C26"):
+        column = int(feature[1:]) + 13  # label, I1..I13, then C1..C26
+        counter = collections.Counter(f[column] for f in good if column < len(f) and f[column] != "")
+        raw = stats["features"][feature]["raw_values"]
+        total = sum(counter.values())
+        ranked = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))[:len(raw["top"])]
+        assert raw["values"] == total and raw["distinct"] == len(counter) and raw["exact"]
+        assert raw["top"] == [[v, c, c / total] for v, c in ranked]
+    sparse = (out / "report.html").read_text().split("<section id='sparse'>")[1].split("</section>")[0]
+    first = stats["features"]["C1"]["raw_values"]["top"][0]
+    assert f">{first[0]}</text>" in sparse and "top raw values" in sparse
 
 
 def test_the_report_draws_its_charts_without_a_plotting_library(ingested, tmp_path, monkeypatch):
@@ -151,3 +222,15 @@ def test_the_report_renders_in_headless_chromium(ingested, tmp_path):
     subprocess.run([*flags, "--window-size=1400,4200", "--hide-scrollbars", f"--screenshot={screenshot}",
                     (out / "report.html").as_uri()], capture_output=True, timeout=120)
     assert screenshot.exists() and screenshot.stat().st_size > 10_000
+
+
+def test_flags_at_the_top_name_a_feature_that_is_always_missing(tmp_path):
+    stats = {"format_version": 1, "num_rows": 50, "features": {
+        "C1": {**_feature(50, 1, 0, []), "empty_rows": 50}, "C2": _feature(50, 1, 7, [[1, 9]])}}
+    (tmp_path / "stats.json").write_text(json.dumps(stats))
+    page = open(write_report(str(tmp_path), {"rows_in": 50, "rows_out": 50})).read()
+    flags = page[page.index("<section id='flags'>"):page.index("<section id='label'>")]
+    assert page.index("<section id='flags'>") < page.index("<section id='sparse'>")
+    assert re.findall(r"<tr><td><code>(\w+)</code></td><td class='warn'>(\w+)</td>", flags) == [
+        ("C1", "always_missing")]
+    assert "no baseline compared" in flags

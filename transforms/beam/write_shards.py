@@ -342,18 +342,27 @@ def _fit_to_rows(done: dict, shards: int, output_dir: str, suffix: str) -> tuple
         renumbered[new] = (target, count)
     _LOGGER.warning("num_shards %d is more than the %d rows can fill: wrote %d shards", shards, rows, kept)
     return renumbered, kept
+# Late updates that describe the data, not the schema: they go to stats.json alone.
+_STATS_ONLY_UPDATES = ("raw_values",)
+
+
 def _apply_late_updates(schema: Schema, stats: dict, updates, output_dir: str) -> tuple[Schema, dict]:
     """Schema fields known only once the data was seen (vocabulary sizes, OOV counts), merged in.
 
-    An `oov_ids` count is also recorded in stats.json, beside the feature's other counts.
+    An `oov_ids` count is also recorded in stats.json, beside the feature's other counts; `raw_values`
+    (transforms.beam.raw_values) goes to stats.json only.
     """
     merged: dict[str, dict] = {}
     for name, changes in updates:
         merged.setdefault(name, {}).update(changes)
-    schema = _updated(schema, merged)
-    counted = {n: c["oov_ids"] for n, c in merged.items() if "oov_ids" in c and n in stats.get("features", {})}
+    in_stats = {n: {k: c.pop(k) for k in _STATS_ONLY_UPDATES if k in c} for n, c in merged.items()}
+    schema = _updated(schema, {n: c for n, c in merged.items() if c})
+    for n, c in merged.items():
+        if "oov_ids" in c:
+            in_stats[n]["oov_ids"] = c["oov_ids"]
+    counted = {n: c for n, c in in_stats.items() if c and n in stats.get("features", {})}
     if counted:
-        stats = {**stats, "features": {n: ({**f, "oov_ids": counted[n]} if n in counted else f)
+        stats = {**stats, "features": {n: ({**f, **counted[n]} if n in counted else f)
                                        for n, f in stats["features"].items()}}
         atomic_write_text(
             FileSystems.join(output_dir, STATS_FILE), json.dumps(stats, indent=2) + "\n", output_root=output_dir

@@ -1,0 +1,166 @@
+"""`python -m pipelines.validate DIR [--baseline TRAIN_DIR] [--config FILE]`: anomalies in an ingest's statistics.
+
+Reads DIR/stats.json (and TRAIN_DIR/stats.json) and prints one line per
+anomaly, tab-separated: feature, kind, value, threshold, and what it means.
+Without --baseline only the anomalies of one ingest are looked for (a feature
+always missing, a constant feature, a label rate of 0 or 1); with it, drift
+and skew against the baseline too. The kinds and their default thresholds are
+in `pipelines.anomalies`; a config file's `validation:` key sets others (the
+ingest's own config file may carry it).
+
+Exit status: 0 when there is no anomaly, 3 when there are, 2 for bad usage (a
+directory without a readable stats.json, a bad config), 1 for a bug.
+
+Example::
+
+    $ python -m pipelines.validate out/day2 --baseline out/day1
+    C3	categorical_drift	0.4125	0.1	L-infinity distance of raw-value shares
+    pipelines.validate: 1 anomaly in out/day2 (baseline out/day1)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+__all__ = ["main", "validate", "load_stats", "load_thresholds", "record_validation", "ANOMALIES_EXIT"]
+
+ANOMALIES_EXIT = 3
+
+
+def _parser() -> argparse.ArgumentParser:
+    from pipelines import cli
+
+    p = cli.parser("pipelines.validate", __doc__, "DIR [--baseline TRAIN_DIR] [--config FILE]")
+    p.add_argument("directory", metavar="DIR", help="an ingest output directory (its stats.json is read)")
+    p.add_argument("--baseline", metavar="TRAIN_DIR", default=None,
+                   help="the ingest to compare with (e.g. the training data's)")
+    p.add_argument("--config", metavar="FILE", default=None,
+                   help="a YAML or JSON file whose validation: key sets thresholds (see pipelines.anomalies)")
+    return p
+
+
+def load_stats(directory: str) -> dict:
+    """`directory/stats.json` as a dict.
+
+    Raises:
+      UsageError: no such file, or not a stats.json document (named).
+    """
+    from pipelines.errors import UsageError
+
+    path = os.path.join(directory, "stats.json")
+    if not os.path.isfile(path):
+        raise UsageError(f"{directory} has no stats.json (is it an ingest output directory?)")
+    try:
+        with open(path, encoding="utf-8") as f:
+            stats = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UsageError(f"{path} cannot be read as JSON: {e}") from None
+    if not isinstance(stats, dict) or not isinstance(stats.get("features"), dict):
+        raise UsageError(f"{path} is not a stats.json document (it has no features mapping)")
+    return stats
+
+
+def load_thresholds(path: str | None):
+    """The `Thresholds` of the `validation:` key of the YAML/JSON file at `path` (None: the defaults).
+
+    Raises:
+      ConfigError: an unreadable file, bad syntax, no `validation:` key, or a bad threshold (named).
+    """
+    import yaml
+
+    from pipelines.anomalies import ThresholdError, Thresholds, thresholds_from
+    from pipelines.config import ConfigError
+
+    if path is None:
+        return Thresholds()
+    if not os.path.isfile(path):
+        raise ConfigError(f"config file {path!r} does not exist")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f) if path.endswith(".json") else yaml.safe_load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError, yaml.YAMLError) as e:
+        raise ConfigError(f"config file {path!r} cannot be parsed: {e}") from None
+    if not isinstance(data, dict) or "validation" not in data:
+        raise ConfigError(f"config file {path!r} has no validation: key")
+    try:
+        return thresholds_from(data["validation"])
+    except ThresholdError as e:
+        raise ConfigError(f"config file {path!r}: {e}") from None
+
+
+def time_columns(directory: str) -> set[str]:
+    """The columns schema.json gives a `time_unit` (none when it has no readable schema.json)."""
+    try:
+        with open(os.path.join(directory, "schema.json"), encoding="utf-8") as f:
+            features = json.load(f).get("features", [])
+    except (OSError, ValueError, AttributeError):
+        return set()
+    return {f["name"] for f in features if isinstance(f, dict) and f.get("time_unit") and "name" in f}
+
+
+def validate(directory: str, baseline: str | None = None, config: str | None = None) -> list:
+    """The `Anomaly` list of `directory`'s ingest (against `baseline`'s when given)."""
+    from pipelines.anomalies import find_anomalies
+
+    thresholds = load_thresholds(config)
+    return find_anomalies(load_stats(directory), load_stats(baseline) if baseline else None, thresholds,
+                          time_columns=time_columns(directory))
+
+
+def _read_json(path: str) -> dict:
+    from apache_beam.io.filesystems import FileSystems
+
+    with FileSystems.open(path) as f:
+        return json.loads(f.read().decode("utf-8"))
+
+
+def record_validation(output_dir: str, baseline_dir: str | None, thresholds=None) -> dict:
+    """Adds `validation` to `output_dir`'s stats.json: its anomalies, against `baseline_dir`'s when given.
+
+    The entry is `{"baseline": baseline_dir or None, "anomalies": [{"feature", "kind", "value",
+    "threshold", "detail"}, ...]}`, what report.html flags at its top. Works on any Beam filesystem
+    (the ingest's output, a `--vocab_from` source on gs://). Returns the entry.
+    """
+    import dataclasses
+
+    from apache_beam.io.filesystems import FileSystems
+
+    from pipelines.anomalies import find_anomalies
+    from sparse_io.atomic import atomic_write_text
+
+    path = FileSystems.join(output_dir, "stats.json")
+    stats = _read_json(path)
+    baseline = _read_json(FileSystems.join(baseline_dir, "stats.json")) if baseline_dir else None
+    schema_path = FileSystems.join(output_dir, "schema.json")
+    schema = _read_json(schema_path) if FileSystems.exists(schema_path) else {}
+    times = {f["name"] for f in schema.get("features", []) if isinstance(f, dict) and f.get("time_unit")}
+    found = find_anomalies(stats, baseline, thresholds, time_columns=times)
+    entry = {"baseline": baseline_dir, "anomalies": [dataclasses.asdict(a) for a in found]}
+    stats["validation"] = entry
+    atomic_write_text(path, json.dumps(stats, indent=2) + "\n", output_root=output_dir)
+    return entry
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Runs `python -m pipelines.validate` with `argv` (default: the command line); exits as the module doc says."""
+    from pipelines import cli
+
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    cli.configure_logging(args.verbose)
+    with cli.cli_errors("pipelines.validate"):
+        anomalies = validate(args.directory, args.baseline, args.config)
+    against = f" (baseline {args.baseline})" if args.baseline else ""
+    for anomaly in anomalies:
+        print(anomaly.line())
+    if anomalies:
+        count = f"{len(anomalies)} anomal{'y' if len(anomalies) == 1 else 'ies'}"
+        print(f"pipelines.validate: {count} in {args.directory}{against}", file=sys.stderr)
+        sys.exit(ANOMALIES_EXIT)
+    print(f"{args.directory}: no anomalies{against}")
+
+
+if __name__ == "__main__":
+    main()
