@@ -103,7 +103,7 @@ def walk(tmp_path_factory):
             continue
         if lang in ("python", "py"):
             (home / "snippet.py").write_text(body)
-            steps.append({**_run("python snippet.py", home), "block": "python"})
+            steps.append({**_run("python snippet.py", home), "block": lang})
             continue
         for command in _block_commands(body):
             if command == "make test":
