@@ -84,7 +84,7 @@ class IngestReading:
             raise ManifestError(f"{ingest_dir}: _MANIFEST.json records no ingest config, so the rules its log was "
                                 "read with are unknown; ingest it again with this version")
         histories = config.get("histories") or {}
-        return cls(CellRules.from_config_record(config), Schema.from_json(_json(config["schema"])),
+        return cls(CellRules.from_config_record(config), Schema.from_dict(config["schema"]),
                    histories.get("max_length"))
 
     def raw_spec(self, spec: FeatureSpec) -> FeatureSpec:
@@ -92,12 +92,6 @@ class IngestReading:
         if self.raw is not None and spec.name in self.raw:
             return dataclasses.replace(spec, dtype=self.raw[spec.name].dtype)
         return spec
-
-
-def _json(data) -> str:
-    import json
-
-    return json.dumps(data)
 
 
 def _read(path: str) -> bytes:

@@ -382,6 +382,15 @@ class Schema:
             data = json.loads(text)
         except json.JSONDecodeError as e:
             raise SchemaError(f"schema.json is not valid JSON: {e}") from e
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data) -> Schema:
+        """The schema a parsed schema.json (or a manifest's copy of it) describes.
+
+        Raises:
+          SchemaError: a missing `features` list, an unsupported format version or a bad feature.
+        """
         if not isinstance(data, dict) or "features" not in data:
             raise SchemaError("schema.json: missing key 'features'")
         if data.get("format_version", _FORMAT_VERSION) != _FORMAT_VERSION:
