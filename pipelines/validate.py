@@ -3,8 +3,9 @@
 Reads DIR/stats.json (and TRAIN_DIR/stats.json) and prints one line per
 anomaly, tab-separated: feature, kind, value, threshold, and what it means.
 Without --baseline only the anomalies of one ingest are looked for (a feature
-always missing, a constant feature, a label rate of 0 or 1); with it, drift
-and skew against the baseline too. The kinds and their default thresholds are
+always missing, a constant feature, a label rate of 0 or 1, a kind of dead
+letter above its share of the rows read); with it, drift and skew against the
+baseline too. The kinds and their default thresholds are
 in `pipelines.anomalies`; a config file's `validation:` key sets others (the
 ingest's own config file may carry it).
 
@@ -25,7 +26,8 @@ import json
 import os
 import sys
 
-__all__ = ["main", "validate", "load_stats", "load_thresholds", "record_validation", "ANOMALIES_EXIT"]
+__all__ = ["main", "validate", "load_stats", "load_thresholds", "record_validation", "dead_letters_of",
+           "ANOMALIES_EXIT"]
 
 ANOMALIES_EXIT = 3
 
@@ -102,12 +104,40 @@ def time_columns(directory: str) -> set[str]:
 
 
 def validate(directory: str, baseline: str | None = None, config: str | None = None) -> list:
-    """The `Anomaly` list of `directory`'s ingest (against `baseline`'s when given)."""
+    """The `Anomaly` list of `directory`'s ingest (against `baseline`'s when given).
+
+    A stats.json written before dead letters were counted into it gets them from `directory/errors/`.
+    """
     from pipelines.anomalies import find_anomalies
 
     thresholds = load_thresholds(config)
-    return find_anomalies(load_stats(directory), load_stats(baseline) if baseline else None, thresholds,
+    stats = load_stats(directory)
+    if "dead_letters" not in stats:
+        stats["dead_letters"] = dead_letters_of(directory, stats)
+    return find_anomalies(stats, load_stats(baseline) if baseline else None, thresholds,
                           time_columns=time_columns(directory))
+
+
+def dead_letters_of(output_dir: str, stats: dict, rows_read: int | None = None) -> dict:
+    """The `pipelines.dead_letter_counts` entry of `output_dir/errors/dead_letters.jsonl`.
+
+    `rows_read` (the ingest's records, good and bad) defaults to the manifest's `totals.rows_in`, else
+    stats.json's `num_rows` plus the dead letters (the rows read by an ingest without histories).
+    """
+    from apache_beam.io.filesystems import FileSystems
+
+    from pipelines.dead_letter_counts import count_dead_letters
+
+    path = FileSystems.join(output_dir, "errors", "dead_letters.jsonl")
+    if rows_read is None:
+        manifest = FileSystems.join(output_dir, "manifest.json")
+        try:
+            rows_read = int(_read_json(manifest)["totals"]["rows_in"]) if FileSystems.exists(manifest) else None
+        except (ValueError, KeyError, TypeError):
+            rows_read = None
+    if rows_read is None:  # the letters are counted first: they complete the rows read
+        rows_read = int(stats.get("num_rows", 0)) + count_dead_letters(path, 0)["bad"]
+    return count_dead_letters(path, rows_read)
 
 
 def _read_json(path: str) -> dict:
@@ -117,8 +147,11 @@ def _read_json(path: str) -> dict:
         return json.loads(f.read().decode("utf-8"))
 
 
-def record_validation(output_dir: str, baseline_dir: str | None, thresholds=None) -> dict:
+def record_validation(output_dir: str, baseline_dir: str | None, thresholds=None, rows_read: int | None = None) -> dict:
     """Adds `validation` to `output_dir`'s stats.json: its anomalies, against `baseline_dir`'s when given.
+
+    Also adds `dead_letters`, the dead letters counted by reason (`pipelines.dead_letter_counts`) out of
+    `rows_read` (see `dead_letters_of`), which the `dead_letters` anomalies are found from.
 
     The entry is `{"baseline": baseline_dir or None, "anomalies": [{"feature", "kind", "value",
     "threshold", "detail"}, ...]}`, what report.html flags at its top. Works on any Beam filesystem
@@ -137,6 +170,7 @@ def record_validation(output_dir: str, baseline_dir: str | None, thresholds=None
     schema_path = FileSystems.join(output_dir, "schema.json")
     schema = _read_json(schema_path) if FileSystems.exists(schema_path) else {}
     times = {f["name"] for f in schema.get("features", []) if isinstance(f, dict) and f.get("time_unit")}
+    stats["dead_letters"] = dead_letters_of(output_dir, stats, rows_read)
     found = find_anomalies(stats, baseline, thresholds, time_columns=times)
     entry = {"baseline": baseline_dir, "anomalies": [dataclasses.asdict(a) for a in found]}
     stats["validation"] = entry
