@@ -48,8 +48,8 @@ import re
 
 import numpy as np
 
-__all__ = ["Anomaly", "DEAD_LETTERS", "DEFAULT_THRESHOLDS", "Thresholds", "ThresholdError", "find_anomalies", "l_infinity",
-           "jensen_shannon", "rebinned", "thresholds_from"]
+__all__ = ["Anomaly", "DEAD_LETTERS", "DEFAULT_THRESHOLDS", "Thresholds", "ThresholdError", "find_anomalies",
+           "l_infinity", "jensen_shannon", "rebinned", "thresholds_from"]
 
 DEFAULT_THRESHOLDS = {
     "categorical_drift": 0.1,   # TFDV's customary infinity_norm threshold

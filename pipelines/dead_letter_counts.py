@@ -76,7 +76,8 @@ def count_letters(letters, records: int) -> dict:
                         "examples": group["examples"]})
     entry = {"records": records, "bad": bad, "reasons": reasons}
     if len(ranked) > MAX_REASONS:
-        entry["other"] = {"reasons": len(ranked) - MAX_REASONS, "count": sum(g["count"] for _, g in ranked[MAX_REASONS:])}
+        rest = ranked[MAX_REASONS:]
+        entry["other"] = {"reasons": len(rest), "count": sum(g["count"] for _, g in rest)}
     return entry
 
 

@@ -59,7 +59,9 @@ def test_cards_say_per_feature_what_matters(tmp_path):
     (tmp_path / "stats.json").write_text(json.dumps(stats))
     (tmp_path / "schema.json").write_text(json.dumps(schema))
     page = open(write_report(str(tmp_path), {"rows_in": 1000, "rows_out": 1000})).read()
-    cards = re.findall(r"<div class='card'><h3>(\w+)</h3>(.*?)</div>(?=<div class='card'>|</div>)", page, re.S)
+    # Each card carries its id (the summary table's rows link to it).
+    card = r"<div class='card' id='f-\w+'><h3>(\w+)</h3>(.*?)</div>(?=<div class='card'|</div>)"
+    cards = re.findall(card, page, re.S)
     assert [name for name, _ in cards] == ["C2", "C9", "C10", "tags"]
     body = dict(cards)
     # Ids per row only where a row can hold several.
