@@ -27,16 +27,24 @@ TABLE_STYLE = """
 """
 
 # Sorting: a click on a header orders the rows by that column, a second click reverses it; numeric cells (data-v
-# parses as a number) compare as numbers, others as text in natural order (C2 before C10). The filter hides rows
+# parses as a number) compare as numbers, others as text in `natural_key`'s order (C2 before C10). The filter hides rows
 # whose text does not contain what is typed (any case).
-TABLE_SCRIPT = """
+TABLE_SCRIPT = r"""
 (function () {
   const table = document.getElementById('features-table');
   if (!table) return;
   const body = table.tBodies[0];
   const heads = [...table.tHead.rows[0].cells];
   const key = (row, i) => row.cells[i].dataset.v ?? row.cells[i].textContent;
-  const collator = new Intl.Collator(undefined, {numeric: true});
+  // pipelines.report.natural_key's order: text parts by code point, digit runs by value (C2 before C10).
+  const parts = t => t.split(/(\d+)/).map((p, j) => j % 2 ? Number(p) : p);
+  const natural = (x, y) => {
+    const a = parts(x), b = parts(y);
+    for (let j = 0; j < Math.min(a.length, b.length); j++) {
+      if (a[j] !== b[j]) return a[j] < b[j] ? -1 : 1;
+    }
+    return a.length - b.length;
+  };
   heads.forEach((th, i) => th.addEventListener('click', () => {
     const down = th.getAttribute('aria-sort') === 'ascending';
     heads.forEach(h => h.removeAttribute('aria-sort'));
@@ -46,7 +54,7 @@ TABLE_SCRIPT = """
     rows.sort((a, b) => {
       const x = key(a, i), y = key(b, i);
       const c = numeric ? (x === '' ? -Infinity : Number(x)) - (y === '' ? -Infinity : Number(y))
-                        : collator.compare(x, y);
+                        : natural(x, y);
       return down ? -c : c;
     });
     rows.forEach(r => body.appendChild(r));
