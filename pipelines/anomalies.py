@@ -337,5 +337,5 @@ def find_anomalies(stats: dict, baseline: dict | None = None, thresholds: Thresh
 
 
 def _natural(name: str) -> list:
-    """C2 before C10 (pipelines.report.natural_key; not imported, as the report imports this module)."""
+    """C2 before C10 (pipelines.report_table.natural_key; not imported, as the report imports this module)."""
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]

@@ -27,7 +27,6 @@ import html
 import json
 import math
 import os
-import re
 
 from pipelines.report_compare import dense_comparison, load_baseline, sparse_comparison
 from pipelines.report_svg import (
@@ -41,7 +40,7 @@ from pipelines.report_svg import (
     histogram_svg,
     share_bar_svg,
 )
-from pipelines.report_table import TABLE_SCRIPT, TABLE_STYLE, card_id, features_table
+from pipelines.report_table import TABLE_SCRIPT, TABLE_STYLE, card_id, features_table, natural_key
 
 __all__ = ["write_report", "summary_text", "estimate_hash_collisions", "natural_key", "REPORT_SECTIONS"]
 
@@ -73,11 +72,6 @@ code{font-size:.85em;word-break:break-all}.warn{color:#a33}
 # Nothing may be loaded: no script, style, font or image from anywhere but this file.
 _POLICY = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; "
            "font-src 'none'; connect-src 'none'")
-
-
-def natural_key(name: str) -> list:
-    """Sort key that orders embedded numbers by value: C2 before C10, I9 before I10."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
 def estimate_hash_collisions(distinct_buckets: int, buckets: int) -> tuple[float, float] | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import html
 import re
 
-__all__ = ["card_id", "features_table", "TABLE_SCRIPT", "TABLE_STYLE"]
+__all__ = ["card_id", "features_table", "natural_key", "TABLE_SCRIPT", "TABLE_STYLE"]
 
 TABLE_STYLE = """
 #features-filter{font-size:.95em;padding:3px 6px;margin:.3em 0 .5em;width:22em}
@@ -36,7 +36,7 @@ TABLE_SCRIPT = r"""
   const body = table.tBodies[0];
   const heads = [...table.tHead.rows[0].cells];
   const key = (row, i) => row.cells[i].dataset.v ?? row.cells[i].textContent;
-  // pipelines.report.natural_key's order: text parts by code point, digit runs by value (C2 before C10).
+  // natural_key's order: text parts by code point, digit runs by value (C2 before C10).
   const parts = t => t.split(/(\d+)/).map((p, j) => j % 2 ? Number(p) : p);
   const natural = (x, y) => {
     const a = parts(x), b = parts(y);
@@ -74,6 +74,11 @@ TABLE_SCRIPT = r"""
   apply();
 })();
 """
+
+
+def natural_key(name: str) -> list:
+    """Sort key that orders embedded numbers by value: C2 before C10, I9 before I10 (as the page's script sorts)."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
 def card_id(name: str) -> str:
@@ -138,8 +143,6 @@ def features_table(stats: dict, anomalies: list[dict], specs: dict | None = None
     (the anomaly kinds recorded for it). `specs`: schema.json's features by name (a `time_unit` column's
     typical figures are dates).
     """
-    from pipelines.report import natural_key
-
     flags: dict[str, list[str]] = {}
     for a in anomalies:
         flags.setdefault(str(a["feature"]), []).append(str(a["kind"]))
