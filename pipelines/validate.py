@@ -121,16 +121,17 @@ def validate(directory: str, baseline: str | None = None, config: str | None = N
 def dead_letters_of(output_dir: str, stats: dict, rows_read: int | None = None) -> dict:
     """The `pipelines.dead_letter_counts` entry of `output_dir/errors/dead_letters.jsonl`.
 
-    `rows_read` (the ingest's records, good and bad) defaults to the manifest's `totals.rows_in`, else
+    `rows_read` (the ingest's records, good and bad) defaults to _MANIFEST.json's `totals.rows_in`, else
     stats.json's `num_rows` plus the dead letters (the rows read by an ingest without histories).
     """
     from apache_beam.io.filesystems import FileSystems
 
     from pipelines.dead_letter_counts import count_dead_letters
+    from sparse_io.manifest import MANIFEST_FILE
 
     path = FileSystems.join(output_dir, "errors", "dead_letters.jsonl")
     if rows_read is None:
-        manifest = FileSystems.join(output_dir, "manifest.json")
+        manifest = FileSystems.join(output_dir, MANIFEST_FILE)
         try:
             rows_read = int(_read_json(manifest)["totals"]["rows_in"]) if FileSystems.exists(manifest) else None
         except (ValueError, KeyError, TypeError):

@@ -1,4 +1,4 @@
-"""Anomalies of one ingest alone, found on generated ingests: always missing, constant, label rate 0 or 1, dead letters."""
+"""Anomalies of one ingest alone on generated ingests: always missing, constant, label rate 0 or 1, dead letters."""
 
 import json
 
@@ -103,6 +103,10 @@ def test_an_older_output_without_counted_dead_letters_gets_them_from_its_errors_
     (flag,) = [line.split("\t") for line in printed.splitlines()]
     assert float(flag[2]) == pytest.approx(10 / 100)  # 90 rows written and 10 dead letters were read
     assert flag[4].startswith("10 of 100 rows read (10.00%): expected 6 fields, got 7 (and 1 other text")
+    # A committed output's manifest counts the rows read (an ingest of histories writes fewer rows than it read).
+    (out / "_MANIFEST.json").write_text(json.dumps({"totals": {"rows_in": 1_000, "rows_out": 90, "bad": 10}}))
+    code, printed, _ = _run(capsys, out)
+    assert code == 3 and printed.split("\t")[4].startswith("10 of 1,000 rows read (1.00%)")
 
 
 def test_reasons_group_by_pattern_keeping_their_texts_and_examples():
