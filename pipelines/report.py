@@ -143,7 +143,7 @@ def _run_section(summary: dict, stats: dict) -> str:
         (f"{summary.get('rows_out', stats.get('num_rows', 0)):,}", "rows written"),
         (f"{bad:,}", f"bad records ({_share(bad, rows_in)})"),
         (str(summary.get("num_shards", "-")), f"{summary.get('shard_format', '')} shards"),
-        (f"{seconds:.1f} s", f"{rows_in / max(seconds, 1e-9):,.0f} rows/s"),
+        (f"{seconds:.1f} s", f"{rows_in / seconds:,.0f} rows/s") if seconds else ("-", "time not known"),
         (str(len(stats.get("features", {}))), "sparse features"),
         (str(len(stats.get("dense", {}))), "dense features"),
     ]
@@ -374,16 +374,18 @@ def _dead_letter_section(output_dir: str, summary: dict, stats: dict, anomalies:
     return f"{head}{note}{table}</section>"
 
 
-def write_report(output_dir: str, summary: dict) -> str:
-    """Writes `output_dir/report.html`; returns its path.
+def write_report(output_dir: str, summary: dict, *, stats: dict | None = None, path: str | None = None) -> str:
+    """Writes `output_dir/report.html` (or `path`); returns its path.
 
     Args:
       output_dir: a local ingest output directory (stats.json, schema.json and errors/ inside).
       summary: the run summary (rows in/out, bad records, seconds, ...), as `run_ingest` returns it.
+      stats: the statistics to show instead of output_dir's stats.json (e.g. with another `validation`).
+      path: where to write the page instead (`python -m pipelines.validate --report`).
     """
     from sparse_io.atomic import atomic_write_text
 
-    stats = _load_json(os.path.join(output_dir, "stats.json"))
+    stats = _load_json(os.path.join(output_dir, "stats.json")) if stats is None else stats
     schema = _load_json(os.path.join(output_dir, "schema.json"))
     specs = {f["name"]: f for f in schema.get("features", []) if isinstance(f, dict) and "name" in f}
     anomalies, _ = _anomalies(stats)
@@ -405,6 +407,6 @@ def write_report(output_dir: str, summary: dict) -> str:
         f"<script>{TABLE_SCRIPT}</script>",
         "</body></html>",
     ]
-    path = os.path.join(output_dir, "report.html")
+    path = path or os.path.join(output_dir, "report.html")
     atomic_write_text(path, "\n".join(body))
     return path

@@ -1,4 +1,4 @@
-"""`python -m pipelines.validate DIR [--baseline TRAIN_DIR] [--config FILE]`: anomalies in an ingest's statistics.
+"""`python -m pipelines.validate DIR [--baseline TRAIN_DIR] [--config FILE] [--report FILE]`: anomalies in an ingest.
 
 Reads DIR/stats.json (and TRAIN_DIR/stats.json) and prints one line per
 anomaly, tab-separated: feature, kind, value, threshold, and what it means.
@@ -8,6 +8,11 @@ letter above its share of the rows read); with it, drift and skew against the
 baseline too. The kinds and their default thresholds are
 in `pipelines.anomalies`; a config file's `validation:` key sets others (the
 ingest's own config file may carry it).
+
+With --report FILE it also writes a report.html of DIR to FILE that flags
+these anomalies and, with --baseline, draws the baseline's top values and
+histograms beside DIR's (FILE must lie outside DIR, whose files are
+committed by its manifest).
 
 Exit status: 0 when there is no anomaly, 3 when there are, 2 for bad usage (a
 directory without a readable stats.json, a bad config), 1 for a bug.
@@ -27,7 +32,7 @@ import os
 import sys
 
 __all__ = ["main", "validate", "load_stats", "load_thresholds", "record_validation", "dead_letters_of",
-           "ANOMALIES_EXIT"]
+           "write_comparison_report", "ANOMALIES_EXIT"]
 
 ANOMALIES_EXIT = 3
 
@@ -35,12 +40,14 @@ ANOMALIES_EXIT = 3
 def _parser() -> argparse.ArgumentParser:
     from pipelines import cli
 
-    p = cli.parser("pipelines.validate", __doc__, "DIR [--baseline TRAIN_DIR] [--config FILE]")
+    p = cli.parser("pipelines.validate", __doc__, "DIR [--baseline TRAIN_DIR] [--config FILE] [--report FILE]")
     p.add_argument("directory", metavar="DIR", help="an ingest output directory (its stats.json is read)")
     p.add_argument("--baseline", metavar="TRAIN_DIR", default=None,
                    help="the ingest to compare with (e.g. the training data's)")
     p.add_argument("--config", metavar="FILE", default=None,
                    help="a YAML or JSON file whose validation: key sets thresholds (see pipelines.anomalies)")
+    p.add_argument("--report", metavar="FILE", default=None,
+                   help="also write an HTML report of DIR, compared with TRAIN_DIR, to FILE (outside DIR)")
     return p
 
 
@@ -141,6 +148,36 @@ def dead_letters_of(output_dir: str, stats: dict, rows_read: int | None = None) 
     return count_dead_letters(path, rows_read)
 
 
+def write_comparison_report(directory: str, baseline: str | None, anomalies: list, path: str) -> str:
+    """Writes report.html of `directory` to `path`, flagging `anomalies` and drawn beside `baseline`'s figures.
+
+    Raises:
+      UsageError: `path` lies inside `directory` (its files are committed by its manifest).
+    """
+    import dataclasses
+
+    from pipelines.errors import UsageError
+    from pipelines.report import write_report
+    from sparse_io.manifest import MANIFEST_FILE
+
+    inside = os.path.commonpath([os.path.abspath(directory), os.path.abspath(path)]) == os.path.abspath(directory)
+    if inside:
+        raise UsageError(f"--report {path}: write the report outside {directory} (its files are committed)")
+    stats = load_stats(directory)
+    stats["validation"] = {"baseline": baseline, "anomalies": [dataclasses.asdict(a) for a in anomalies]}
+    try:
+        with open(os.path.join(directory, MANIFEST_FILE), encoding="utf-8") as f:
+            manifest = json.load(f)
+    except (OSError, ValueError):
+        manifest = {}
+    totals = manifest.get("totals") or {}
+    inputs = [i.get("path", "") for i in manifest.get("inputs", []) if isinstance(i, dict)]
+    summary = {"input": ", ".join(inputs[:3]) + (" ..." if len(inputs) > 3 else ""), "output": directory,
+               "rows_in": totals.get("rows_in") or 0, "rows_out": totals.get("rows_out", stats.get("num_rows", 0)),
+               "bad_records": totals.get("bad") or 0, "num_shards": len(manifest.get("shards", [])) or "-"}
+    return write_report(directory, summary, stats=stats, path=path)
+
+
 def _read_json(path: str) -> dict:
     from apache_beam.io.filesystems import FileSystems
 
@@ -187,6 +224,9 @@ def main(argv: list[str] | None = None) -> None:
     cli.configure_logging(args.verbose)
     with cli.cli_errors("pipelines.validate"):
         anomalies = validate(args.directory, args.baseline, args.config)
+        if args.report:
+            written = write_comparison_report(args.directory, args.baseline, anomalies, args.report)
+            print(f"pipelines.validate: wrote {written}", file=sys.stderr)
     against = f" (baseline {args.baseline})" if args.baseline else ""
     for anomaly in anomalies:
         print(anomaly.line())
