@@ -255,7 +255,8 @@ def _dead_letters(entry: dict, t: Thresholds) -> list[Anomaly]:
     for group in entry.get("reasons", []):
         texts = group.get("texts") or [[group.get("pattern", ""), group["count"]]]
         text = " ".join(str(texts[0][0]).split())  # one line: a reason holds no tab or newline in the output
-        more = f" (and {len(texts) - 1 + group.get('more_texts', 0):,} other texts like it)" if len(texts) > 1 else ""
+        others = len(texts) - 1 + group.get("more_texts", 0)
+        more = f" (and {others:,} other text{'' if others == 1 else 's'} like it)" if others else ""
         found.append(Anomaly(DEAD_LETTERS, "dead_letters", float(group["share"]), t(DEAD_LETTERS, "dead_letters"),
                              f"{group['count']:,} of {records:,} rows read ({group['share']:.2%}): {text}{more}"))
     return found

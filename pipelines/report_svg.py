@@ -28,8 +28,8 @@ def format_number(value: float) -> str:
     notation rather than as a pile of suffixed digits.
 
     Example:
-      >>> format_number(1_712_345_678_901), format_number(2.5e19), format_number(-42)
-      ('1.71T', '2.5e+19', '-42')
+      >>> format_number(1_712_345_678_901), format_number(2.5e19), format_number(-42), format_number(2203.5)
+      ('1.71T', '2.5e+19', '-42', '2204')
     """
     value = float(value)
     magnitude = abs(value)
@@ -38,6 +38,8 @@ def format_number(value: float) -> str:
     for limit, suffix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e4, "k")):
         if magnitude >= limit:
             return f"{value / limit:.3g}{suffix}"
+    if magnitude >= 999.5:  # where 3 significant digits would switch to scientific notation: whole numbers
+        return f"{value:.0f}"
     if value.is_integer():
         return f"{int(value)}"
     return f"{value:.3g}"

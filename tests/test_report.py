@@ -76,6 +76,9 @@ def test_figures_read_as_dates_durations_counts_and_rates():
     # A millisecond timestamp of 2024-04-05 was written as `1.71e+03G`.
     assert format_number(1_712_275_200_000) == "1.71T"
     assert "e+" not in format_number(9.99e17) and format_number(3e20) == "3e+20"
+    # Between 1,000 and 10,000 three significant digits were written `2.2e+03`: whole numbers instead.
+    assert [format_number(v) for v in (2203.5, 999.5, 9999.4, -1500.25, 999.4)] == ["2204", "1000", "9999", "-1500",
+                                                                                    "999"]
     assert format_timestamp(1_712_275_200_000, "ms") == "2024-04-05"  # 19818 days after 1970-01-01
     assert format_timestamp(1_712_275_200 + 3 * 3600 + 62, "s") == "2024-04-05 03:01:02"
     assert format_timestamp(1_712_275_200_000_000, "us") == "2024-04-05"
