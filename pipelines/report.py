@@ -175,13 +175,18 @@ def _flags_section(stats: dict, unread_baseline: str | None = None) -> str:
     if not anomalies:
         return f"{head}<p class='note'>No anomalies{against}.</p></section>"
 
-    def target(feature: str) -> str:
-        return "dead-letters" if feature == DEAD_LETTERS else card_id(feature)
+    # A card for each feature of this ingest; one only the baseline has (feature_missing) has none to go to.
+    cards = {*(stats.get("features") or {}), *(stats.get("dense") or {}), (stats.get("label") or {}).get("name")}
+
+    def link(feature: str) -> str:
+        if feature == DEAD_LETTERS:
+            return "<a href='#dead-letters'>see</a>"
+        return f"<a href='#{card_id(feature)}'>see</a>" if feature in cards else ""
 
     rows = "".join(
         f"<tr><td><code>{_e(a['feature'])}</code></td><td class='warn'>{_e(a['kind'])}</td>"
         f"<td>{float(a['value']):.4g}</td><td>{float(a['threshold']):g}</td><td>{_e(a['detail'])}</td>"
-        f"<td><a href='#{target(str(a['feature']))}'>see</a></td></tr>"
+        f"<td>{link(str(a['feature']))}</td></tr>"
         for a in anomalies
     )
     return (f"{head}<p class='note'>Anomalies{against}; thresholds are set under <code>validation:</code> "
@@ -194,12 +199,12 @@ def _label_section(stats: dict) -> str:
     if not label:
         return "<section id='label'><h2>Label</h2><p class='note'>This output has no label column.</p></section>"
     present = label["rows"] - label.get("missing", 0)
-    head = f"<h2 id='{card_id(label['name'])}'>Label <code>{_e(label['name'])}</code></h2>"
+    head = f"<h2>Label <code>{_e(label['name'])}</code></h2>"
     note = f"<p class='note'>{present:,} labelled rows, {label.get('missing', 0):,} missing.</p>"
     if "value_counts" in label and present:
         items = [(str(v), c / present) for v, c in label["value_counts"]]
         chart = bars_svg(items, f"label balance of {label['name']}", width=360)
-        return f"<section id='label'>{head}{note}{chart}</section>"
+        return f"<section id='label'>{head}{note}<div id='{card_id(label['name'])}'>{chart}</div></section>"
     return f"<section id='label'>{head}{note}{_value_card(label['name'], label)}</section>"
 
 

@@ -239,3 +239,24 @@ def test_flags_at_the_top_name_a_feature_that_is_always_missing(tmp_path):
     assert re.findall(r"<tr><td><code>(\w+)</code></td><td class='warn'>(\w+)</td>", flags) == [
         ("C1", "always_missing")]
     assert "no baseline compared" in flags
+
+
+def test_every_in_page_link_lands_on_one_element_and_ids_are_unique(tmp_path):
+    stats = {"format_version": 1, "num_rows": 50, "features": {"C1": _feature(50, 1, 7, [[1, 9]]),
+                                                                "odd name/2": _feature(50, 1, 3, [[1, 9]])},
+             "dense": {"I1": _time_column(50, 0, 10)},
+             "label": {"name": "rating", "rows": 50, "missing": 0, "mean": 3.5, "min": 1, "max": 5,
+                       "quantiles": {k: 3 for k in ("p1", "p25", "p50", "p75", "p99")},
+                       "histogram": {"scale": "linear", "edges": [1, 3, 5], "counts": [20, 30]}},
+             "validation": {"baseline": None, "anomalies": [
+                 {"feature": "C9", "kind": "feature_missing", "value": 1, "threshold": 0, "detail": "baseline only"},
+                 {"feature": "odd name/2", "kind": "constant", "value": 1, "threshold": 0, "detail": "x"},
+                 {"feature": "(dead letters)", "kind": "dead_letters", "value": 0.1, "threshold": 0.001,
+                  "detail": "5 of 50 rows read (10.00%): bad"}]}}
+    (tmp_path / "stats.json").write_text(json.dumps(stats))
+    page = open(write_report(str(tmp_path), {"rows_in": 55, "rows_out": 50})).read()
+    ids = re.findall(r"\bid='([^']+)'", page)
+    assert len(ids) == len(set(ids))
+    targets = re.findall(r"href='#([^']+)'", page)
+    assert set(targets) <= set(ids) and len(targets) == 4 + 2  # 4 table rows; the flags of cards that exist
+    assert {"f-C1", "f-odd_20name_2f2", "f-I1", "f-rating", "dead-letters"} <= set(targets)
