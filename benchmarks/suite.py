@@ -450,7 +450,8 @@ def _validation_cost(r: dict) -> list[dict]:
             "validation_cost", f"{r['config']['rows']:,}-row Criteo-like ingest with validation: {what}",
             "the same ingest without validation", "rows/s", True, rate(name), rate("plain"),
             f"target: validation <= {r['target']:.0%} of the ingest's time; measured {wall:+.1%} wall, "
-            f"{cpu:+.1%} CPU; record_validation alone {r['record_validation_ms']['alone']:.0f} ms",
+            f"{cpu:+.1%} CPU; record_validation alone {r['record_validation_ms']['alone']:.0f} ms; raw-value counts "
+            f"{r['counting_alone']['raw_values_cpu_s'] / r['counting_alone']['read_cpu_s']:.0%} of reading's CPU",
         ))
     return rows
 

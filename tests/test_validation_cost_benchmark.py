@@ -25,4 +25,6 @@ def test_a_tiny_run_times_the_ingest_with_and_without_validation_and_gives_suite
     assert len(rows) == 2 and all(math.isfinite(row["ratio"]) and row["ratio"] > 0 for row in rows)
     assert rows[0]["ours"] == pytest.approx(2_000 / result["validated"]["seconds"]["median"])
     assert "target: validation <= 10%" in rows[0]["limit"]
+    alone = result["counting_alone"]
+    assert alone["rows"] == 2_000 and alone["read_cpu_s"] > 0 and alone["raw_values_cpu_s"] > 0
     assert data_sizes("validation_cost", result).startswith("2,000 Criteo TSV rows")
