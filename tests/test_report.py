@@ -260,3 +260,13 @@ def test_every_in_page_link_lands_on_one_element_and_ids_are_unique(tmp_path):
     targets = re.findall(r"href='#([^']+)'", page)
     assert set(targets) <= set(ids) and len(targets) == 4 + 2  # 4 table rows; the flags of cards that exist
     assert {"f-C1", "f-odd_20name_2f2", "f-I1", "f-rating", "dead-letters"} <= set(targets)
+
+
+def test_the_page_refers_to_nothing_outside_itself(ingested):
+    out, _, _ = ingested
+    page = (out / "report.html").read_text()
+    assert "Content-Security-Policy" in page and "default-src 'none'" in page
+    outside = page.replace("xmlns='http://www.w3.org/2000/svg'", "")
+    for pattern in (r"https?://", r"\bsrc\s*=", r"<link\b", r"@import", r"url\(", r"@font-face", r"fetch\(",
+                    r"XMLHttpRequest"):
+        assert not re.search(pattern, outside), pattern
