@@ -29,7 +29,7 @@ __all__ = ["BENCHMARKS", "comparison_row", "normalise", "run_benchmark", "data_s
 # Run order: TensorFlow device set-up happens in the first one, before any module hides GPUs.
 BENCHMARKS = (
     "convert_to_coo", "ops_gpu_stage", "beam_ingest", "io_formats", "tfdata_input", "reader_memory", "ingest_memory",
-    "vocabulary", "reliability",
+    "vocabulary", "reliability", "validation_cost",
 )
 
 
@@ -437,6 +437,25 @@ def _reliability(r: dict) -> list[dict]:
     return rows
 
 
+def _validation_cost(r: dict) -> list[dict]:
+    def rate(name: str) -> tuple:
+        s = r[name]["seconds"]
+        return _rate(r["config"]["rows"], s["median"], s["min"], s["max"])
+
+    rows = []
+    for name, what in (("validated", "raw-value counts and anomalies"),
+                       ("compared", "the same and the drift comparison with a --vocab_from baseline")):
+        wall, cpu = r["overhead"][f"{name}_wall"], r["overhead"][f"{name}_cpu"]
+        rows.append(comparison_row(
+            "validation_cost", f"{r['config']['rows']:,}-row Criteo-like ingest with validation: {what}",
+            "the same ingest without validation", "rows/s", True, rate(name), rate("plain"),
+            f"target: validation <= {r['target']:.0%} of the ingest's time; measured {wall:+.1%} wall, "
+            f"{cpu:+.1%} CPU; record_validation alone {r['record_validation_ms']['alone']:.0f} ms; raw-value counts "
+            f"{r['counting_alone']['raw_values_cpu_s'] / r['counting_alone']['read_cpu_s']:.0%} of reading's CPU",
+        ))
+    return rows
+
+
 _NORMALISERS = {
     "convert_to_coo": _convert_to_coo,
     "ops_gpu_stage": _ops_gpu_stage,
@@ -447,6 +466,7 @@ _NORMALISERS = {
     "ingest_memory": _ingest_memory,
     "vocabulary": _vocabulary,
     "reliability": _reliability,
+    "validation_cost": _validation_cost,
 }
 
 
@@ -481,6 +501,8 @@ def data_sizes(name: str, r: dict) -> str:
     if name == "reliability":
         return (f"{r['flips_per_format']} seeded single-bit flips per shard format in a {r['rows']}-row ingest "
                 f"output (seed {r['seed']})")
+    if name == "validation_cost":
+        return f"{r['config']['rows']:,} Criteo TSV rows (and a baseline of as many), {r['config']['reps']} reps"
     if name in ("reader_memory", "ingest_memory"):
         return " and ".join(f"{s:,}" for s in r["sizes"]) + " Criteo TSV rows"
     return ""

@@ -25,6 +25,12 @@ Against a baseline (default thresholds in `DEFAULT_THRESHOLDS`):
 In one ingest alone: `always_missing` (no row has the feature), `constant`
 (one value in every row that has it), `label_constant` (a label rate of 0 or 1),
 and `feature_missing` (the baseline has the feature, the ingest has not).
+`dead_letters` is one anomaly per kind of dead letter (stats.json `dead_letters`,
+grouped by `pipelines.dead_letter_counts.pattern`) whose share of the rows read
+is above its threshold (default 0.001: one row in a thousand); its feature is
+`(dead letters)` and its detail the count, the share and the reason as written.
+The ingest's `error_budget` refuses a run with too many bad rows; this flags
+one that stayed within it but lost rows to one problem.
 
 Thresholds are set in a config's `validation:` key, for every feature or per feature::
 
@@ -42,8 +48,8 @@ import re
 
 import numpy as np
 
-__all__ = ["Anomaly", "DEFAULT_THRESHOLDS", "Thresholds", "ThresholdError", "find_anomalies", "l_infinity",
-           "jensen_shannon", "rebinned", "thresholds_from"]
+__all__ = ["Anomaly", "DEAD_LETTERS", "DEFAULT_THRESHOLDS", "Thresholds", "ThresholdError", "find_anomalies",
+           "l_infinity", "jensen_shannon", "rebinned", "thresholds_from"]
 
 DEFAULT_THRESHOLDS = {
     "categorical_drift": 0.1,   # TFDV's customary infinity_norm threshold
@@ -57,7 +63,9 @@ DEFAULT_THRESHOLDS = {
     "constant": 0.0,
     "label_constant": 0.0,
     "feature_missing": 0.0,
+    "dead_letters": 0.001,      # share of the rows read rejected for one kind of reason
 }
+DEAD_LETTERS = "(dead letters)"  # the feature an anomaly of the dead letters is reported under
 _Z_999 = 3.090232306167813  # the standard normal's 99.9th percentile
 
 
@@ -236,7 +244,22 @@ def _single(stats: dict, t: Thresholds) -> list[Anomaly]:
     if label and "mean" in label and (label.get("value_counts") is not None) and len(label["value_counts"]) == 1:
         found.append(Anomaly(label["name"], "label_constant", 1.0, t(label["name"], "label_constant"),
                              f"every label is {label['value_counts'][0][0]}"))
+    found += _dead_letters(stats.get("dead_letters") or {}, t)
     return [a for a in found if a.value > a.threshold]
+
+
+def _dead_letters(entry: dict, t: Thresholds) -> list[Anomaly]:
+    """One candidate per kind of dead letter: its share of the rows read, against the `dead_letters` threshold."""
+    found = []
+    records = entry.get("records", 0)
+    for group in entry.get("reasons", []):
+        texts = group.get("texts") or [[group.get("pattern", ""), group["count"]]]
+        text = " ".join(str(texts[0][0]).split())  # one line: a reason holds no tab or newline in the output
+        others = len(texts) - 1 + group.get("more_texts", 0)
+        more = f" (and {others:,} other text{'' if others == 1 else 's'} like it)" if others else ""
+        found.append(Anomaly(DEAD_LETTERS, "dead_letters", float(group["share"]), t(DEAD_LETTERS, "dead_letters"),
+                             f"{group['count']:,} of {records:,} rows read ({group['share']:.2%}): {text}{more}"))
+    return found
 
 
 def _against(stats: dict, base: dict, t: Thresholds) -> list[Anomaly]:
@@ -315,5 +338,5 @@ def find_anomalies(stats: dict, baseline: dict | None = None, thresholds: Thresh
 
 
 def _natural(name: str) -> list:
-    """C2 before C10 (pipelines.report.natural_key; not imported, as the report imports this module)."""
+    """C2 before C10 (pipelines.report_table.natural_key; not imported, as the report imports this module)."""
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]

@@ -471,7 +471,7 @@ def _run_and_commit(options, config: IngestConfig, ours, files: list, planned: l
     from pipelines.validate import record_validation
 
     # Anomalies, and drift against the ingest whose id spaces this one reuses (its training data).
-    found = record_validation(ours.output, config.vocab_from, config.validation)["anomalies"]
+    found = record_validation(ours.output, config.vocab_from, config.validation, summary["rows_in"])["anomalies"]
     if found:
         _LOGGER.warning("%d anomal%s in the statistics (stats.json validation; python -m pipelines.validate)",
                         len(found), "y" if len(found) == 1 else "ies")

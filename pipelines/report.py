@@ -7,21 +7,28 @@ under errors/. Nothing is re-read from the shards, so the report costs the
 same however large the output is. Charts are inline SVG: the page needs no
 plotting library, loads nothing and shows no broken images.
 
-Sections, each an element with its id: `run` (the run's figures), `label`
-(class balance), `sparse` (a card per sparse feature, naturally sorted: C2
-before C10), `dense` (a card per dense feature), `dead-letters` (by reason,
-with examples).
+Sections, each an element with its id: `flags` (the anomalies, first),
+`run` (the run's figures), `features` (a table of every feature, sortable
+and filterable, each row a link to its card), `label` (class balance),
+`sparse` (a card per sparse feature, naturally sorted: C2 before C10),
+`dense` (a card per dense feature), `dead-letters` (by reason, with the
+reasons as written and example records). A card's id is
+`pipelines.report_table.card_id(name)`. When stats.json records a comparison
+with a baseline, cards show the baseline's top values and histogram beside
+this ingest's (`pipelines.report_compare`).
+
+The page is one file: inline CSS, SVG and script, and a Content-Security-Policy
+that forbids loading anything (no network, no external fonts).
 """
 
 from __future__ import annotations
 
-import collections
 import html
 import json
 import math
 import os
-import re
 
+from pipelines.report_compare import dense_comparison, load_baseline, sparse_comparison
 from pipelines.report_svg import (
     TIME_UNIT_SECONDS,
     bars_svg,
@@ -33,12 +40,12 @@ from pipelines.report_svg import (
     histogram_svg,
     share_bar_svg,
 )
+from pipelines.report_table import TABLE_SCRIPT, TABLE_STYLE, card_id, features_table, natural_key
 
 __all__ = ["write_report", "summary_text", "estimate_hash_collisions", "natural_key", "REPORT_SECTIONS"]
 
-REPORT_SECTIONS = ("run", "flags", "label", "sparse", "dense", "dead-letters")
+REPORT_SECTIONS = ("flags", "run", "features", "label", "sparse", "dense", "dead-letters")
 _TOP_IDS_SHOWN = 5
-_DEAD_LETTERS_READ = 100_000
 _EXAMPLES_PER_REASON = 3
 _RAW_SHOWN = 160
 
@@ -57,12 +64,14 @@ h1{font-size:1.5em;margin-bottom:.2em}h2{font-size:1.15em;margin-top:1.6em;borde
 table{border-collapse:collapse;background:#fff}
 td,th{border:1px solid #ddd;padding:3px 8px;font-size:.85em;text-align:left}
 code{font-size:.85em;word-break:break-all}.warn{color:#a33}
+.card.wide{grid-column:span 2}.pair{display:flex;gap:.6em}
+.pair figure{margin:0}.pair figcaption{font-size:.75em;color:#666}
+.key::before{content:'';display:inline-block;width:.8em;height:.8em;margin:0 .25em 0 .4em;vertical-align:-.1em}
+.key.base::before{background:#c9d6e6}.key.now::before{background:#3b6ea8}
 """
-
-
-def natural_key(name: str) -> list:
-    """Sort key that orders embedded numbers by value: C2 before C10, I9 before I10."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+# Nothing may be loaded: no script, style, font or image from anywhere but this file.
+_POLICY = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; "
+           "font-src 'none'; connect-src 'none'")
 
 
 def estimate_hash_collisions(distinct_buckets: int, buckets: int) -> tuple[float, float] | None:
@@ -134,7 +143,7 @@ def _run_section(summary: dict, stats: dict) -> str:
         (f"{summary.get('rows_out', stats.get('num_rows', 0)):,}", "rows written"),
         (f"{bad:,}", f"bad records ({_share(bad, rows_in)})"),
         (str(summary.get("num_shards", "-")), f"{summary.get('shard_format', '')} shards"),
-        (f"{seconds:.1f} s", f"{rows_in / max(seconds, 1e-9):,.0f} rows/s"),
+        (f"{seconds:.1f} s", f"{rows_in / seconds:,.0f} rows/s") if seconds else ("-", "time not known"),
         (str(len(stats.get("features", {}))), "sparse features"),
         (str(len(stats.get("dense", {}))), "dense features"),
     ]
@@ -144,28 +153,45 @@ def _run_section(summary: dict, stats: dict) -> str:
     return f"<section id='run'><h2>Run</h2>{where}<div class='figures'>{cells}</div></section>"
 
 
-def _flags_section(stats: dict) -> str:
-    """The anomalies stats.json records (`validation`), or those of this ingest alone for an older stats.json."""
+def _anomalies(stats: dict) -> tuple[list[dict], str | None]:
+    """The anomalies stats.json records (`validation`) and their baseline, or those of this ingest alone."""
     validation = stats.get("validation")
-    if validation is None:
+    if validation is None:  # an older stats.json
         from pipelines.anomalies import find_anomalies
 
-        anomalies = [vars(a) for a in find_anomalies(stats)]
-        baseline = None
-    else:
-        anomalies, baseline = validation.get("anomalies", []), validation.get("baseline")
+        return [vars(a) for a in find_anomalies(stats)], None
+    return validation.get("anomalies", []), validation.get("baseline")
+
+
+def _flags_section(stats: dict, unread_baseline: str | None = None) -> str:
+    """The anomalies, each with a link to its feature's card (the dead letters' to their section)."""
+    from pipelines.anomalies import DEAD_LETTERS
+
+    anomalies, baseline = _anomalies(stats)
     against = f" against the baseline <code>{_e(baseline)}</code>" if baseline else " (no baseline compared)"
     head = f"<section id='flags'><h2>Flags ({len(anomalies)})</h2>"
+    if unread_baseline:
+        head += f"<p class='note warn'>{_e(unread_baseline)}: its figures are not drawn beside these.</p>"
     if not anomalies:
         return f"{head}<p class='note'>No anomalies{against}.</p></section>"
+
+    # A card for each feature of this ingest; one only the baseline has (feature_missing) has none to go to.
+    cards = {*(stats.get("features") or {}), *(stats.get("dense") or {}), (stats.get("label") or {}).get("name")}
+
+    def link(feature: str) -> str:
+        if feature == DEAD_LETTERS:
+            return "<a href='#dead-letters'>see</a>"
+        return f"<a href='#{card_id(feature)}'>see</a>" if feature in cards else ""
+
     rows = "".join(
         f"<tr><td><code>{_e(a['feature'])}</code></td><td class='warn'>{_e(a['kind'])}</td>"
-        f"<td>{float(a['value']):.4g}</td><td>{float(a['threshold']):g}</td><td>{_e(a['detail'])}</td></tr>"
+        f"<td>{float(a['value']):.4g}</td><td>{float(a['threshold']):g}</td><td>{_e(a['detail'])}</td>"
+        f"<td>{link(str(a['feature']))}</td></tr>"
         for a in anomalies
     )
     return (f"{head}<p class='note'>Anomalies{against}; thresholds are set under <code>validation:</code> "
             "in the config (python -m pipelines.validate).</p><table><tr><th>feature</th><th>kind</th>"
-            f"<th>value</th><th>threshold</th><th>what</th></tr>{rows}</table></section>")
+            f"<th>value</th><th>threshold</th><th>what</th><th></th></tr>{rows}</table></section>")
 
 
 def _label_section(stats: dict) -> str:
@@ -178,11 +204,11 @@ def _label_section(stats: dict) -> str:
     if "value_counts" in label and present:
         items = [(str(v), c / present) for v, c in label["value_counts"]]
         chart = bars_svg(items, f"label balance of {label['name']}", width=360)
-        return f"<section id='label'>{head}{note}{chart}</section>"
+        return f"<section id='label'>{head}{note}<div id='{card_id(label['name'])}'>{chart}</div></section>"
     return f"<section id='label'>{head}{note}{_value_card(label['name'], label)}</section>"
 
 
-def _sparse_card(name: str, s: dict, spec: dict) -> str:
+def _sparse_card(name: str, s: dict, spec: dict, base: dict | None = None) -> str:
     rows = s.get("rows", 0)
     empty = s.get("empty_rows", 0)
     ipr = s.get("ids_per_row", {})
@@ -225,7 +251,10 @@ def _sparse_card(name: str, s: dict, spec: dict) -> str:
         top = s.get("top_ids", [])[:_TOP_IDS_SHOWN]
         chart = bars_svg([(str(i), c / ids_total) for i, c in top], f"top ids of {name}") if top and ids_total else ""
         top_note = "<div class='note'>top ids (share of the feature's ids)</div>" if chart else ""
-    return f"<div class='card'><h3>{_e(name)}</h3><dl>{dl}</dl>{top_note}{chart}</div>"
+    compared = sparse_comparison(name, base, s) if base else ""
+    if compared:  # the pair replaces this ingest's bars alone
+        top_note, chart = "", compared
+    return f"<div class='card' id='{card_id(name)}'><h3>{_e(name)}</h3><dl>{dl}</dl>{top_note}{chart}</div>"
 
 
 def _binary(s: dict) -> bool:
@@ -234,7 +263,7 @@ def _binary(s: dict) -> bool:
     return bool(counts) and all(v in (0, 1) for v, _ in counts)
 
 
-def _value_card(name: str, s: dict, time_unit: str | None = None) -> str:
+def _value_card(name: str, s: dict, time_unit: str | None = None, base: dict | None = None) -> str:
     """A dense column's card; a `time_unit` column's figures are dates, its spread a duration."""
     rows, missing = s.get("rows", 0), s.get("missing", 0)
     facts = [("missing", f"{share_bar_svg(missing / rows if rows else 0, f'{name} missing share')} "
@@ -261,113 +290,128 @@ def _value_card(name: str, s: dict, time_unit: str | None = None) -> str:
         sampled = "" if s.get("sample_exact", True) else f", from a sample of {format_count(s['sample_size'])}"
         chart = (f"<div class='note'>histogram{scale}{sampled}</div>"
                  + histogram_svg(h["edges"], h["counts"], f"histogram of {name}", label=shown))
+        # A time column is not compared: a later ingest's times all lie past the baseline's.
+        compared = dense_comparison(name, base, s, shown) if base and time_unit is None else ""
+        if compared:
+            chart = f"<div class='note'>histogram{scale}{sampled}, beside the baseline's</div>{compared}"
     dl = "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in facts)
-    return f"<div class='card'><h3>{_e(name)}</h3><dl>{dl}</dl>{chart}</div>"
+    wide = " wide" if "class='pair'" in chart else ""
+    return f"<div class='card{wide}' id='{card_id(name)}'><h3>{_e(name)}</h3><dl>{dl}</dl>{chart}</div>"
 
 
-def _sparse_section(stats: dict, specs: dict) -> str:
+def _sparse_section(stats: dict, specs: dict, baseline: dict | None = None) -> str:
     features = stats.get("features", {})
+    base = (baseline or {}).get("features") or {}
     if not features:
         return "<section id='sparse'><h2>Sparse features</h2><p class='note'>None.</p></section>"
-    cards = "".join(_sparse_card(n, features[n], specs.get(n, {})) for n in sorted(features, key=natural_key))
+    cards = "".join(_sparse_card(n, features[n], specs.get(n, {}), base.get(n))
+                    for n in sorted(features, key=natural_key))
     return (f"<section id='sparse'><h2>Sparse features ({len(features)})</h2>"
             "<p class='note'>Ids are counted after hashing, top values before it; collisions are estimated from "
             f"the occupied buckets.</p><div class='grid'>{cards}</div></section>")
 
 
-def _dense_section(stats: dict, specs: dict) -> str:
+def _dense_section(stats: dict, specs: dict, baseline: dict | None = None) -> str:
     dense = stats.get("dense")
+    base = (baseline or {}).get("dense") or {}
     if dense is None:
         return ("<section id='dense'><h2>Dense features</h2><p class='note'>stats.json describes no dense "
                 "features (an output written without a schema, or before dense statistics existed).</p></section>")
     if not dense:
         return "<section id='dense'><h2>Dense features</h2><p class='note'>None.</p></section>"
-    cards = "".join(_value_card(n, dense[n], specs.get(n, {}).get("time_unit")) for n in sorted(dense, key=natural_key))
+    cards = "".join(_value_card(n, dense[n], specs.get(n, {}).get("time_unit"), base.get(n))
+                    for n in sorted(dense, key=natural_key))
     return f"<section id='dense'><h2>Dense features ({len(dense)})</h2><div class='grid'>{cards}</div></section>"
 
 
-def _dead_letters(output_dir: str) -> tuple[dict[str, list[dict]], int, bool]:
-    """Dead letters grouped by reason, how many were read, and whether more exist.
+def _dead_letter_entry(output_dir: str, stats: dict, summary: dict) -> dict:
+    """stats.json's `dead_letters` (counted by the validation), or the same counted here for an older output."""
+    if isinstance(stats.get("dead_letters"), dict):
+        return stats["dead_letters"]
+    from pipelines.dead_letter_counts import count_dead_letters
 
-    Numbers in a reason are folded to N for the grouping only, so one kind of problem is one group.
-    """
     path = os.path.join(output_dir, "errors", "dead_letters.jsonl")
-    groups: dict[str, list[dict]] = collections.defaultdict(list)
-    read, more = 0, False
-    if not os.path.exists(path):
-        return groups, 0, False
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if read == _DEAD_LETTERS_READ:
-                more = True
-                break
-            try:
-                letter = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            read += 1
-            groups[re.sub(r"\d+", "N", str(letter.get("reason", "")))].append(letter)
-    return groups, read, more
+    bad = count_dead_letters(path, 0)["bad"]
+    return count_dead_letters(path, summary.get("rows_in") or stats.get("num_rows", 0) + bad)
 
 
-def _reason_text(letters: list[dict]) -> str:
+def _reason_text(group: dict) -> str:
     """A group's reasons as written (HTML): the most frequent texts with their counts, then how many more."""
-    texts = collections.Counter(str(x.get("reason", "")) for x in letters)
-    if len(texts) == 1:
-        return _e(next(iter(texts)))
-    shown = [f"{_e(text)} ({format_count(n)})" for text, n in texts.most_common(_EXAMPLES_PER_REASON)]
-    more = len(texts) - len(shown)
+    texts = group.get("texts") or []
+    if len(texts) == 1 and not group.get("more_texts"):
+        return _e(texts[0][0])
+    shown = [f"{_e(text)} ({format_count(n)})" for text, n in texts]
+    more = group.get("more_texts", 0)
     return "<br>".join(shown) + (f"<br><span class='note'>and {more:,} more like these</span>" if more else "")
 
 
-def _dead_letter_section(output_dir: str, summary: dict) -> str:
-    groups, read, more = _dead_letters(output_dir)
+def _dead_letter_section(output_dir: str, summary: dict, stats: dict, anomalies: list[dict]) -> str:
+    entry = _dead_letter_entry(output_dir, stats, summary)
     head = "<section id='dead-letters'><h2>Dead letters</h2>"
-    if not read:
+    if not entry.get("bad"):
         bad = summary.get("bad_records", 0)
         text = "No bad records." if not bad else f"{bad:,} bad records; their dead letters are not beside the shards."
         return f"{head}<p class='note'>{text}</p></section>"
-    note = f"<p class='note'>{read:,} dead letters in errors/dead_letters.jsonl"
-    note += f" (the first {read:,} read; there are more)</p>" if more else ".</p>"
+    records = entry.get("records", 0)
+    note = (f"<p class='note'>{entry['bad']:,} dead letters in errors/dead_letters.jsonl, "
+            f"{_share(entry['bad'], records)} of {records:,} rows read; grouped by kind of reason, the reasons "
+            "as written, a few records of each.</p>")
+    flagged = [str(a.get("detail", "")) for a in anomalies if a.get("kind") == "dead_letters"]
     rows = []
-    for _, letters in sorted(groups.items(), key=lambda kv: -len(kv[1])):
-        reason = _reason_text(letters)
+    for group in entry.get("reasons", []):
+        texts = group.get("texts") or [[group.get("pattern", ""), group.get("count", 0)]]
+        first = " ".join(str(texts[0][0]).split())
+        mark = any(first in detail for detail in flagged)
         examples = "<br>".join(
             f"<code>{_e(x.get('source', ''))}:{_e(x.get('line', ''))}</code> {_e(x.get('reason', ''))}: "
             f"<code>{_e(str(x.get('raw', ''))[:_RAW_SHOWN])}</code>"
-            for x in letters[:_EXAMPLES_PER_REASON]
+            for x in group.get("examples", [])[:_EXAMPLES_PER_REASON]
         )
-        rows.append(f"<tr><td>{reason}</td><td>{len(letters):,}</td><td>{examples}</td></tr>")
-    table = "<table><tr><th>reason</th><th>records</th><th>examples</th></tr>" + "".join(rows) + "</table>"
+        share = f"{group.get('share', 0):.2%}" + (" <span class='warn'>flagged</span>" if mark else "")
+        rows.append(f"<tr><td>{_reason_text(group)}</td><td>{group.get('count', 0):,}</td><td>{share}</td>"
+                    f"<td>{examples}</td></tr>")
+    other = entry.get("other")
+    if other:
+        rows.append(f"<tr><td class='note'>{other['reasons']:,} other kinds of reason</td>"
+                    f"<td>{other['count']:,}</td><td>{_share(other['count'], records)}</td><td></td></tr>")
+    table = ("<table><tr><th>reason</th><th>records</th><th>of rows read</th><th>examples</th></tr>"
+             + "".join(rows) + "</table>")
     return f"{head}{note}{table}</section>"
 
 
-def write_report(output_dir: str, summary: dict) -> str:
-    """Writes `output_dir/report.html`; returns its path.
+def write_report(output_dir: str, summary: dict, *, stats: dict | None = None, path: str | None = None) -> str:
+    """Writes `output_dir/report.html` (or `path`); returns its path.
 
     Args:
       output_dir: a local ingest output directory (stats.json, schema.json and errors/ inside).
       summary: the run summary (rows in/out, bad records, seconds, ...), as `run_ingest` returns it.
+      stats: the statistics to show instead of output_dir's stats.json (e.g. with another `validation`).
+      path: where to write the page instead (`python -m pipelines.validate --report`).
     """
     from sparse_io.atomic import atomic_write_text
 
-    stats = _load_json(os.path.join(output_dir, "stats.json"))
+    stats = _load_json(os.path.join(output_dir, "stats.json")) if stats is None else stats
     schema = _load_json(os.path.join(output_dir, "schema.json"))
     specs = {f["name"]: f for f in schema.get("features", []) if isinstance(f, dict) and "name" in f}
+    anomalies, _ = _anomalies(stats)
+    baseline, unread = load_baseline(stats)
     body = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+        f"<meta http-equiv='Content-Security-Policy' content=\"{_POLICY}\">",
         "<meta name='viewport' content='width=device-width, initial-scale=1'>",
         f"<title>sparseflow ingest report: {_e(summary.get('output', output_dir))}</title>",
-        f"<style>{_STYLE}</style></head><body>",
+        f"<style>{_STYLE}{TABLE_STYLE}</style></head><body>",
         "<h1>sparseflow ingest report</h1>",
+        _flags_section(stats, unread),
         _run_section(summary, stats),
-        _flags_section(stats),
+        features_table(stats, anomalies, specs),
         _label_section(stats),
-        _sparse_section(stats, specs),
-        _dense_section(stats, specs),
-        _dead_letter_section(output_dir, summary),
+        _sparse_section(stats, specs, baseline),
+        _dense_section(stats, specs, baseline),
+        _dead_letter_section(output_dir, summary, stats, anomalies),
+        f"<script>{TABLE_SCRIPT}</script>",
         "</body></html>",
     ]
-    path = os.path.join(output_dir, "report.html")
+    path = path or os.path.join(output_dir, "report.html")
     atomic_write_text(path, "\n".join(body))
     return path

@@ -10,8 +10,8 @@ import datetime
 import html
 from collections.abc import Callable
 
-__all__ = ["histogram_svg", "bars_svg", "share_bar_svg", "format_number", "format_count", "format_rate",
-           "format_timestamp", "format_duration", "TIME_UNIT_SECONDS"]
+__all__ = ["histogram_svg", "bars_svg", "paired_bars_svg", "share_bar_svg", "format_number", "format_count",
+           "format_rate", "format_timestamp", "format_duration", "TIME_UNIT_SECONDS"]
 
 # Seconds per unit of a `time_unit` column (sparse_io.schema.TIME_UNITS).
 TIME_UNIT_SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
@@ -28,8 +28,8 @@ def format_number(value: float) -> str:
     notation rather than as a pile of suffixed digits.
 
     Example:
-      >>> format_number(1_712_345_678_901), format_number(2.5e19), format_number(-42)
-      ('1.71T', '2.5e+19', '-42')
+      >>> format_number(1_712_345_678_901), format_number(2.5e19), format_number(-42), format_number(2203.5)
+      ('1.71T', '2.5e+19', '-42', '2204')
     """
     value = float(value)
     magnitude = abs(value)
@@ -38,6 +38,8 @@ def format_number(value: float) -> str:
     for limit, suffix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e4, "k")):
         if magnitude >= limit:
             return f"{value / limit:.3g}{suffix}"
+    if magnitude >= 999.5:  # where 3 significant digits would switch to scientific notation: whole numbers
+        return f"{value:.0f}"
     if value.is_integer():
         return f"{int(value)}"
     return f"{value:.3g}"
@@ -149,4 +151,32 @@ def share_bar_svg(share: float, title: str, *, width: int = 120, height: int = 1
         f"xmlns='http://www.w3.org/2000/svg'><title>{html.escape(title)}</title>"
         f"<rect width='{width}' height='{height}' fill='{_MUTED}'/>"
         f"<rect width='{filled:.1f}' height='{height}' fill='{_BAR}'/></svg>"
+    )
+
+
+def paired_bars_svg(items: list[tuple[str, float, float]], title: str, *, width: int = 300, row: int = 22) -> str:
+    """Two horizontal bars per name, baseline (light) above current (dark), shares in [0, 1] labelled.
+
+    `items` are `(name, baseline share, current share)`; a share of None is a value the list does not hold
+    (drawn as no bar, labelled "-").
+    """
+    height = row * max(len(items), 1)
+    label_width = 92
+    span = width - label_width - 46
+    parts = []
+    for i, (name, base, current) in enumerate(items):
+        y = i * row
+        parts.append(f"<text x='{label_width - 4}' y='{y + row / 2 + 4:.1f}' font-size='11' fill='{_TEXT}' "
+                     f"text-anchor='end' font-family='monospace'>{html.escape(name[:12])}</text>")
+        for j, (share, fill) in enumerate(((base, _MUTED), (current, _BAR))):
+            top = y + 2 + j * (row - 4) / 2
+            bar = (row - 4) / 2 - 1
+            w = 0.0 if share is None else max(span * share, 1.0)
+            text = "-" if share is None else f"{share:.1%}"
+            parts.append(f"<rect x='{label_width}' y='{top:.1f}' width='{w:.1f}' height='{bar:.1f}' fill='{fill}'/>"
+                         f"<text x='{label_width + w + 4:.1f}' y='{top + bar:.1f}' font-size='9' fill='{_TEXT}'>"
+                         f"{text}</text>")
+    return (
+        f"<svg class='chart' role='img' width='{width}' height='{height}' viewBox='0 0 {width} {height}' "
+        f"xmlns='http://www.w3.org/2000/svg'><title>{html.escape(title)}</title>" + "".join(parts) + "</svg>"
     )

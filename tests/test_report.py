@@ -59,7 +59,9 @@ def test_cards_say_per_feature_what_matters(tmp_path):
     (tmp_path / "stats.json").write_text(json.dumps(stats))
     (tmp_path / "schema.json").write_text(json.dumps(schema))
     page = open(write_report(str(tmp_path), {"rows_in": 1000, "rows_out": 1000})).read()
-    cards = re.findall(r"<div class='card'><h3>(\w+)</h3>(.*?)</div>(?=<div class='card'>|</div>)", page, re.S)
+    # Each card carries its id (the summary table's rows link to it).
+    card = r"<div class='card' id='f-\w+'><h3>(\w+)</h3>(.*?)</div>(?=<div class='card'|</div>)"
+    cards = re.findall(card, page, re.S)
     assert [name for name, _ in cards] == ["C2", "C9", "C10", "tags"]
     body = dict(cards)
     # Ids per row only where a row can hold several.
@@ -74,6 +76,9 @@ def test_figures_read_as_dates_durations_counts_and_rates():
     # A millisecond timestamp of 2024-04-05 was written as `1.71e+03G`.
     assert format_number(1_712_275_200_000) == "1.71T"
     assert "e+" not in format_number(9.99e17) and format_number(3e20) == "3e+20"
+    # Between 1,000 and 10,000 three significant digits were written `2.2e+03`: whole numbers instead.
+    assert [format_number(v) for v in (2203.5, 999.5, 9999.4, -1500.25, 999.4)] == ["2204", "1000", "9999", "-1500",
+                                                                                    "999"]
     assert format_timestamp(1_712_275_200_000, "ms") == "2024-04-05"  # 19818 days after 1970-01-01
     assert format_timestamp(1_712_275_200 + 3 * 3600 + 62, "s") == "2024-04-05 03:01:02"
     assert format_timestamp(1_712_275_200_000_000, "us") == "2024-04-05"
@@ -234,3 +239,34 @@ def test_flags_at_the_top_name_a_feature_that_is_always_missing(tmp_path):
     assert re.findall(r"<tr><td><code>(\w+)</code></td><td class='warn'>(\w+)</td>", flags) == [
         ("C1", "always_missing")]
     assert "no baseline compared" in flags
+
+
+def test_every_in_page_link_lands_on_one_element_and_ids_are_unique(tmp_path):
+    stats = {"format_version": 1, "num_rows": 50, "features": {"C1": _feature(50, 1, 7, [[1, 9]]),
+                                                                "odd name/2": _feature(50, 1, 3, [[1, 9]])},
+             "dense": {"I1": _time_column(50, 0, 10)},
+             "label": {"name": "rating", "rows": 50, "missing": 0, "mean": 3.5, "min": 1, "max": 5,
+                       "quantiles": {k: 3 for k in ("p1", "p25", "p50", "p75", "p99")},
+                       "histogram": {"scale": "linear", "edges": [1, 3, 5], "counts": [20, 30]}},
+             "validation": {"baseline": None, "anomalies": [
+                 {"feature": "C9", "kind": "feature_missing", "value": 1, "threshold": 0, "detail": "baseline only"},
+                 {"feature": "odd name/2", "kind": "constant", "value": 1, "threshold": 0, "detail": "x"},
+                 {"feature": "(dead letters)", "kind": "dead_letters", "value": 0.1, "threshold": 0.001,
+                  "detail": "5 of 50 rows read (10.00%): bad"}]}}
+    (tmp_path / "stats.json").write_text(json.dumps(stats))
+    page = open(write_report(str(tmp_path), {"rows_in": 55, "rows_out": 50})).read()
+    ids = re.findall(r"\bid='([^']+)'", page)
+    assert len(ids) == len(set(ids))
+    targets = re.findall(r"href='#([^']+)'", page)
+    assert set(targets) <= set(ids) and len(targets) == 4 + 2  # 4 table rows; the flags of cards that exist
+    assert {"f-C1", "f-odd_20name_2f2", "f-I1", "f-rating", "dead-letters"} <= set(targets)
+
+
+def test_the_page_refers_to_nothing_outside_itself(ingested):
+    out, _, _ = ingested
+    page = (out / "report.html").read_text()
+    assert "Content-Security-Policy" in page and "default-src 'none'" in page
+    outside = page.replace("xmlns='http://www.w3.org/2000/svg'", "")
+    for pattern in (r"https?://", r"\bsrc\s*=", r"<link\b", r"@import", r"url\(", r"@font-face", r"fetch\(",
+                    r"XMLHttpRequest"):
+        assert not re.search(pattern, outside), pattern
