@@ -68,7 +68,7 @@ def test_a_duplicated_key_is_refused_naming_the_table_key_and_an_example():
 
 def test_a_table_row_without_a_key_is_refused():
     rows = [{"k": 1, "age": 1.0, "tags": []}, {"k": None, "age": 2.0, "tags": []}]
-    with pytest.raises(LayoutError, match=r"users.tsv: row 1 of the table has no value in join key 'k'"):
+    with pytest.raises(LayoutError, match=r"users.tsv: a row of the table has no value in join key 'k'"):
         KeyedTable.from_batches([_table(rows, pa.int64())], "k", ["age"], where="users.tsv")
 
 

@@ -58,7 +58,6 @@ from transforms.beam.keyed_table import KeyedTable, fill_missing, filled_keys, k
 __all__ = ["JoinSideTable", "DEFAULT_JOIN_PARTITIONS"]
 
 DEFAULT_JOIN_PARTITIONS = 16
-_KEY = "__sparseflow_join_key"  # the table's key as one scalar per row, inside the CoGroupByKey path
 _MATCHED = "__sparseflow_join_matched"
 _COUNTS = "counts"
 
@@ -130,14 +129,14 @@ def _split_table(batch: pa.RecordBatch, key: str, columns: Sequence[str], count:
     keys = key_values(batch.column(key), key, where)
     if keys.null_count:
         # Sent on as they are: the partition refuses a row without a key, naming the table.
-        yield 0, pa.RecordBatch.from_arrays([keys, *(batch.column(c) for c in columns)], [_KEY, *columns])
+        yield 0, pa.RecordBatch.from_arrays([keys, *(batch.column(c) for c in columns)], [key, *columns])
         return
     rows, bounds = _partitions(keys, count)
     for part in range(count):
         if bounds[part] < bounds[part + 1]:
             index = pa.array(rows[bounds[part]:bounds[part + 1]])
             yield part, pa.RecordBatch.from_arrays(
-                [keys.take(index), *(batch.column(c).take(index) for c in columns)], [_KEY, *columns])
+                [keys.take(index), *(batch.column(c).take(index) for c in columns)], [key, *columns])
 
 
 class _TagBatchFn(beam.DoFn):
@@ -158,10 +157,10 @@ def _split_keys(tagged, key: str, count: int, where: str):
             yield part, (batch_id, chosen, keys.take(pa.array(chosen)))
 
 
-def _join_partition(grouped, columns: Sequence[str], types: pa.Schema, where: str):
+def _join_partition(grouped, key: str, columns: Sequence[str], types: pa.Schema, where: str):
     """(batch id, (rows, joined columns + matched)) for each event part of one partition."""
     _, sides = grouped
-    table = KeyedTable.from_batches(list(sides["table"]), _KEY, columns, where=where, types=types)
+    table = KeyedTable.from_batches(list(sides["table"]), key, columns, where=where, types=types)
     for batch_id, rows, keys in sides["events"]:
         joined, matched = table.join(keys)
         yield batch_id, (rows, joined.append_column(_MATCHED, matched))
@@ -245,7 +244,7 @@ class JoinSideTable(beam.PTransform):
             parts = (
                 {"table": table_parts, "events": key_parts}
                 | "GroupPartitions" >> beam.CoGroupByKey()
-                | "JoinPartitions" >> beam.FlatMap(_join_partition, self._columns, self._types, where)
+                | "JoinPartitions" >> beam.FlatMap(_join_partition, self._key, self._columns, self._types, where)
             )
             joined = (
                 {"batch": tagged, "parts": parts}

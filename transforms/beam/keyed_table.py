@@ -125,8 +125,7 @@ class KeyedTable:
         table = pa.Table.from_batches(batches)
         keys = key_values(table.column(key), key, where)
         if keys.null_count:
-            row = int(np.argmax(~keys.is_valid().to_numpy(zero_copy_only=False)))
-            raise LayoutError(where, f"row {row} of the table has no value in join key {key!r}")
+            raise LayoutError(where, f"a row of the table has no value in join key {key!r} (each row needs one)")
         if len(pc.unique(keys)) < len(keys):
             counts = pc.value_counts(keys)
             repeated = counts.filter(pc.greater(counts.field("counts"), 1))[0]
