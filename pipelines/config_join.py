@@ -101,8 +101,13 @@ class JoinSpec:
 
     @property
     def side_input(self) -> bool:
-        """Whether the table is joined as a side input: its size (unknown counts as small) is within the limit."""
-        return self.table_bytes is None or self.table_bytes <= self.side_input_max_mb << 20
+        """Whether the table is joined as a side input: its size is within `side_input_max_mb`.
+
+        An unknown size (`--validate_only` lists no file) counts as small, unless the limit is 0.
+        """
+        if self.table_bytes is None:
+            return self.side_input_max_mb > 0
+        return self.table_bytes <= self.side_input_max_mb << 20
 
     @property
     def partitions(self) -> int:

@@ -15,7 +15,8 @@ SCHEMA = [
 def _config(join, features=None, fmt="tsv", **inp):
     return {
         "input": {"format": fmt, "schema": SCHEMA, **inp},
-        "features": {"item": {"hash_buckets": 10}, **(features if features is not None else {"occupation": {"hash_buckets": 10}})},
+        "features": {"item": {"hash_buckets": 10},
+                     **(features if features is not None else {"occupation": {"hash_buckets": 10}})},
         "join": join,
     }
 

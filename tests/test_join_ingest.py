@@ -16,7 +16,7 @@ from pipelines import ingest
 OCCUPATIONS = ["doctor", "artist", "writer", "lawyer", "nurse"]
 
 
-def _write_logs(directory, seed=0, events=400, users=60):
+def _write_logs(directory, seed=0, events=400, users=60, missing_users=True):
     """events.csv (event_id, user_id, item, rating) and users.tsv (user_id, age, occupation, tags).
 
     Users 0..users-1 are in the table except every 7th; events name users 0..users+9 (the last ten are
@@ -32,7 +32,7 @@ def _write_logs(directory, seed=0, events=400, users=60):
         table.append({"user_id": u, "age": age, "occupation": rng.choice(OCCUPATIONS), "tags": tags})
     rows = []
     for i in range(events):
-        user = "" if i % 25 == 0 else str(rng.randrange(users + 10))
+        user = "" if i % 25 == 0 and missing_users else str(rng.randrange(users + 10))
         rows.append({"event_id": i, "user_id": user, "item": f"m{rng.randrange(30)}", "rating": rng.randint(1, 5)})
     with open(os.path.join(directory, "events.csv"), "w", newline="") as f:
         writer = csv.DictWriter(f, ["event_id", "user_id", "item", "rating"], lineterminator="\n")
@@ -91,7 +91,8 @@ def _decoded_rows(out):
     rows = {}
     for table in _shards(out):
         for row in table.to_pylist():
-            rows[row["event_id"]] = {"age": row["age"], "occupation": [vocab["occupation"][i] for i in row["occupation"]],
+            rows[row["event_id"]] = {"age": row["age"],
+                                     "occupation": [vocab["occupation"][i] for i in row["occupation"]],
                                      "tags": [vocab["tags"][i] for i in row["tags"]]}
     return rows
 
@@ -163,8 +164,10 @@ def test_vocab_from_reuses_the_joined_columns_vocabularies(joined_both_ways):
     for name in ("occupation", "tags"):
         assert open(os.path.join(later, "out", "vocab", f"{name}.txt")).read() == \
             open(os.path.join(directory, "out_side", "vocab", f"{name}.txt")).read()
-    spaces = {s["name"]: s.get("id_space") for s in json.load(open(os.path.join(later, "out", "schema.json")))["features"]}
-    train = {s["name"]: s.get("id_space") for s in json.load(open(os.path.join(directory, "out_side", "schema.json")))["features"]}
+    def id_spaces(out):
+        return {s["name"]: s.get("id_space") for s in json.load(open(os.path.join(out, "schema.json")))["features"]}
+
+    spaces, train = id_spaces(os.path.join(later, "out")), id_spaces(os.path.join(directory, "out_side"))
     assert spaces["occupation"] == train["occupation"] and spaces["tags"] == train["tags"]
     expected, _ = _expected(events, table)
     assert _decoded_rows(os.path.join(later, "out")) == expected
@@ -205,3 +208,40 @@ def test_a_missing_table_is_refused_naming_the_key(tmp_path, capsys):
     config = _config(str(tmp_path), str(tmp_path / "nobody.tsv"))
     code, line = _exit(capsys, str(tmp_path), config)
     assert code == 2 and "config key 'join[0].table'" in line and "nobody.tsv' matches no files" in line, line
+
+
+@pytest.mark.parametrize("way", [{}, {"side_input_max_mb": 0}])
+def test_validate_only_serialises_either_way_for_dataflow(tmp_path, way):
+    _write_logs(str(tmp_path))
+    config = _config(str(tmp_path), "gs://bucket/users.tsv", **way)
+    summary = ingest.run_ingest([
+        "--input", str(tmp_path / "events.csv"), "--config", config,
+        "--output", "gs://bucket/out", "--runner", "DataflowRunner", "--project", "my-project",
+        "--region", "europe-west4", "--temp_location", "gs://bucket/tmp", "--validate_only",
+    ])
+    assert summary["validated"]
+
+
+def test_a_history_ingest_carries_joined_columns_as_event_columns(tmp_path):
+    _, table = _write_logs(str(tmp_path), missing_users=False)  # a history needs every event's key
+    config = {
+        "input": {"format": "csv", "schema": [
+            {"name": "event_id", "kind": "dense", "dtype": "int64"},
+            {"name": "user_id", "kind": "dense", "dtype": "int64"},
+            {"name": "item", "kind": "dense", "dtype": "string"},
+            {"name": "rating", "kind": "dense", "dtype": "int64"},
+        ]},
+        "join": [{"table": str(tmp_path / "users.tsv"), "key": "user_id", "columns": ["age"], "format": "tsv",
+                  "schema": [{"name": "age", "kind": "dense", "dtype": "int64"}]}],
+        "histories": {"key": "user_id", "item": "item", "time": "event_id", "examples_per_event": True},
+        "features": {"item": {"hash_buckets": 64}},
+        "output": {"num_shards": 1, "shuffle": False},
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    ingest.run_ingest(["--input", str(tmp_path / "events.csv"), "--config", str(tmp_path / "config.yaml"),
+                       "--output", str(tmp_path / "out"), "--no_report", "--runner", "FnApiRunner"])
+    ages = {u["user_id"]: int(u["age"]) if u["age"] else None for u in table}
+    rows = [row for shard in _shards(str(tmp_path / "out")) for row in shard.to_pylist()]
+    assert rows and all(row["age"] == ages.get(row["user_id"]) for row in rows)
+    schema = {s["name"]: s for s in json.load(open(tmp_path / "out" / "schema.json"))["features"]}
+    assert schema["age"]["history_role"] == "event"
