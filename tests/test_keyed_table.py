@@ -24,17 +24,25 @@ def _table(rows: list[dict], key_type) -> pa.RecordBatch:
         [("k", key_type), ("age", pa.float32()), ("tags", pa.list_(pa.string()))]))
 
 
-@pytest.mark.parametrize("key_type", [pa.int64(), pa.string()])
-def test_join_matches_a_dict_join_on_random_keys(key_type):
+MAKE_KEYS = {
+    "scattered ints": (pa.int64(), lambda i: i * 7919 - 50_000),  # binary search over the sorted keys
+    "dense ints": (pa.int64(), lambda i: i + 100),  # looked up by position over the keys' range
+    "extreme ints": (pa.int64(), lambda i: (i - 1200) * (2**62 // 1300)),  # a range wider than int64 holds
+    "strings": (pa.string(), lambda i: f"user-{i}"),  # Fingerprint64, then the bytes compared
+}
+
+
+@pytest.mark.parametrize("keys", sorted(MAKE_KEYS))
+def test_join_matches_a_dict_join_on_random_keys(keys):
+    key_type, make = MAKE_KEYS[keys]
     rng = random.Random(3)
-    make = (lambda i: i * 7919 - 50_000) if key_type == pa.int64() else (lambda i: f"user-{i}")
     keys = rng.sample(range(2000), 600)
     rows = [{"k": make(i), "age": float(rng.randint(18, 70)) if rng.random() < 0.9 else None,
              "tags": [f"t{rng.randint(0, 9)}" for _ in range(rng.randint(0, 3))]} for i in keys]
     # Spread over three batches, as a reader hands them out.
     batches = [_table(rows[:200], key_type), _table(rows[200:450], key_type), _table(rows[450:], key_type)]
     table = KeyedTable.from_batches(batches, "k", ["age", "tags"], where="t.csv")
-    events = [make(rng.randrange(2400)) if rng.random() < 0.95 else None for _ in range(5000)]
+    events = [make(rng.randrange(-150, 2400)) if rng.random() < 0.95 else None for _ in range(5000)]
     joined, matched = table.join(pa.array(events, type=key_type))
     assert joined.to_pylist() == _reference(rows, "k", ["age", "tags"], events)
     present = {r["k"] for r in rows}
@@ -93,3 +101,12 @@ def test_fill_missing_keeps_values_and_empties_null_lists():
     column = pa.array([["a"], None, ["b", "c"], None], type=pa.list_(pa.string()))
     filled = fill_missing(column)
     assert filled.to_pylist() == [["a"], [], ["b", "c"], []] and filled.null_count == 0
+
+
+def test_keys_at_the_ends_of_int64_never_wrap_into_the_table():
+    top = 2**63 - 1
+    rows = [{"k": top - i, "age": float(i), "tags": []} for i in range(5)]
+    table = KeyedTable.from_batches([_table(rows, pa.int64())], "k", ["age"], where="t.csv")
+    events = [-(2**63), -(2**63) + 3, top, top - 4, top - 5, 0, -1]
+    assert table.join(pa.array(events, pa.int64()))[0].column("age").to_pylist() == [
+        None, None, 0.0, 4.0, None, None, None]
