@@ -245,3 +245,22 @@ def test_a_history_ingest_carries_joined_columns_as_event_columns(tmp_path):
     assert rows and all(row["age"] == ages.get(row["user_id"]) for row in rows)
     schema = {s["name"]: s for s in json.load(open(tmp_path / "out" / "schema.json"))["features"]}
     assert schema["age"]["history_role"] == "event"
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_a_jsonl_or_parquet_table_joins_as_the_tsv_one_does(joined_both_ways, fmt):
+    import pyarrow as pa
+
+    directory, _, table, _, _ = joined_both_ways
+    rows = [{"user_id": u["user_id"], "age": int(u["age"]) if u["age"] else None, "occupation": u["occupation"],
+             "tags": u["tags"].split("|") if u["tags"] else []} for u in table]
+    path = os.path.join(directory, f"users.{fmt}")
+    if fmt == "jsonl":
+        with open(path, "w") as f:
+            f.writelines(json.dumps(row) + "\n" for row in rows)
+    else:
+        pq.write_table(pa.Table.from_pylist(rows), path)
+    config = _config(directory, f"users.{fmt}", format=fmt)
+    _run(directory, config, f"out_{fmt}")
+    for a, b in zip(_shards(os.path.join(directory, "out_side")), _shards(os.path.join(directory, f"out_{fmt}"))):
+        assert a.equals(b)
