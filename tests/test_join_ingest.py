@@ -264,3 +264,13 @@ def test_a_jsonl_or_parquet_table_joins_as_the_tsv_one_does(joined_both_ways, fm
     _run(directory, config, f"out_{fmt}")
     for a, b in zip(_shards(os.path.join(directory, "out_side")), _shards(os.path.join(directory, f"out_{fmt}"))):
         assert a.equals(b)
+
+
+def test_a_table_record_that_cannot_be_read_refuses_the_table_naming_its_line(tmp_path, capsys):
+    _write_logs(str(tmp_path))
+    with open(tmp_path / "users.tsv", "a") as f:
+        f.write("999\tforty\tdoctor\t\n")  # age is declared int64
+    lines = (tmp_path / "users.tsv").read_text().splitlines()
+    code, line = _exit(capsys, str(tmp_path), _config(str(tmp_path), str(tmp_path / "users.tsv")))
+    assert code == 2, line
+    assert f"users.tsv:{len(lines)}: age: 'forty'" in line

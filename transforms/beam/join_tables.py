@@ -174,8 +174,8 @@ class _ReassembleFn(beam.DoFn):
 
     def process(self, grouped):
         _, sides = grouped
+        parts = list(sides["parts"])  # one batch per id: its parts are at most one per partition
         for batch in sides["batch"]:
-            parts = list(sides["parts"])
             n = batch.num_rows
             if not parts:
                 joined = pa.Table.from_arrays(missing_columns(self._types, n), schema=self._types)
