@@ -36,6 +36,8 @@ Example (Criteo, with comments, as accepted by `load_config`)::
       batch_sizes: [1024, 4096]
     error_budget: 0.0         # fraction of bad records tolerated
     vocab_from: out/train     # optional: reuse that ingest's vocabularies and hash settings
+    join:                     # optional: side tables' columns added to each event (pipelines.config_join)
+      - {table: users.tsv, key: user_id, columns: [age, occupation]}
 
 Bounds (`pipelines.config_limits`): feature names use only A-Z, a-z, 0-9,
 "_", "." and "-" and do not start with "." (they become file names such as
@@ -59,6 +61,7 @@ import yaml
 
 from pipelines import config_limits as limits
 from pipelines.config_columns import SourceKeyError, pop_column_source
+from pipelines.config_join import JoinSpec, parse_joins
 from sparse_io.formats import DELIMITED_FORMATS, LOG_FORMATS, SHARD_FORMATS, check_shard_codec
 from sparse_io.readers import ColumnSource, check_encoding, csv_options
 from sparse_io.readers.columns import check_sources
@@ -168,6 +171,13 @@ class IngestConfig:
     feature_null_values: tuple[tuple[str, tuple[str, ...]], ...] = ()
     column_sources: tuple[ColumnSource, ...] = ()  # features read from other/several columns, derived labels
     encoding: str = "utf-8"
+    joins: tuple[JoinSpec, ...] = ()  # `join:`; `schema` ends with their columns, which the log does not hold
+
+    @property
+    def read_schema(self) -> Schema:
+        """The columns read from the log: `schema` without the joined columns (which the joins add)."""
+        joined = {c for j in self.joins for c in j.columns}
+        return self.schema.select(n for n in self.schema.names if n not in joined) if joined else self.schema
 
     @property
     def log_format(self) -> str:
@@ -488,6 +498,7 @@ def parse_config(
             "stats": dict,
             "error_budget": (int, float),
             "vocab_from": str,
+            "join": list,
             "validation": dict,  # pipelines.validate's thresholds, checked here so a typo fails the ingest too
         },
     )
@@ -573,6 +584,10 @@ def parse_config(
     except ValueError as e:
         key = next((k for k in ("list_separator", "quote_char", "null_values", "delimiter") if k in str(e)), "format")
         raise _fail(f"input.{key}", str(e)) from None
+    layout_of_input = dict(delimiter=delimiter, quote_char=inp.get("quote_char"), null_values=inp.get("null_values"),
+                           encoding=inp.get("encoding"), list_separator=separator)
+    joins, schema = parse_joins(top.get("join"), schema, fmt, layout_of_input, fail=_fail, take=_take,
+                                parse_schema=_schema)
     histories = _histories(top.get("histories"), schema)
     features = _feature_plans(top.get("features"), schema, histories)
     _check_item_column_plans(histories, features)
@@ -595,6 +610,7 @@ def parse_config(
         feature_null_values=layout.feature_null_values,
         column_sources=sources,
         encoding=encoding,
+        joins=joins,
         vocab_from=top.get("vocab_from") or None,
         validation=thresholds,
     )

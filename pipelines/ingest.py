@@ -68,6 +68,7 @@ from pipelines import cli
 from pipelines.config import IngestConfig, default_criteo_config, load_config
 from pipelines.credentials import check_cloud_credentials
 from pipelines.errors import DataError, UsageError, cli_errors, quiet_beam_tracebacks
+from pipelines.ingest_joins import join_side_tables, size_join_tables
 from pipelines.launch_paths import absolute_local, resolve_config_paths
 from pipelines.options import IngestOptions
 from pipelines.output_dir import (
@@ -137,20 +138,23 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
         **config.read_options(),
     )
     batches = pipeline | "ReadLogs" >> ReadLogs(
-        input_pattern, config.log_format, config.schema,
+        input_pattern, config.log_format, config.read_schema,
         dead_letters_path=FileSystems.join(output_dir, ERRORS_DIR, DEAD_LETTERS_FILE), **read_options,
     )
     if progress_seconds > 0:
         batches = batches | "Progress" >> LogProgress(progress_seconds)
     schema = config.schema
     h = config.histories
+    late = []
+    if config.joins and not (h is not None and h.context_from):
+        batches, late = join_side_tables(batches, config.joins)
     events = batches  # what vocabularies are counted over: every event read, before any grouping
     if h is not None:
         context_column = None
         if h.context_from:
             context_column = CONTEXT_COLUMN
             context = pipeline | "ReadContextLogs" >> ReadLogs(
-                h.context_from, config.log_format, config.schema,
+                h.context_from, config.log_format, config.read_schema,
                 dead_letters_path=FileSystems.join(output_dir, ERRORS_DIR, CONTEXT_DEAD_LETTERS_FILE), **read_options,
             )
             events = (
@@ -158,6 +162,8 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
                  context | "MarkContextEvents" >> beam.Map(_marked, True))
                 | "AllEvents" >> beam.Flatten()
             )
+            if config.joins:
+                events, late = join_side_tables(events, config.joins)
         batches = events | "GroupHistories" >> GroupHistories(
             h.key, h.item, h.time, h.weight,
             max_length=h.max_length, min_length=h.min_length,
@@ -176,7 +182,7 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     hashed = _hash_plans(config)
     # Raw values are counted before hashing or lookup turns them into ids (stats.json `raw_values`).
     raw_features = sorted({p.name for p in config.features} | set(reused))
-    late = [batches | "CountRawValues" >> CountRawValues(raw_features)] if raw_features else []
+    late += [batches | "CountRawValues" >> CountRawValues(raw_features)] if raw_features else []
     salts = sorted({salt for _, _, salt in hashed}, key=lambda s: (s is not None, str(s)))
     for salt in salts:
         plans = [(name, buckets) for name, buckets, s in hashed if s == salt]
@@ -356,6 +362,8 @@ def run_ingest(argv: list[str]) -> dict:
     check_cloud_credentials({"--input": ours.input, "--output": ours.output})
     files = _check_input(ours.input)
     context_files = _check_context(config, files)
+    config, table_files = size_join_tables(config)
+    context_files = [*context_files, *table_files]  # inputs too: the manifest lists them
     if config.output.num_shards is None:
         config = dataclasses.replace(
             config, output=dataclasses.replace(config.output, num_shards=shards_for_input(files))

@@ -38,11 +38,14 @@ def absolute_local(path: str) -> str:
 
 
 def resolve_config_paths(config: IngestConfig) -> IngestConfig:
-    """`config` with its paths (`vocab_from`, `histories.context_from`) made absolute by `absolute_local`."""
+    """`config` with its paths (`vocab_from`, `histories.context_from`, `join[i].table`) made absolute."""
     if config.vocab_from:
         config = dataclasses.replace(config, vocab_from=absolute_local(config.vocab_from))
     h = config.histories
     if h is not None and h.context_from:
         h = dataclasses.replace(h, context_from=absolute_local(h.context_from))
         config = dataclasses.replace(config, histories=h)
+    if config.joins:
+        config = dataclasses.replace(config, joins=tuple(
+            dataclasses.replace(j, table=absolute_local(j.table)) for j in config.joins))
     return config

@@ -14,6 +14,7 @@ from sparse_io.hashing import hash_ids_arrow
 from transforms.beam.coders import RecordBatchCoder
 from transforms.beam.hash_ids import HashIds
 from transforms.beam.histories import GroupHistories
+from transforms.beam.join_tables import JoinSideTable
 from transforms.beam.lookup import ApplyVocabulary, VocabularyLookup
 from transforms.beam.read_logs import DEAD_LETTERS, ReadLogs
 from transforms.beam.runner import IN_PROCESS_RUNNER, in_process_options
@@ -29,6 +30,7 @@ __all__ = [
     "ComputeVocabulary",
     "GroupHistories",
     "HashIds",
+    "JoinSideTable",
     "ReadLogs",
     "RecordBatchCoder",
     "VocabularyFile",

@@ -342,6 +342,11 @@ def _fit_to_rows(done: dict, shards: int, output_dir: str, suffix: str) -> tuple
         renumbered[new] = (target, count)
     _LOGGER.warning("num_shards %d is more than the %d rows can fill: wrote %d shards", shards, rows, kept)
     return renumbered, kept
+
+
+# A late update `(STATS_SECTIONS, {section: [entry dicts]})` adds top-level lists to stats.json, each sorted by
+# its entries' "join" number (then their text): the order they arrive in is the runner's.
+STATS_SECTIONS = "__stats_sections__"
 # Late updates that describe the data, not the schema: they go to stats.json alone.
 _STATS_ONLY_UPDATES = ("raw_values",)
 
@@ -353,7 +358,12 @@ def _apply_late_updates(schema: Schema, stats: dict, updates, output_dir: str) -
     (transforms.beam.raw_values) goes to stats.json only.
     """
     merged: dict[str, dict] = {}
+    sections: dict[str, list] = {}
     for name, changes in updates:
+        if name == STATS_SECTIONS:  # top-level stats.json lists, one entry per update (the joins' counts)
+            for section, entries in changes.items():
+                sections.setdefault(section, []).extend(entries)
+            continue
         merged.setdefault(name, {}).update(changes)
     in_stats = {n: {k: c.pop(k) for k in _STATS_ONLY_UPDATES if k in c} for n, c in merged.items()}
     schema = _updated(schema, {n: c for n, c in merged.items() if c})
@@ -364,6 +374,10 @@ def _apply_late_updates(schema: Schema, stats: dict, updates, output_dir: str) -
     if counted:
         stats = {**stats, "features": {n: ({**f, **counted[n]} if n in counted else f)
                                        for n, f in stats["features"].items()}}
+    if sections:
+        stats = {**stats, **{k: sorted(v, key=lambda e: (e.get("join", 0), json.dumps(e, sort_keys=True)))
+                             for k, v in sections.items()}}
+    if counted or sections:
         atomic_write_text(
             FileSystems.join(output_dir, STATS_FILE), json.dumps(stats, indent=2) + "\n", output_root=output_dir
         )
@@ -445,7 +459,8 @@ class WriteShards(beam.PTransform):
       late_updates: a PCollection of `(feature, {FeatureSpec field: value})`
         known only once the data was seen (a vocabulary's size and
         fingerprint, its OOV count), merged into schema.json when the shards
-        are done; an `oov_ids` count also goes into the feature's stats.json entry.
+        are done; an `oov_ids` count also goes into the feature's stats.json entry;
+        `(STATS_SECTIONS, {section: [entry, ...]})` adds top-level lists to stats.json.
       compression: the shards' codec, one of
         `sparse_io.formats.SHARD_CODECS[format]`; None: the format's default
         (Parquet zstd, the smallest files, lz4 decoding faster at a larger

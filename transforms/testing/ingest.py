@@ -72,7 +72,7 @@ def _read_as(config_path: str | None, log_format: str | None) -> tuple[str, Sche
     from pipelines.config import default_criteo_config, load_config
 
     config = load_config(config_path, format_override=log_format) if config_path else default_criteo_config()
-    return log_format or config.format, config.schema
+    return log_format or config.format, config.read_schema  # the log holds no joined column
 
 
 def ingest_in_memory(

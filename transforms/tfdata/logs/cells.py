@@ -50,28 +50,48 @@ class CellRules:
       list_separator: between the ids of a list cell.
       null_values: whole cells that mean missing.
       feature_null_values: (column, tokens) pairs: a column's own null tokens, in place of `null_values`.
+      feature_list_separators: (column, separator) pairs: a column's own list separator (a column joined
+        from a side table is read with the table's), in place of `list_separator`.
     """
 
     format: str = "csv"
     list_separator: str = "|"
     null_values: tuple[str, ...] = ("",)
     feature_null_values: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    feature_list_separators: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_config_record(cls, config: Mapping) -> CellRules:
-        """The rules of an ingest config as `_MANIFEST.json`'s "config" records it."""
+        """The rules of an ingest config as `_MANIFEST.json`'s "config" records it.
+
+        A column joined from a side table (`joins`) takes the table's list separator, and its null tokens
+        when the table is csv/tsv.
+        """
         nulls = config.get("null_values")
-        own = config.get("feature_null_values") or ()
+        own = [(name, tuple(tokens)) for name, tokens in config.get("feature_null_values") or ()]
+        separators = []
+        for join in config.get("joins") or ():
+            table_own = dict(join.get("feature_null_values") or ())
+            for column in join["columns"]:
+                separators.append((column, join.get("list_separator") or "|"))
+                tokens = table_own.get(column, join.get("null_values"))
+                if tokens is not None:
+                    own.append((column, tuple(tokens)))
         return cls(
             format=config.get("format") or "csv",
             list_separator=config.get("list_separator") or "|",
             null_values=("",) if nulls is None else tuple(nulls),
-            feature_null_values=tuple((name, tuple(tokens)) for name, tokens in own),
+            feature_null_values=tuple(own),
+            feature_list_separators=tuple(separators),
         )
 
     def nulls_of(self, column: str) -> tuple[str, ...]:
         """The null tokens of `column`."""
         return dict(self.feature_null_values).get(column, self.null_values)
+
+    def separator_of(self, column: str) -> str:
+        """The list separator of `column`."""
+        return dict(self.feature_list_separators).get(column, self.list_separator)
 
 
 def _refuse_unless(ok: tf.Tensor, cells: tf.Tensor, column: str, rule: str) -> None:
@@ -139,16 +159,17 @@ def _list_cells(cells: tf.Tensor, missing: tf.Tensor, separator: str) -> tf.Ragg
 
 def _sparse(cells: tf.Tensor, spec: FeatureSpec, rules: CellRules) -> tf.RaggedTensor:
     missing = _is_null(cells, rules.nulls_of(spec.name))
-    if rules.format == "criteo":  # one id a cell, 8 hex digits; an empty cell is no id
+    joined = spec.name in dict(rules.feature_list_separators)  # a side table's column: a list cell, whatever the log
+    if rules.format == "criteo" and not joined:  # one id a cell, 8 hex digits; an empty cell is no id
         missing = tf.logical_or(missing, tf.equal(cells, ""))
         ok = tf.logical_or(missing, tf.strings.regex_full_match(cells, HEX32_TEXT))
         _refuse_unless(ok, cells, spec.name, "an 8-digit hex id")
         ids = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(cells, ~missing), tf.cast(~missing, tf.int64))
     else:
-        ids = _list_cells(cells, missing, rules.list_separator)
+        ids = _list_cells(cells, missing, rules.separator_of(spec.name))
         empty_id = tf.reduce_any(tf.equal(ids, ""), axis=1)
         _refuse_unless(tf.logical_not(empty_id), cells, spec.name,
-                       f"a list of ids joined by {rules.list_separator!r} (it holds an empty id)")
+                       f"a list of ids joined by {rules.separator_of(spec.name)!r} (it holds an empty id)")
     if spec.dtype == "string":
         return ids
     flat = ids.flat_values
@@ -161,7 +182,7 @@ def _sparse(cells: tf.Tensor, spec: FeatureSpec, rules: CellRules) -> tf.RaggedT
 def _weights(cells: tf.Tensor, ids: tf.RaggedTensor, spec: FeatureSpec, rules: CellRules) -> tf.RaggedTensor:
     name = f"{spec.name}__weights"
     missing = _is_null(cells, rules.nulls_of(spec.name))
-    parts = _list_cells(cells, missing, rules.list_separator)
+    parts = _list_cells(cells, missing, rules.separator_of(spec.name))
     _refuse_unless(tf.equal(parts.row_lengths(), ids.row_lengths()), cells, name, "one weight per id")
     ok = tf.strings.regex_full_match(parts.flat_values, FLOAT_TEXT)
     _refuse_unless(ok, parts.flat_values, name, "a number")
