@@ -62,6 +62,7 @@ import yaml
 from pipelines import config_limits as limits
 from pipelines.config_columns import SourceKeyError, pop_column_source
 from pipelines.config_join import JoinSpec, parse_joins
+from pipelines.config_keys import section_types
 from sparse_io.formats import DELIMITED_FORMATS, LOG_FORMATS, SHARD_FORMATS, check_shard_codec
 from sparse_io.readers import ColumnSource, check_encoding, csv_options
 from sparse_io.readers.columns import check_sources
@@ -344,12 +345,8 @@ def _delimiter(text: str | None) -> str | None:
     return "\t" if text == "\\t" else text
 
 
-_PLAN_KEYS = {
-    "hash_buckets": int,
-    "salt": int,
-    "vocabulary": dict,
-}
-_VOCAB_KEYS = {"min_frequency": int, "top_k": int, "num_oov_buckets": int}
+_PLAN_KEYS = section_types("features.<name>")
+_VOCAB_KEYS = section_types("features.<name>.vocabulary")
 
 
 def _feature_plans(raw: Any, schema: Schema, histories: HistoryConfig | None) -> tuple[FeaturePlan, ...]:
@@ -405,20 +402,7 @@ def _feature_plans(raw: Any, schema: Schema, histories: HistoryConfig | None) ->
 def _histories(raw: Any, schema: Schema) -> HistoryConfig | None:
     if raw is None:
         return None
-    keys = {
-        "key": str,
-        "item": str,
-        "time": str,
-        "weight": str,
-        "max_length": int,
-        "min_length": int,
-        "dedupe_consecutive": bool,
-        "examples_per_event": bool,
-        "item_columns": list,
-        "context_from": str,
-        "num_partitions": int,
-        "memory_budget_mb": int,
-    }
+    keys = section_types("histories")
     h = _take(raw, "histories", keys)
     for required in ("key", "item", "time"):
         if not h.get(required):
@@ -487,44 +471,14 @@ def parse_config(
     """
     if data is None:
         data = {}
-    top = _take(
-        data,
-        "",
-        {
-            "input": dict,
-            "features": dict,
-            "histories": dict,
-            "output": dict,
-            "stats": dict,
-            "error_budget": (int, float),
-            "vocab_from": str,
-            "join": list,
-            "validation": dict,  # pipelines.validate's thresholds, checked here so a typo fails the ingest too
-        },
-    )
+    top = _take(data, "", section_types(""))
     from pipelines.anomalies import ThresholdError, thresholds_from
 
     try:
         thresholds = thresholds_from(top.get("validation")) if top.get("validation") is not None else None
     except ThresholdError as e:
         raise ConfigError(str(e)) from None
-    inp = _take(
-        top.get("input") or {},
-        "input",
-        {
-            "format": str,
-            "schema": (str, list),
-            "list_separator": str,
-            "batch_size": int,
-            "strict": bool,
-            "skip_header": bool,
-            "max_line_bytes": int,
-            "delimiter": str,
-            "quote_char": str,
-            "null_values": list,
-            "encoding": str,
-        },
-    )
+    inp = _take(top.get("input") or {}, "input", section_types("input"))
     max_line_bytes = _at_most(
         _positive(inp.get("max_line_bytes"), "input.max_line_bytes"), "input.max_line_bytes",
         limits.MAX_LINE_BYTES_LIMIT,
@@ -539,12 +493,7 @@ def parse_config(
         if named is not None:
             raise _fail("input.schema", f"feature {named[0]!r} reads header column {named[1]!r}, but skip_header "
                                         "is false (give 0-based positions: columns: {first: ..., count: ...})")
-    out = _take(
-        top.get("output") or {},
-        "output",
-        {"format": str, "num_shards": int, "row_group_size": int, "write_threads": int,
-         "compression": str, "shuffle": bool, "seed": int},
-    )
+    out = _take(top.get("output") or {}, "output", section_types("output"))
     if out.get("format", "parquet") not in SHARD_FORMATS:
         raise _fail("output.format", f"{out['format']!r} is not one of {', '.join(SHARD_FORMATS)}")
     _at_most(_positive(out.get("num_shards"), "output.num_shards"), "output.num_shards", limits.MAX_NUM_SHARDS)
@@ -556,7 +505,7 @@ def parse_config(
             check_shard_codec(codec, out.get("format") or "parquet")
         except ValueError as e:
             raise _fail("output.compression", str(e)) from None
-    stats = _take(top.get("stats") or {}, "stats", {"batch_sizes": list})
+    stats = _take(top.get("stats") or {}, "stats", section_types("stats"))
     batch_sizes = stats.get("batch_sizes") or [4096]
     for i, b in enumerate(batch_sizes):
         if not isinstance(b, int) or isinstance(b, bool) or b <= 0:

@@ -39,6 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pipelines import config_limits as limits
+from pipelines.config_keys import section_types
 from sparse_io.formats import DELIMITED_FORMATS, LOG_FORMATS
 from sparse_io.readers import ColumnSource, csv_options
 from sparse_io.schema import FeatureSpec, Schema
@@ -51,11 +52,7 @@ MIN_PARTITIONS = 16
 _MAX_PARTITIONS = 10_000
 _KEY_DTYPES = ("int64", "int32", "string")
 
-_KEYS: dict[str, type | tuple[type, ...]] = {
-    "table": str, "key": str, "columns": list, "format": str, "schema": list, "delimiter": str,
-    "quote_char": str, "null_values": list, "encoding": str, "list_separator": str, "skip_header": bool,
-    "side_input_max_mb": int, "num_partitions": int,
-}
+_KEYS = section_types("join[]")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -76,7 +76,7 @@ class ConfigKey:
 
 # Section order is the reference's order; keys keep the order they are declared in.
 SECTIONS = ("", "input", "input.schema[]", "features.<name>", "features.<name>.vocabulary", "histories",
-            "output", "stats", "validation")
+            "join[]", "output", "stats", "validation")
 
 KEYS: tuple[ConfigKey, ...] = (
     # --- top level ---------------------------------------------------------------------------------------
@@ -91,6 +91,8 @@ KEYS: tuple[ConfigKey, ...] = (
               "0 to 1", "0.001"),
     ConfigKey("vocab_from", "string", "", "an earlier ingest's output whose vocabularies and hash settings this "
               "ingest reuses, so equal raw values get equal ids", "", "out/train", "--vocab_from"),
+    ConfigKey("join", "list", "[]", "side tables whose columns are added to every event by key (join[] below)",
+              "", "[{table: users.tsv, key: user_id, columns: [age, occupation]}]"),
     ConfigKey("validation", "mapping", "", "anomaly thresholds for `pipelines.validate` and the ingest's "
               "comparison with --vocab_from (below)"),
     # --- input -------------------------------------------------------------------------------------------
@@ -187,6 +189,30 @@ KEYS: tuple[ConfigKey, ...] = (
               "key ranges the grouping is split into", ">= 1", "256"),
     ConfigKey("histories.memory_budget_mb", "integer", "256", "a partition's events held in memory before "
               "sorted runs spill to disk", ">= 1", "512"),
+    # --- one join entry -------------------------------------------------------------------------------------
+    ConfigKey("join[].table", "string", "", "the side table's path or pattern (relative: to where the ingest is "
+              "launched)", "local or gs://", "users.tsv"),
+    ConfigKey("join[].key", "string", "", "the column matched between the events and the table",
+              "one value per row; the events' dtype", "user_id"),
+    ConfigKey("join[].columns", "list", "", "the table's columns added to each event; an event whose key is "
+              "missing from the table gets missing values (counted in stats.json's joins)", "", "[age, occupation]"),
+    ConfigKey("join[].format", "string", "the input's (tsv for criteo logs)", "the table's format",
+              "criteo, csv, tsv, jsonl, parquet", "csv"),
+    ConfigKey("join[].schema", "list", "undeclared columns are sparse strings", "the table's columns, as "
+              "input.schema takes them", "", "[{name: age, kind: dense, dtype: int64}]"),
+    ConfigKey("join[].delimiter", "string", "the input's, for a table in its format", "as input.delimiter", "",
+              '"::"'),
+    ConfigKey("join[].quote_char", "string", "the input's, for a table in its format", "as input.quote_char"),
+    ConfigKey("join[].null_values", "list", "the input's, for a table in its format", "as input.null_values"),
+    ConfigKey("join[].encoding", "string", "the input's, for a table in its format", "as input.encoding"),
+    ConfigKey("join[].list_separator", "string", "the input's, for a table in its format",
+              "as input.list_separator", "", '" "'),
+    ConfigKey("join[].skip_header", "boolean", "the input's, for a table in its format", "as input.skip_header; "
+              "false needs a schema listing every column in order"),
+    ConfigKey("join[].side_input_max_mb", "integer", "64", "a table of at most this many MiB is a Beam side "
+              "input; a larger one is joined by CoGroupByKey", ">= 0", "256"),
+    ConfigKey("join[].num_partitions", "integer", "one per 64 MiB of table, at least 16", "CoGroupByKey's "
+              "partitions", ">= 1", "64"),
     # --- output --------------------------------------------------------------------------------------------
     ConfigKey("output.format", "string", "parquet", "the shard format", "parquet, tfrecord, arrow", "arrow"),
     ConfigKey("output.num_shards", "integer", "one per 128 MiB of log text", "shards written", "1 to 10000",

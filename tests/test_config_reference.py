@@ -47,6 +47,8 @@ def _with_unknown(section: str) -> dict:
         config["features"]["user"]["zz_unknown"] = 1
     elif section == "features.<name>.vocabulary":
         config["features"]["user"] = {"vocabulary": {"zz_unknown": 1}}
+    elif section == "join[]":
+        config["join"] = [{"table": "users.tsv", "key": "user", "columns": ["age"], "zz_unknown": 1}]
     elif section == "histories":
         config["histories"] = {"key": "ts", "item": "ts", "time": "ts", "zz_unknown": 1}
     else:
@@ -55,7 +57,7 @@ def _with_unknown(section: str) -> dict:
 
 
 @pytest.mark.parametrize("section", ["", "input", "features.<name>", "features.<name>.vocabulary", "histories",
-                                     "output", "stats", "validation"])
+                                     "join[]", "output", "stats", "validation"])
 def test_every_key_a_config_mapping_accepts_is_declared_and_nothing_more(section):
     assert _allowed_in_error(_with_unknown(section)) == _declared(section)
 
@@ -106,6 +108,14 @@ def test_a_declared_default_is_the_value_the_parser_applies(path):
         config["features"]["user"] = {"vocabulary": {}}
     parsed = parse_config(config)
     assert DEFAULT_TARGETS[path](parsed) == yaml.safe_load(KEY_BY_PATH[path].default)
+
+
+def test_the_formats_a_key_allows_are_the_formats_there_are():
+    from sparse_io.formats import LOG_FORMATS, SHARD_FORMATS
+
+    assert KEY_BY_PATH["input.format"].allowed.split(", ") == list(LOG_FORMATS)
+    assert KEY_BY_PATH["join[].format"].allowed.split(", ") == list(LOG_FORMATS)
+    assert KEY_BY_PATH["output.format"].allowed.split(", ") == list(SHARD_FORMATS)
 
 
 def test_the_input_format_defaults_to_criteo():
