@@ -172,6 +172,9 @@ class HyperLogLog:
         return int(round(raw))
 
 
+_COMPACT_IDS = 1 << 16
+
+
 class BoundedCounts:
     """Id counts: exact up to `capacity` distinct ids, then a Misra-Gries summary plus HyperLogLog.
 
@@ -223,8 +226,10 @@ class BoundedCounts:
                 self.sketch.add(table.column("value").combine_chunks())
 
     def _bound(self) -> None:
-        # Compacting costs O(table); only do it once enough new ids arrived to matter.
-        if self._pending < 2 * self.capacity:
+        # Compacting merges every part into one table (a hash aggregation) and costs O(table): only
+        # once enough new ids arrived to matter. Up to _COMPACT_IDS ids wait, so a small summary is
+        # not merged once per record batch; its memory stays O(max(capacity, _COMPACT_IDS)).
+        if self._pending < max(2 * self.capacity, min(16 * self.capacity, _COMPACT_IDS)):
             return
         self._pending = 0
         if len(self.table) <= 2 * self.capacity:
