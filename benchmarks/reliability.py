@@ -65,9 +65,9 @@ import tempfile
 import types
 from collections.abc import Callable
 
-__all__ = ["FORMATS", "READERS", "flip_campaign", "small_output", "run"]
+__all__ = ["FLIP_FORMATS", "READERS", "flip_campaign", "small_output", "run"]
 
-FORMATS = ("parquet", "arrow", "tfrecord")
+FLIP_FORMATS = ("parquet", "arrow", "tfrecord")
 READERS = ("iter_shards", "columnar", "make_dataset", "train", "convert")
 # How often each costly reader reads a flip (one flip in `period`); the other flips go to the cheap
 # readers in turn. A make_dataset or train read costs a graph and a tf.data pipeline (~0.5-1.5 s here).
@@ -95,7 +95,7 @@ def small_output(root: str, rows: int = 240, seed: int = 4) -> dict[str, str]:
     outputs = {"parquet": os.path.join(root, "parquet")}
     run_ingest(["--input", log, "--config", config, "--output", outputs["parquet"], "--no_report",
                 "--progress_seconds", "0"])
-    for fmt in FORMATS[1:]:
+    for fmt in FLIP_FORMATS[1:]:
         outputs[fmt] = os.path.join(root, fmt)
         convert_output(outputs["parquet"], outputs[fmt], fmt)
     return outputs
@@ -364,7 +364,7 @@ def run(quick: bool, flips: int | None = None, seed: int = 41) -> dict:
     root = tempfile.mkdtemp(prefix="reliability-")
     try:
         outputs = small_output(root)
-        results = {fmt: flip_campaign(outputs[fmt], flips, seed + k, peer=True) for k, fmt in enumerate(FORMATS)}
+        results = {fmt: flip_campaign(outputs[fmt], flips, seed + k, peer=True) for k, fmt in enumerate(FLIP_FORMATS)}
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return {"flips_per_format": flips, "seed": seed, "rows": 240, "formats": results}

@@ -484,8 +484,8 @@ def parse_config(
         limits.MAX_LINE_BYTES_LIMIT,
     ) or limits.DEFAULT_MAX_LINE_BYTES
     fmt = format_override or inp.get("format") or "criteo"
-    if fmt not in FORMATS:
-        raise _fail("input.format", f"{fmt!r} is not one of {', '.join(FORMATS)}")
+    if fmt not in LOG_FORMATS:
+        raise _fail("input.format", f"{fmt!r} is not one of {', '.join(LOG_FORMATS)}")
     schema, feature_nulls, sources = _schema(inp.get("schema"), fmt)
     encoding = _encoding(inp.get("encoding"), fmt)
     if sources and inp.get("skip_header") is False:

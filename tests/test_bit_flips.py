@@ -11,7 +11,7 @@ each reader is its own read of the intact output.
 
 import pytest
 
-from benchmarks.reliability import FORMATS, flip_campaign, small_output
+from benchmarks.reliability import FLIP_FORMATS, flip_campaign, small_output
 
 FLIPS = 200
 # Costly readers less often than the benchmark's: the campaign stays well under a minute on one core.
@@ -24,9 +24,9 @@ def outputs(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", FLIP_FORMATS)
 def test_no_bit_flip_in_a_shard_is_read_as_other_data(outputs, fmt):
-    result = flip_campaign(outputs[fmt], FLIPS, seed=41 + FORMATS.index(fmt), schedule=SCHEDULE)
+    result = flip_campaign(outputs[fmt], FLIPS, seed=41 + FLIP_FORMATS.index(fmt), schedule=SCHEDULE)
     counts = result["counts"]
     assert counts["silent"] == 0, result["silent"]
     assert counts["unclear"] == 0, result["unclear"]

@@ -32,11 +32,10 @@ from transforms.tfdata.logs.parsing import LineFormat, LineParser
 from transforms.tfdata.logs.source import csv_layout, log_batches, log_compression
 from transforms.tfdata.service import remember
 
-__all__ = ["make_log_dataset", "TEXT_FORMATS", "FORMATS"]
+__all__ = ["make_log_dataset", "TEXT_FORMATS"]
 
 # The text formats of `sparse_io.LOG_FORMATS` (JSON Lines and Parquet need the Beam ingest).
 TEXT_FORMATS = tuple(f for f in LOG_FORMATS if f in ("criteo", "csv", "tsv"))
-FORMATS = TEXT_FORMATS
 
 
 def make_log_dataset(
