@@ -59,6 +59,7 @@ import yaml
 
 from pipelines import config_limits as limits
 from pipelines.config_columns import SourceKeyError, pop_column_source
+from pipelines.config_crosses import CrossKeyError, CrossPlan, split_crosses
 from sparse_io.formats import DELIMITED_FORMATS, LOG_FORMATS, SHARD_FORMATS, check_shard_codec
 from sparse_io.readers import ColumnSource, check_encoding, csv_options
 from sparse_io.readers.columns import check_sources
@@ -168,6 +169,7 @@ class IngestConfig:
     feature_null_values: tuple[tuple[str, tuple[str, ...]], ...] = ()
     column_sources: tuple[ColumnSource, ...] = ()  # features read from other/several columns, derived labels
     encoding: str = "utf-8"
+    crosses: tuple[CrossPlan, ...] = ()  # derived features: `features: {name: {cross: [...], ...}}`
 
     @property
     def log_format(self) -> str:
@@ -326,7 +328,7 @@ def _encoding(name: str | None, fmt: str) -> str:
 
 
 # schema.json keys only an ingest writes: a config giving them would claim ids the ingest did not make.
-INGEST_WRITTEN_KEYS = ("id_space", "oov_ids", "vocabulary_size")
+INGEST_WRITTEN_KEYS = ("id_space", "oov_ids", "vocabulary_size", "cross", "cross_max_per_row", "shared_vocabulary")
 
 
 def _delimiter(text: str | None) -> str | None:
@@ -574,7 +576,11 @@ def parse_config(
         key = next((k for k in ("list_separator", "quote_char", "null_values", "delimiter") if k in str(e)), "format")
         raise _fail(f"input.{key}", str(e)) from None
     histories = _histories(top.get("histories"), schema)
-    features = _feature_plans(top.get("features"), schema, histories)
+    try:
+        raw_features, crosses = split_crosses(top.get("features"), schema, histories)
+    except CrossKeyError as e:
+        raise _fail(e.path, str(e)) from None
+    features = _feature_plans(raw_features, schema, histories)
     _check_item_column_plans(histories, features)
     return IngestConfig(
         format=fmt,
@@ -595,6 +601,7 @@ def parse_config(
         feature_null_values=layout.feature_null_values,
         column_sources=sources,
         encoding=encoding,
+        crosses=crosses,
         vocab_from=top.get("vocab_from") or None,
         validation=thresholds,
     )

@@ -142,7 +142,26 @@ def adopt_id_spaces(config: IngestConfig, source_dir: str, vocab_dir: str = "voc
         else:
             raise _refused(source_dir, f"feature {plan.name!r} has neither hash_buckets nor vocabulary_size in its "
                            f"{SCHEMA_FILE}")
-    return dataclasses.replace(config, features=tuple(plans)), reused
+    crosses = tuple(adopt_cross(plan, source, source_dir) for plan in config.crosses)
+    return dataclasses.replace(config, features=tuple(plans), crosses=crosses), reused
+
+
+def adopt_cross(plan, source: Schema, source_dir: str):
+    """A cross of the config with the bucket count and per-row cap of the same cross in `source` (its schema).
+
+    Raises:
+      UsageError: `source` has no such feature, or it is not a cross of the same columns in the same order.
+    """
+    from sparse_io.crosses import CrossSpec
+
+    theirs = source[plan.name] if plan.name in source else None
+    if theirs is None or theirs.cross is None:
+        raise _refused(source_dir, f"cross {plan.name!r} is not a cross in its {SCHEMA_FILE}")
+    if tuple(theirs.cross) != plan.spec.sources:
+        raise _refused(source_dir, f"cross {plan.name!r} crosses {list(theirs.cross)} there, "
+                                   f"{list(plan.spec.sources)} here")
+    spec = CrossSpec(plan.spec.sources, theirs.hash_buckets, theirs.cross_max_per_row or plan.spec.max_per_row)
+    return dataclasses.replace(plan, spec=spec)
 
 
 def hash_updates(buckets: int, salt) -> dict:

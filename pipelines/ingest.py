@@ -143,6 +143,18 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     if progress_seconds > 0:
         batches = batches | "Progress" >> LogProgress(progress_seconds)
     schema = config.schema
+    overflow = []
+    if config.crosses:  # new columns from the raw values, before hashing or lookup (pipelines.config_crosses)
+        from pipelines.config_crosses import cross_feature_spec
+        from pipelines.id_spaces import adopt_id_spaces
+        from transforms.beam.crosses import CrossFeatures
+
+        # With vocab_from, the crosses take the source ingest's buckets and cap.
+        crosses = adopt_id_spaces(config, config.vocab_from, VOCAB_DIR)[0].crosses if config.vocab_from else \
+            config.crosses
+        batches, counted = batches | "CrossFeatures" >> CrossFeatures({c.name: c.spec for c in crosses})
+        overflow.append(counted)
+        schema = Schema([*schema, *(cross_feature_spec(c) for c in crosses)])
     h = config.histories
     events = batches  # what vocabularies are counted over: every event read, before any grouping
     if h is not None:
@@ -177,6 +189,7 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     # Raw values are counted before hashing or lookup turns them into ids (stats.json `raw_values`).
     raw_features = sorted({p.name for p in config.features} | set(reused))
     late = [batches | "CountRawValues" >> CountRawValues(raw_features)] if raw_features else []
+    late += overflow
     salts = sorted({salt for _, _, salt in hashed}, key=lambda s: (s is not None, str(s)))
     for salt in salts:
         plans = [(name, buckets) for name, buckets, s in hashed if s == salt]

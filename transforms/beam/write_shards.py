@@ -343,7 +343,7 @@ def _fit_to_rows(done: dict, shards: int, output_dir: str, suffix: str) -> tuple
     _LOGGER.warning("num_shards %d is more than the %d rows can fill: wrote %d shards", shards, rows, kept)
     return renumbered, kept
 # Late updates that describe the data, not the schema: they go to stats.json alone.
-_STATS_ONLY_UPDATES = ("raw_values",)
+_STATS_ONLY_UPDATES = ("raw_values", "cross_overflow")
 
 
 def _apply_late_updates(schema: Schema, stats: dict, updates, output_dir: str) -> tuple[Schema, dict]:
