@@ -60,6 +60,7 @@ import yaml
 from pipelines import config_limits as limits
 from pipelines.config_columns import SourceKeyError, pop_column_source
 from pipelines.config_crosses import CrossKeyError, CrossPlan, split_crosses
+from pipelines.config_shared import SharedKeyError, check_shared_vocabularies
 from sparse_io.formats import DELIMITED_FORMATS, LOG_FORMATS, SHARD_FORMATS, check_shard_codec
 from sparse_io.readers import ColumnSource, check_encoding, csv_options
 from sparse_io.readers.columns import check_sources
@@ -94,6 +95,7 @@ class FeaturePlan:
     top_k: int | None = None
     num_oov_buckets: int = 1
     use_vocabulary: bool = False
+    shared_vocabulary: str | None = None  # `vocabulary: {shared: NAME}`: one vocab/NAME.txt for several features
 
 
 @dataclasses.dataclass(frozen=True)
@@ -341,7 +343,7 @@ _PLAN_KEYS = {
     "salt": int,
     "vocabulary": dict,
 }
-_VOCAB_KEYS = {"min_frequency": int, "top_k": int, "num_oov_buckets": int}
+_VOCAB_KEYS = {"min_frequency": int, "top_k": int, "num_oov_buckets": int, "shared": str}
 
 
 def _feature_plans(raw: Any, schema: Schema, histories: HistoryConfig | None) -> tuple[FeaturePlan, ...]:
@@ -385,6 +387,7 @@ def _feature_plans(raw: Any, schema: Schema, histories: HistoryConfig | None) ->
                 min_frequency=_positive(v.get("min_frequency"), f"{path}.vocabulary.min_frequency") or 1,
                 top_k=_positive(v.get("top_k"), f"{path}.vocabulary.top_k"),
                 num_oov_buckets=_non_negative(v.get("num_oov_buckets"), f"{path}.vocabulary.num_oov_buckets", 1),
+                shared_vocabulary=v.get("shared"),
             )
         )
     planned = {p.name for p in plans}
@@ -581,6 +584,10 @@ def parse_config(
     except CrossKeyError as e:
         raise _fail(e.path, str(e)) from None
     features = _feature_plans(raw_features, schema, histories)
+    try:
+        check_shared_vocabularies(features, schema)
+    except SharedKeyError as e:
+        raise _fail(e.path, str(e)) from None
     _check_item_column_plans(histories, features)
     return IngestConfig(
         format=fmt,

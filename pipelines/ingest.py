@@ -223,8 +223,10 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     # (transforms.beam.held_batches); a distributed runner materializes them in its own shuffle.
     computed = []
     for i, ((min_frequency, top_k, num_oov), names) in enumerate(sorted(groups.items(), key=str)):
+        shared = {p.name: p.shared_vocabulary for p in config.vocabularies if p.shared_vocabulary}
         computed.append(
-            events | f"ComputeVocabulary{i}" >> ComputeVocabulary(names, vocab_dir, min_frequency, top_k, num_oov)
+            events | f"ComputeVocabulary{i}" >> ComputeVocabulary(names, vocab_dir, min_frequency, top_k, num_oov,
+                                                                  shared=shared)
         )
     if computed and keeps_pcollections_in_memory(pipeline.options):
         held = batches | "HoldBatches" >> HoldBatches(output_dir)
@@ -402,12 +404,12 @@ def planned_outputs(config: IngestConfig, *, report: bool) -> list[str]:
     names += [SCHEMA_FILE, STATS_FILE, f"{ERRORS_DIR}/{DEAD_LETTERS_FILE}"]
     if config.histories is not None and config.histories.context_from:
         names.append(f"{ERRORS_DIR}/{CONTEXT_DEAD_LETTERS_FILE}")
-    vocabularies = [p.name for p in config.vocabularies]
+    vocabularies = [p.shared_vocabulary or p.name for p in config.vocabularies]  # shared: one file, several features
     if config.vocab_from:  # the reused vocabularies are copied into this output
         from pipelines.id_spaces import adopt_id_spaces
 
-        vocabularies += sorted(adopt_id_spaces(config, config.vocab_from, VOCAB_DIR)[1])
-    names += [f"{VOCAB_DIR}/{name}.txt" for name in vocabularies]
+        vocabularies += [v.file_name for v in adopt_id_spaces(config, config.vocab_from, VOCAB_DIR)[1].values()]
+    names += [f"{VOCAB_DIR}/{name}.txt" for name in sorted(set(vocabularies))]
     if report:
         names.append(REPORT_FILE)
     return names

@@ -1,0 +1,108 @@
+"""Shared vocabularies: one file counted over several features (against collections.Counter), one id space."""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+
+import pytest
+
+from pipelines.config import ConfigError, parse_config
+from transforms.testing import ingest_in_memory
+
+SCHEMA = [
+    {"name": "clicked", "kind": "label", "dtype": "int64"},
+    {"name": "cate_id", "dtype": "string"},
+    {"name": "his_cate", "dtype": "string"},
+    {"name": "user", "dtype": "string"},
+    {"name": "shop", "dtype": "int64"},
+]
+
+
+def _config(features, **more):
+    return {"input": {"format": "csv", "schema": SCHEMA}, "features": features,
+            "output": {"format": "parquet", "num_shards": 1, "shuffle": False}, **more}
+
+
+SHARED = {"cate_id": {"vocabulary": {"shared": "cate"}}, "his_cate": {"vocabulary": {"shared": "cate"}},
+          "user": {"vocabulary": {}}}
+
+
+@pytest.mark.parametrize("features, key, message", [
+    ({"cate_id": {"vocabulary": {"shared": "cate"}}, "his_cate": {"vocabulary": {"shared": "cate", "top_k": 3}},
+      "user": {"hash_buckets": 9}}, "features.his_cate.vocabulary.shared", "top_k None.*top_k 3"),
+    ({"cate_id": {"vocabulary": {"shared": "cate", "num_oov_buckets": 2}},
+      "his_cate": {"vocabulary": {"shared": "cate"}}, "user": {"hash_buckets": 9}},
+     "features.his_cate.vocabulary.shared", "num_oov_buckets 2.*num_oov_buckets 1"),
+    ({"cate_id": {"vocabulary": {"shared": "x"}}, "his_cate": {"hash_buckets": 9}, "user": {"hash_buckets": 9},
+      "shop": {"vocabulary": {"shared": "x"}}}, "features.shop.vocabulary.shared", "string values.*integer values"),
+    ({"cate_id": {"vocabulary": {"shared": "user"}}, "his_cate": {"vocabulary": {"shared": "user"}},
+      "user": {"vocabulary": {}}}, "features.his_cate.vocabulary.shared", "also the feature 'user'"),
+    ({"cate_id": {"vocabulary": {"shared": "../x"}}, "his_cate": {"hash_buckets": 9}, "user": {"hash_buckets": 9}},
+     "features.cate_id.vocabulary.shared", "vocab/../x.txt"),
+    ({"cate_id": {"vocabulary": {"shared": 3}}, "his_cate": {"hash_buckets": 9}, "user": {"hash_buckets": 9}},
+     "features.cate_id.vocabulary.shared", "must be str"),
+])
+def test_mixed_settings_on_one_shared_name_are_refused_with_one_line(features, key, message):
+    with pytest.raises(ConfigError, match=rf"'{re.escape(key)}'.*{message}") as e:
+        parse_config(_config(features))
+    assert "\n" not in str(e.value)
+
+
+def test_shared_vocabulary_in_a_schema_entry_is_refused():
+    schema = [*SCHEMA[:1], {"name": "cate_id", "dtype": "string", "shared_vocabulary": "c"}]
+    with pytest.raises(ConfigError, match=r"'input.schema\[1\].shared_vocabulary'.*written by the ingest"):
+        parse_config({"input": {"format": "csv", "schema": schema}, "features": {"cate_id": {"hash_buckets": 3}}})
+
+
+LINES = ["clicked,cate_id,his_cate,user,shop"] + [
+    f"{i % 2},c{(i * 7) % 5},{'|'.join(f'c{(i + j) % 9}' for j in range(i % 4))},u{i % 3},{i % 4}" for i in range(40)
+]
+
+
+def _expected_tokens(lines, columns, min_frequency=1):
+    """Count descending, ties by value ascending: written independently of the ingest with Counter."""
+    counts = collections.Counter()
+    header = lines[0].split(",")
+    for line in lines[1:]:
+        cells = dict(zip(header, line.split(",")))
+        for column in columns:
+            counts.update(v for v in cells[column].split("|") if v)
+    return [t for t, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if n >= min_frequency]
+
+
+def test_one_file_counted_over_all_members_and_one_id_space(tmp_path):
+    out = ingest_in_memory(LINES, _config(SHARED), output_dir=str(tmp_path / "train"))
+    vocab = tmp_path / "train" / "vocab"
+    assert sorted(os.listdir(vocab)) == ["cate.txt", "user.txt"]
+    tokens = (vocab / "cate.txt").read_text().splitlines()
+    assert tokens == _expected_tokens(LINES, ["cate_id", "his_cate"])
+    index = {t: i + 1 for i, t in enumerate(tokens)}  # one OOV bucket first
+    header = LINES[0].split(",")
+    by_key = {}
+    for line in LINES[1:]:
+        cells = dict(zip(header, line.split(",")))
+        by_key.setdefault((int(cells["clicked"]), cells["user"], int(cells["shop"]), cells["cate_id"]), []).append(
+            ([index[cells["cate_id"]]], [index[v] for v in cells["his_cate"].split("|") if v]))
+    user_tokens = (vocab / "user.txt").read_text().splitlines()
+    got = collections.defaultdict(list)
+    for row in out.rows:
+        user = user_tokens[row["user"][0] - 1]
+        got[(row["clicked"], user, row["shop"][0], tokens[row["cate_id"][0] - 1])].append(
+            (row["cate_id"], row["his_cate"]))
+    assert {k: sorted(v) for k, v in got.items()} == {k: sorted(v) for k, v in by_key.items()}
+    cate, his = out.schema["cate_id"], out.schema["his_cate"]
+    assert cate.shared_vocabulary == his.shared_vocabulary == "cate"
+    assert cate.id_space == his.id_space and cate.vocabulary_size == his.vocabulary_size == len(tokens) + 1
+    assert out.schema["user"].shared_vocabulary is None
+
+    # --vocab_from: the shared file is reused, the members keep one id space.
+    later = LINES[:1] + ["1,c_new,c1|c_new,u1,2"]
+    held = ingest_in_memory(later, _config(SHARED, vocab_from=str(tmp_path / "train")),
+                            output_dir=str(tmp_path / "held"))
+    assert sorted(os.listdir(tmp_path / "held" / "vocab")) == ["cate.txt", "user.txt"]
+    assert (tmp_path / "held" / "vocab" / "cate.txt").read_text() == (vocab / "cate.txt").read_text()
+    assert held.rows[0]["cate_id"] == [0] and held.rows[0]["his_cate"] == [index["c1"], 0]
+    assert held.schema["his_cate"].id_space == his.id_space
+    assert held.schema["his_cate"].shared_vocabulary == "cate"
