@@ -89,9 +89,11 @@ class Task:
             dense = [f.name for f in used.dense if f.time_unit is None]  # timestamps: see pipelines.model
             shift = baseline.get("label_mean", 0.0) if self.name == "regression" else 0.0
             scale = baseline.get("label_scale", 1.0) if self.name == "regression" else 1.0
+            # Features sharing one vocabulary (one id space) share one embedding table.
+            tables = {s.name: s.shared_vocabulary for s in used.sparse if s.shared_vocabulary}
             return CtrModel(sizes, dense, embedding_dim=args.embedding_dim, hidden_units=hidden,
                             density=args.density, block_size=args.block_size, seed=args.seed,
-                            output_shift=shift, output_scale=scale)
+                            output_shift=shift, output_scale=scale, tables=tables)
         from pipelines.history_model import HistoryModel
 
         lists = {n: _id_range(schema[n]) for n in self.sides if schema[n].is_sparse}

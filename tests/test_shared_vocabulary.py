@@ -106,3 +106,47 @@ def test_one_file_counted_over_all_members_and_one_id_space(tmp_path):
     assert held.rows[0]["cate_id"] == [0] and held.rows[0]["his_cate"] == [index["c1"], 0]
     assert held.schema["his_cate"].id_space == his.id_space
     assert held.schema["his_cate"].shared_vocabulary == "cate"
+
+
+def test_features_of_a_shared_vocabulary_train_one_embedding_table(tmp_path):
+    tf = pytest.importorskip("tensorflow")
+    from pipelines.train import train
+
+    ingest_in_memory(LINES, _config(SHARED), output_dir=str(tmp_path / "train"))
+    model_dir = tmp_path / "model"
+    train(["--data", str(tmp_path / "train"), "--model_dir", str(model_dir), "--batch_size", "8", "--steps", "3",
+           "--hidden_units", "16", "--block_size", "16", "--embedding_dim", "4", "--export", "none", "--quiet",
+           "--exclude", "shop"])
+    checkpoint = tf.train.latest_checkpoint(str(model_dir)) or tf.train.latest_checkpoint(
+        str(next(p.parent for p in model_dir.rglob("checkpoint"))))
+    tables = {name: shape for name, shape in tf.train.list_variables(checkpoint)
+              if "embedding" in name and "OPTIMIZER" not in name and name.endswith("VARIABLE_VALUE")}
+    tokens = len((tmp_path / "train" / "vocab" / "cate.txt").read_text().splitlines())
+    users = len((tmp_path / "train" / "vocab" / "user.txt").read_text().splitlines())
+    # One table for cate_id and his_cate (the shared id space), one for user: two tables, sized by their files.
+    assert sorted(shape[0] for shape in tables.values()) == sorted([tokens + 1, users + 1]), tables
+    assert any("shared_embedding_cate" in name for name in tables), tables
+    assert not any("embedding_cate_id" in name or "embedding_his_cate" in name for name in tables), tables
+
+
+def test_ctr_model_shares_one_layer_and_both_features_train_it():
+    tf = pytest.importorskip("tensorflow")
+    from pipelines.model import BATCH_ROWS, CtrModel
+
+    model = CtrModel({"a": 5, "b": 5, "c": 3}, [], embedding_dim=4, hidden_units=(16,), block_size=16,
+                     tables={"a": "ab", "b": "ab"})
+    model.build()
+    assert model.embeddings["a"] is model.embeddings["b"] and model.embeddings["c"] is not model.embeddings["a"]
+    assert sorted(v.shape[0] for v in model.trainable_variables if len(v.shape) == 2 and v.shape[1] == 4) == [3, 5]
+
+    def coo(ids):
+        return (tf.constant([0], tf.int32), tf.constant([ids], tf.int32), tf.constant([1.0]))
+
+    with tf.GradientTape() as tape:
+        out = model({"a": coo(1), "b": coo(2), "c": coo(0), BATCH_ROWS: tf.constant(1)})
+    table = model.embeddings["a"].trainable_variables[0]
+    grad = tf.convert_to_tensor(tape.gradient(out, table))
+    assert sorted(int(i) for i in tf.where(tf.reduce_any(grad != 0, axis=1))[:, 0]) == [1, 2]
+    with pytest.raises(ValueError, match="different id ranges"):
+        CtrModel({"a": 5, "b": 6}, [], tables={"a": "ab", "b": "ab"})
+    assert CtrModel.from_config(model.get_config()).tables == {"a": "ab", "b": "ab"}
