@@ -17,6 +17,9 @@ log's other columns are not inputs):
     minimum, `transforms.MISSING_INT`, when missing);
   `serving_text`: every column as its raw cell, string `[B]` (a dense one
     as the log writes it: "1.5", "260.0", a null token);
+  a cross (schema.json `cross`) is no input: its source columns are, and the
+    signature crosses their raw values as the ingest did (`pipelines.serving_crosses`);
+    features sharing a vocabulary look up its one file (`vocab/<shared>.txt`);
   output: `probability` float32 `[B]` (a regression model: `prediction`, in
     the label's units).
 The module also holds `model_inputs(cells)`: the cells of `serving_text` ->
@@ -46,6 +49,7 @@ from collections.abc import Mapping
 import tensorflow as tf
 
 import ops
+from pipelines.serving_crosses import CrossInputs
 from sparse_io.id_maps import spec_of_feature
 from sparse_io.manifest import ManifestError, read_manifest
 from sparse_io.schema import FeatureSpec, Schema, SchemaError, weights_column
@@ -127,13 +131,19 @@ def _model_columns(model, schema: Schema, reading: IngestReading) -> tuple[list[
     return sparse, dense
 
 
-def _model_inputs(cells: Mapping, sparse, dense, id_maps: _IdMaps, rules: CellRules, combiner: str) -> dict:
+def _model_inputs(cells: Mapping, sparse, dense, id_maps: _IdMaps, rules: CellRules, combiner: str,
+                  crosses: CrossInputs | None = None) -> dict:
     from pipelines.model import BATCH_ROWS
 
     typed = {name: value for name, value in cells.items() if value.dtype != tf.string}
     text = {name: value for name, value in cells.items() if value.dtype == tf.string}
-    columns = parse_cells(text, [*sparse, *(s for s in dense if s.name in text)], rules)
+    known = {s.name for s in [*sparse, *dense]}
+    sources = [s for s in (crosses.sources if crosses else []) if s.name not in known]
+    columns = parse_cells(text, [*sparse, *(s for s in [*dense, *sources] if s.name in text)], rules)
     inputs = {}
+    if crosses is not None:  # crossed from the sources' raw values, as the ingest did
+        for name, ids in crosses({**typed, **columns}).items():
+            inputs[name] = ops.to_coo(ids, combiner=combiner)
     for spec in sparse:
         weights = columns.get(weights_column(spec.name))
         inputs[spec.name] = ops.to_coo(id_maps(spec.name, columns[spec.name]), weights=weights, combiner=combiner)
@@ -180,14 +190,20 @@ def export_serving_model(model, schema: Schema, export_dir: str, *, vocab_dir: s
     reading = reading or IngestReading()
     sparse, dense = _model_columns(model, schema, reading)
     module = tf.Module()
+    # A cross is no log column: the signature takes its sources' cells (pipelines.serving_crosses).
+    module.crosses = CrossInputs(sparse, schema, reading.raw)
+    sparse = [s for s in sparse if not s.cross]
     module.id_maps = _IdMaps(sparse, vocab_dir)
     weighted = [weights_column(s.name) for s in sparse if s.weighted]
-    text = {name: tf.TensorSpec([None], tf.string, name=name) for name in [s.name for s in sparse + dense] + weighted}
-    typed = {**{name: text[name] for name in [s.name for s in sparse] + weighted},
-             **{s.name: tf.TensorSpec([None], tf.as_dtype(dense_dtype(s.dtype)), name=s.name) for s in dense}}
+    sources = [s for s in module.crosses.sources if s.name not in {f.name for f in sparse + dense}]
+    text = {name: tf.TensorSpec([None], tf.string, name=name)
+            for name in [s.name for s in sparse + dense + sources] + weighted}
+    typed = {**{name: text[name] for name in [s.name for s in sparse + sources if s.is_sparse] + weighted},
+             **{s.name: tf.TensorSpec([None], tf.as_dtype(dense_dtype(s.dtype)), name=s.name)
+                for s in dense + [s for s in sources if not s.is_sparse]}}
 
     def score(cells):
-        inputs = _model_inputs(cells, sparse, dense, module.id_maps, reading.rules, combiner)
+        inputs = _model_inputs(cells, sparse, dense, module.id_maps, reading.rules, combiner, module.crosses)
         value = model(inputs, training=False)
         return {output: tf.sigmoid(value) if output == "probability" else value}
 
@@ -196,11 +212,11 @@ def export_serving_model(model, schema: Schema, export_dir: str, *, vocab_dir: s
 
     @tf.function(input_signature=[text])
     def model_inputs(cells):
-        inputs = _model_inputs(cells, sparse, dense, module.id_maps, reading.rules, combiner)
+        inputs = _model_inputs(cells, sparse, dense, module.id_maps, reading.rules, combiner, module.crosses)
         return {name: (dict(zip(("row_ids", "col_ids", "gains", "sample_count"),
                                 (v.row_ids, v.col_ids, v.gains, tf.convert_to_tensor(v.sample_count, tf.int32))))
                        if isinstance(v, ops.Coo) else v)
-                for name, v in inputs.items() if name in text}
+                for name, v in inputs.items() if name in text or name in module.crosses.maps}
 
     module.serve, module.serve_text, module.model_inputs = serve, serve_text, model_inputs
     return _save(module, model, {"serving_default": serve, "serving_text": serve_text}, export_dir)
