@@ -150,3 +150,48 @@ def test_ctr_model_shares_one_layer_and_both_features_train_it():
     with pytest.raises(ValueError, match="different id ranges"):
         CtrModel({"a": 5, "b": 6}, [], tables={"a": "ab", "b": "ab"})
     assert CtrModel.from_config(model.get_config()).tables == {"a": "ab", "b": "ab"}
+
+
+HISTORY_SCHEMA = [
+    {"name": "user", "kind": "dense", "dtype": "string"},
+    {"name": "item", "kind": "dense", "dtype": "string"},
+    {"name": "cate", "kind": "dense", "dtype": "string"},
+    {"name": "ts", "kind": "dense", "dtype": "int64"},
+    {"name": "query_cate", "kind": "sparse", "dtype": "string"},
+]
+EVENTS = [
+    {"user": "u1", "item": "a", "cate": "x", "ts": 1, "query_cate": ["y"]},
+    {"user": "u1", "item": "b", "cate": "y", "ts": 2, "query_cate": ["y", "w"]},
+    {"user": "u1", "item": "c", "cate": "x", "ts": 3, "query_cate": []},
+    {"user": "u2", "item": "a", "cate": "x", "ts": 1, "query_cate": ["w"]},
+    {"user": "u2", "item": "d", "cate": "z", "ts": 2, "query_cate": ["y"]},
+]
+
+
+def test_a_history_item_column_shares_a_vocabulary_with_an_event_feature(tmp_path):
+    config = {
+        "input": {"format": "jsonl", "schema": HISTORY_SCHEMA},
+        "histories": {"key": "user", "item": "item", "time": "ts", "item_columns": ["cate"],
+                      "examples_per_event": True},
+        "features": {"item": {"hash_buckets": 100}, "cate": {"vocabulary": {"shared": "category"}},
+                     "query_cate": {"vocabulary": {"shared": "category"}}},
+        "output": {"num_shards": 1, "shuffle": False},
+    }
+    out = ingest_in_memory(EVENTS, config, output_dir=str(tmp_path / "out"))
+    tokens = (tmp_path / "out" / "vocab" / "category.txt").read_text().splitlines()
+    counts = collections.Counter([e["cate"] for e in EVENTS] + [q for e in EVENTS for q in e["query_cate"]])
+    assert tokens == sorted(counts, key=lambda t: (-counts[t], t))  # x: 3, y: 4, w: 2, z: 1 -> y, x, w, z
+    index = {t: i + 1 for i, t in enumerate(tokens)}
+    by_user = collections.defaultdict(list)
+    for e in EVENTS:
+        by_user[e["user"]].append(e)
+    expected = []
+    for events in by_user.values():
+        for i, e in enumerate(events[1:], 1):
+            expected.append(([index[p["cate"]] for p in events[:i]], index[e["cate"]],
+                             [index[q] for q in e["query_cate"]]))
+    got = [(r["cate"], r["target_cate"], r["query_cate"]) for r in out.rows]
+    assert sorted(got) == sorted(expected)
+    spaces = {out.schema[n].id_space for n in ("cate", "target_cate", "query_cate")}
+    assert len(spaces) == 1
+    assert out.schema["cate"].shared_vocabulary == out.schema["query_cate"].shared_vocabulary == "category"
