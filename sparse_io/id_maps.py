@@ -183,7 +183,7 @@ def spec_of_feature(
       SchemaError: a vocabulary feature whose file is absent, or one whose
         token count disagrees with schema.json's `vocabulary_size`.
     """
-    if spec.cross:
+    if spec.cross and spec.hash_buckets:  # FeatureSpec refuses a cross without hash_buckets
         return CrossSpec(spec.cross, spec.hash_buckets, spec.cross_max_per_row or DEFAULT_MAX_CROSSES_PER_ROW)
     if spec.hash_buckets:
         return HashSpec(spec.hash_buckets, spec.salt)

@@ -97,3 +97,22 @@ def test_graph_cross_equals_the_arrow_cross_on_the_same_values():
     assert graph.to_list() == arrow.to_pylist()
     assert [len(r) for r in arrow.to_pylist()] == [2, 0, 0, 0, 3]
     assert overflow == CrossOverflow(rows=1, dropped=1)
+
+
+def test_spec_of_feature_reads_a_cross_and_a_shared_vocabulary(tmp_path):
+    from sparse_io.id_maps import VocabularySpec, spec_of_feature
+    from sparse_io.schema import FeatureSpec
+    from transforms.tfdata.ids import GraphIdMap
+
+    cross = FeatureSpec("x", "sparse", "int64", hash_buckets=64, cross=["u", "o"], cross_max_per_row=5)
+    assert spec_of_feature(cross) == CrossSpec(("u", "o"), 64, 5)
+    with pytest.raises(ValueError, match="one-column id spec"):
+        GraphIdMap(spec_of_feature(cross))
+    (tmp_path / "cate.txt").write_text("shoes\nhats\n")
+    members = [FeatureSpec(n, "sparse", "int64", vocabulary_size=3, num_oov_buckets=1, shared_vocabulary="cate")
+               for n in ("cate_id", "his_cate")]
+    specs = [spec_of_feature(m, str(tmp_path)) for m in members]
+    assert specs[0] == specs[1] == VocabularySpec(("shoes", "hats"), 1)
+    values = [["hats", "bags"], [], ["shoes"]]
+    arrow = specs[1].apply_arrow(pa.array(values, pa.list_(pa.string()))).to_pylist()
+    assert arrow == [[2, 0], [], [1]] == GraphIdMap(specs[0])(tf.ragged.constant(values, tf.string)).to_list()
