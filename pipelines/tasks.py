@@ -101,7 +101,8 @@ class Task:
         numbers = [n for n in self.sides if n not in lists and n not in targets]
         return HistoryModel(self.item, _id_range(schema[self.item]), self.name, embedding_dim=args.embedding_dim,
                             hidden_units=hidden, density=args.density, block_size=args.block_size, seed=args.seed,
-                            side_sparse=lists, side_dense=numbers, target_sides=targets)
+                            side_sparse=lists, side_dense=numbers, target_sides=targets,
+                            tables={n: schema[n].shared_vocabulary for n in lists if schema[n].shared_vocabulary})
 
     def model_inputs(self, features: dict, label) -> dict:
         """The model's input dict from a dataset element (next_item reads its target from the label)."""

@@ -195,3 +195,29 @@ def test_a_history_item_column_shares_a_vocabulary_with_an_event_feature(tmp_pat
     spaces = {out.schema[n].id_space for n in ("cate", "target_cate", "query_cate")}
     assert len(spaces) == 1
     assert out.schema["cate"].shared_vocabulary == out.schema["query_cate"].shared_vocabulary == "category"
+
+
+def test_history_side_lists_of_one_shared_vocabulary_look_up_one_table():
+    tf = pytest.importorskip("tensorflow")
+    from pipelines.history_model import HistoryModel
+
+    model = HistoryModel("item", 20, "rating", embedding_dim=4, hidden_units=(16,), block_size=16,
+                         side_sparse={"cate": 7, "query_cate": 7, "shop": 5}, tables={"cate": "c", "query_cate": "c"})
+    model.build()
+    assert model.side_0 is model.side_1 and model.side_2 is not model.side_0
+    tables = [v for v in model.trainable_variables if len(v.shape) == 2 and v.shape[1] == 4]
+    # The shared table once (7 rows), the shop table (5); the history bag and the items (20) as before.
+    assert sorted(v.shape[0] for v in tables if v.shape[0] != 16) == [5, 7, 20, 20]  # 16: the user projection
+
+    def coo(ids):
+        return (tf.constant([0, 1], tf.int32), tf.constant(ids, tf.int32), tf.constant([1.0, 1.0]))
+
+    features = {"item": coo([1, 2]), "cate": coo([3, 3]), "query_cate": coo([4, 5]), "shop": coo([0, 1]),
+                "target_item": tf.constant([1, 2], tf.int64)}
+    with tf.GradientTape() as tape:
+        out = tf.reduce_sum(model(features))
+    grad = tf.convert_to_tensor(tape.gradient(out, model.side_0.trainable_variables[0]))
+    assert sorted(int(i) for i in tf.where(tf.reduce_any(grad != 0, axis=1))[:, 0]) == [3, 4, 5]
+    with pytest.raises(ValueError, match="different id ranges"):
+        HistoryModel("item", 20, side_sparse={"a": 3, "b": 4}, tables={"a": "t", "b": "t"})
+    assert HistoryModel.from_config(model.get_config()).tables == {"cate": "c", "query_cate": "c"}
