@@ -116,3 +116,36 @@ def test_spec_of_feature_reads_a_cross_and_a_shared_vocabulary(tmp_path):
     values = [["hats", "bags"], [], ["shoes"]]
     arrow = specs[1].apply_arrow(pa.array(values, pa.list_(pa.string()))).to_pylist()
     assert arrow == [[2, 0], [], [1]] == GraphIdMap(specs[0])(tf.ragged.constant(values, tf.string)).to_list()
+
+
+def test_make_log_dataset_crosses_raw_values_as_the_ingest(tmp_path):
+    from sparse_io.schema import FeatureSpec, Schema
+    from transforms.testing import ingest_in_memory
+    from transforms.tfdata.log_dataset import make_log_dataset
+
+    lines = ["clicked,user,occupation,tags", "1,u1,3,a|b|c", "0,u2,,b", "1,u1,7,", "0,u3,3,c|a"]
+    log = tmp_path / "log.csv"
+    log.write_text("\n".join(lines) + "\n")
+    schema = Schema([FeatureSpec("clicked", "label", "int64"), FeatureSpec("user", "sparse", "string"),
+                     FeatureSpec("occupation", "dense", "int64"), FeatureSpec("tags", "sparse", "string")])
+    crosses = {"user_x_occ": CrossSpec(("user", "occupation"), 97),
+               "user_x_tags": CrossSpec(("user", "tags"), 31, max_per_row=2)}
+    (features, _), = make_log_dataset(str(log), "csv", 4, schema=schema, hash_bins={"user": 50, "tags": 50},
+                                      crosses=crosses, output="ragged")
+    config = {"input": {"format": "csv", "schema": [s.to_dict() for s in schema]},
+              "features": {"user": {"hash_buckets": 50}, "tags": {"hash_buckets": 50},
+                           "user_x_occ": {"cross": ["user", "occupation"], "hash_buckets": 97},
+                           "user_x_tags": {"cross": ["user", "tags"], "hash_buckets": 31, "max_per_row": 2}},
+              "output": {"num_shards": 1, "shuffle": False}}
+    ingested = ingest_in_memory(lines, config)
+
+    def keyed(rows):
+        return sorted((r["user"], r["user_x_occ"], r["user_x_tags"]) for r in rows)
+
+    graph = [{name: features[name][i].numpy().tolist() for name in ("user", "user_x_occ", "user_x_tags")}
+             for i in range(4)]
+    assert keyed(graph) == keyed(ingested.rows)
+    assert [len(r["user_x_tags"]) for r in graph] == [2, 1, 0, 2] and graph[1]["user_x_occ"] == []
+    with pytest.raises(ValueError, match="source 'nope'"):
+        make_log_dataset(str(log), "csv", 4, schema=schema, hash_bins={"user": 5, "tags": 5},
+                         crosses={"x": CrossSpec(("user", "nope"), 3)})
