@@ -24,6 +24,8 @@ Example (Criteo, with comments, as accepted by `load_config`)::
     features:
       "C*": {hash_buckets: 1000000}         # glob over sparse feature names
       C9: {vocabulary: {min_frequency: 1}}  # exact names win over globs
+      # C10: {vocabulary: {shared: cats}}   # one vocab/cats.txt, one id space (pipelines.config_shared)
+      # C1_x_C2: {cross: [C1, C2], hash_buckets: 100000}  # a new feature (pipelines.config_crosses)
     output:
       format: parquet         # parquet | tfrecord | arrow (memory-mapped, for many epochs)
       num_shards: 4           # default: one shard per 128 MiB of log text; at most 10,000

@@ -106,6 +106,7 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     """Adds the ingest to `pipeline`; returns the WriteShards result PCollection.
 
     The graph: ReadLogs (+ ReadContextLogs for `histories.context_from`, marked as context) -> [LogProgress]
+    -> [CrossFeatures: crosses of the raw values, `pipelines.config_crosses`]
     -> [GroupHistories; a history ingest counts its vocabularies over the events before grouping] -> HashIds ->
     [ComputeVocabulary + ApplyVocabulary, or ApplyVocabulary of the
     `vocab_from` ingest's files; on a local runner, computed vocabularies'

@@ -91,3 +91,23 @@ def test_ingested_crosses_are_keras_hashed_crossing_of_the_raw_values():
                                                                        "max_per_row": 2}
     assert out.stats["features"]["user_x_occ"]["cross_overflow"] == {"rows": 0, "dropped": 0, "max_per_row": 256}
     assert sum(1 for _ in itertools.chain(raw)) == len(out.rows)
+
+
+def test_vocab_from_takes_the_training_crosses_and_refuses_other_sources(tmp_path):
+    from pipelines.errors import UsageError
+
+    train = _config({"user_x_occ": {"cross": ["user", "occupation"], "hash_buckets": 1000, "max_per_row": 8}})
+    ingest_in_memory(LINES, train, output_dir=str(tmp_path / "train"))
+    # The held-out config asks other buckets: the training data's id space wins, as for hashed features.
+    held = _config({"user_x_occ": {"cross": ["user", "occupation"], "hash_buckets": 5}},
+                   vocab_from=str(tmp_path / "train"))
+    out = ingest_in_memory(LINES[:3], held, output_dir=str(tmp_path / "held"))
+    spec = out.schema["user_x_occ"]
+    assert (spec.hash_buckets, spec.cross_max_per_row) == (1000, 8)
+    cells = [line.split(",") for line in LINES[1:3]]
+    expected = _keras_cross(1000, [c[1] for c in cells], [int(c[2]) for c in cells])
+    assert sorted(r["user_x_occ"] for r in out.rows) == sorted([e] for e in expected)
+    other = _config({"user_x_occ": {"cross": ["occupation", "user"], "hash_buckets": 1000}},
+                    vocab_from=str(tmp_path / "train"))
+    with pytest.raises(UsageError, match=r"cross 'user_x_occ' crosses \['user', 'occupation'\] there"):
+        ingest_in_memory(LINES, other)
