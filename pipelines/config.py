@@ -24,6 +24,8 @@ Example (Criteo, with comments, as accepted by `load_config`)::
     features:
       "C*": {hash_buckets: 1000000}         # glob over sparse feature names
       C9: {vocabulary: {min_frequency: 1}}  # exact names win over globs
+      # C10: {vocabulary: {shared: cats}}   # one vocab/cats.txt, one id space (pipelines.config_shared)
+      # C1_x_C2: {cross: [C1, C2], hash_buckets: 100000}  # a new feature (pipelines.config_crosses)
     output:
       format: parquet         # parquet | tfrecord | arrow (memory-mapped, for many epochs)
       num_shards: 4           # default: one shard per 128 MiB of log text; at most 10,000
@@ -61,8 +63,10 @@ import yaml
 
 from pipelines import config_limits as limits
 from pipelines.config_columns import SourceKeyError, pop_column_source
+from pipelines.config_crosses import CrossKeyError, CrossPlan, split_crosses
 from pipelines.config_join import JoinSpec, parse_joins
 from pipelines.config_keys import section_types
+from pipelines.config_shared import SharedKeyError, check_shared_vocabularies
 from sparse_io.formats import DELIMITED_FORMATS, LOG_FORMATS, SHARD_FORMATS, check_shard_codec
 from sparse_io.readers import ColumnSource, check_encoding, csv_options
 from sparse_io.readers.columns import check_sources
@@ -97,6 +101,7 @@ class FeaturePlan:
     top_k: int | None = None
     num_oov_buckets: int = 1
     use_vocabulary: bool = False
+    shared_vocabulary: str | None = None  # `vocabulary: {shared: NAME}`: one vocab/NAME.txt for several features
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,6 +178,7 @@ class IngestConfig:
     column_sources: tuple[ColumnSource, ...] = ()  # features read from other/several columns, derived labels
     encoding: str = "utf-8"
     joins: tuple[JoinSpec, ...] = ()  # `join:`; `schema` ends with their columns, which the log does not hold
+    crosses: tuple[CrossPlan, ...] = ()  # derived features: `features: {name: {cross: [...], ...}}`
 
     @property
     def read_schema(self) -> Schema:
@@ -337,7 +343,7 @@ def _encoding(name: str | None, fmt: str) -> str:
 
 
 # schema.json keys only an ingest writes: a config giving them would claim ids the ingest did not make.
-INGEST_WRITTEN_KEYS = ("id_space", "oov_ids", "vocabulary_size")
+INGEST_WRITTEN_KEYS = ("id_space", "oov_ids", "vocabulary_size", "cross", "cross_max_per_row", "shared_vocabulary")
 
 
 def _delimiter(text: str | None) -> str | None:
@@ -390,6 +396,7 @@ def _feature_plans(raw: Any, schema: Schema, histories: HistoryConfig | None) ->
                 min_frequency=_positive(v.get("min_frequency"), f"{path}.vocabulary.min_frequency") or 1,
                 top_k=_positive(v.get("top_k"), f"{path}.vocabulary.top_k"),
                 num_oov_buckets=_non_negative(v.get("num_oov_buckets"), f"{path}.vocabulary.num_oov_buckets", 1),
+                shared_vocabulary=v.get("shared"),
             )
         )
     planned = {p.name for p in plans}
@@ -538,7 +545,15 @@ def parse_config(
     joins, schema = parse_joins(top.get("join"), schema, fmt, layout_of_input, fail=_fail, take=_take,
                                 parse_schema=_schema)
     histories = _histories(top.get("histories"), schema)
-    features = _feature_plans(top.get("features"), schema, histories)
+    try:
+        raw_features, crosses = split_crosses(top.get("features"), schema, histories)
+    except CrossKeyError as e:
+        raise _fail(e.path, str(e)) from None
+    features = _feature_plans(raw_features, schema, histories)
+    try:
+        check_shared_vocabularies(features, schema)
+    except SharedKeyError as e:
+        raise _fail(e.path, str(e)) from None
     _check_item_column_plans(histories, features)
     return IngestConfig(
         format=fmt,
@@ -560,6 +575,7 @@ def parse_config(
         column_sources=sources,
         encoding=encoding,
         joins=joins,
+        crosses=crosses,
         vocab_from=top.get("vocab_from") or None,
         validation=thresholds,
     )

@@ -75,7 +75,8 @@ class ConfigKey:
 
 
 # Section order is the reference's order; keys keep the order they are declared in.
-SECTIONS = ("", "input", "input.schema[]", "features.<name>", "features.<name>.vocabulary", "histories",
+SECTIONS = ("", "input", "input.schema[]", "features.<name>", "features.<name>.vocabulary", "features.<cross>",
+            "histories",
             "join[]", "output", "stats", "validation")
 
 KEYS: tuple[ConfigKey, ...] = (
@@ -168,6 +169,17 @@ KEYS: tuple[ConfigKey, ...] = (
               "100000"),
     ConfigKey("features.<name>.vocabulary.num_oov_buckets", "integer", "1", "ids kept for values outside the "
               "vocabulary", ">= 0", "2"),
+    ConfigKey("features.<name>.vocabulary.shared", "string", "", "several features counted into one vocabulary "
+              "vocab/NAME.txt and mapped into one id space (one embedding table in the trainer); their other "
+              "vocabulary settings must agree", "a name that is no other feature's", "category"),
+    # --- a cross: a new feature keyed by its own name --------------------------------------------------------
+    ConfigKey("features.<cross>.cross", "list", "", "the columns crossed: ids are keras.layers.HashedCrossing's "
+              "of their raw values (list columns: the Cartesian product of the lists)",
+              "two or more sparse or integer dense columns", "[user_id, occupation]"),
+    ConfigKey("features.<cross>.hash_buckets", "integer", "", "the crosses' bucket count (HashedCrossing's "
+              "num_bins)", "1 to 2^62", "100000"),
+    ConfigKey("features.<cross>.max_per_row", "integer", "256", "crosses kept per row; the rest are dropped and "
+              "counted in stats.json (cross_overflow)", ">= 1", "64"),
     # --- histories -----------------------------------------------------------------------------------------
     ConfigKey("histories.key", "string", "", "the column whose events form one history (a user, a session)",
               "a dense column", "user_id"),

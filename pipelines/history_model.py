@@ -60,6 +60,9 @@ class HistoryModel(keras.Model):
         NaN or `transforms.MISSING_INT` where missing).
       target_sides: input name -> id range of each `[B]` id describing the
         target (`target_<item column>`), embedded into the item vector.
+      tables: side list -> shared table name, for side lists that share one
+        id space (schema.json's `shared_vocabulary`): they look up ONE
+        embedding table (each still gives its own bag).
 
     Raises:
       ValueError: an unknown task or a vocabulary past 2**24 ids.
@@ -69,7 +72,7 @@ class HistoryModel(keras.Model):
                  hidden_units: tuple[int, ...] = (64,), density: float = 0.5, block_size: int = 16,
                  combiner: str = "mean", seed: int = 0, side_sparse: dict[str, int] | None = None,
                  side_dense: list[str] | tuple[str, ...] = (), target_sides: dict[str, int] | None = None,
-                 **kwargs):
+                 tables: dict[str, str] | None = None, **kwargs):
         super().__init__(**kwargs)
         if task not in TASKS:
             raise ValueError(f"HistoryModel: task must be one of {TASKS}, got {task!r}")
@@ -93,9 +96,24 @@ class HistoryModel(keras.Model):
         self.user_projection = keras.layers.Dense(embedding_dim, name="user")
         self.items = keras.layers.Embedding(vocab_size, embedding_dim, name="items")
         self.item_bias = keras.layers.Embedding(vocab_size, 1, embeddings_initializer="zeros", name="item_bias")
+        self.tables = {n: t for n, t in sorted((tables or {}).items())}
+        unknown = sorted(set(self.tables) - set(self.side_sparse))
+        if unknown:
+            raise ValueError(f"HistoryModel: tables names {unknown[0]!r}, which is not a side list")
+        first_of: dict[str, int] = {}  # shared table -> the index of the side list that owns its layer
         for i, (name, size) in enumerate(self.side_sparse.items()):
-            setattr(self, f"side_{i}", ops.layers.EmbeddingBag(size, embedding_dim, combiner=combiner,
-                                                               name=f"side_{name}"))
+            table = self.tables.get(name)
+            if table in first_of:
+                owner = getattr(self, f"side_{first_of[table]}")
+                if owner.vocab_size != size:
+                    raise ValueError(f"HistoryModel: the side lists of shared table {table!r} have different "
+                                     f"id ranges ({owner.vocab_size}, {size}); one table needs one")
+                setattr(self, f"side_{i}", owner)  # the same layer: one table
+                continue
+            if table is not None:
+                first_of[table] = i
+            setattr(self, f"side_{i}", ops.layers.EmbeddingBag(
+                size, embedding_dim, combiner=combiner, name=f"shared_{table}" if table else f"side_{name}"))
         for i, (name, size) in enumerate(self.target_sides.items()):
             setattr(self, f"target_side_{i}", keras.layers.Embedding(size, embedding_dim, name=f"target_{name}"))
         if task == "rating":  # a constant shift (and a per-user one) cancels in next_item's softmax
@@ -132,8 +150,9 @@ class HistoryModel(keras.Model):
             self.user_bias.build((None, width))
         self.items.build((None,))
         self.item_bias.build((None,))
-        for i in range(len(self.side_sparse)):
-            getattr(self, f"side_{i}").build()
+        sides = [getattr(self, f"side_{i}") for i in range(len(self.side_sparse))]
+        for layer in {id(layer): layer for layer in sides}.values():  # a shared table once
+            layer.build()
         for i in range(len(self.target_sides)):
             getattr(self, f"target_side_{i}").build((None,))
 
@@ -178,5 +197,6 @@ class HistoryModel(keras.Model):
         config.update(item_feature=self.item_feature, vocab_size=self.vocab_size, task=self.task,
                       embedding_dim=self.embedding_dim, hidden_units=list(self.hidden_units), density=self.density,
                       block_size=self.block_size, combiner=self.combiner, seed=self.seed,
-                      side_sparse=self.side_sparse, side_dense=self.side_dense, target_sides=self.target_sides)
+                      side_sparse=self.side_sparse, side_dense=self.side_dense, target_sides=self.target_sides,
+                      tables=self.tables)
         return config

@@ -60,6 +60,12 @@ class ReusedVocabulary:
     vocabulary_size: int
     id_space: str | None
     crc32c: str = ""
+    shared: str | None = None  # the shared vocabulary's name: the file is `<shared>.txt`
+
+    @property
+    def file_name(self) -> str:
+        """The vocabulary file's name without `.txt`: the shared vocabulary's, or the feature's own."""
+        return self.shared or self.feature
 
 
 def _refused(source_dir: str, problem) -> UsageError:
@@ -94,8 +100,9 @@ def vocabulary_fields(data: bytes, num_oov_buckets: int) -> tuple[int, str]:
 
 
 def _reuse_vocabulary(source_dir: str, manifest: dict, spec, vocab_dir: str) -> ReusedVocabulary:
-    relative = f"{vocab_dir}/{spec.name}.txt"
-    path = FileSystems.join(source_dir, vocab_dir, f"{spec.name}.txt")
+    file_name = spec.shared_vocabulary or spec.name
+    relative = f"{vocab_dir}/{file_name}.txt"
+    path = FileSystems.join(source_dir, vocab_dir, f"{file_name}.txt")
     if not FileSystems.exists(path):
         raise _refused(source_dir, f"feature {spec.name!r} has no vocabulary file {path}")
     try:
@@ -110,7 +117,8 @@ def _reuse_vocabulary(source_dir: str, manifest: dict, spec, vocab_dir: str) -> 
         raise _refused(source_dir, f"{relative} is not the vocabulary whose id space {SCHEMA_FILE} records for "
                        f"{spec.name!r} ({size} ids, {fingerprint}; {SCHEMA_FILE}: {spec.vocabulary_size} ids, "
                        f"{spec.id_space})")
-    return ReusedVocabulary(spec.name, path, num_oov, size, fingerprint, f"{google_crc32c.value(data):08x}")
+    return ReusedVocabulary(spec.name, path, num_oov, size, fingerprint, f"{google_crc32c.value(data):08x}",
+                            spec.shared_vocabulary)
 
 
 def adopt_id_spaces(config: IngestConfig, source_dir: str, vocab_dir: str = "vocab"
@@ -137,12 +145,32 @@ def adopt_id_spaces(config: IngestConfig, source_dir: str, vocab_dir: str = "voc
             plans.append(FeaturePlan(plan.name, hash_buckets=spec.hash_buckets, salt=spec.salt))
         elif spec.vocabulary_size:
             vocabulary = _reuse_vocabulary(source_dir, manifest, spec, vocab_dir)
-            plans.append(FeaturePlan(plan.name, num_oov_buckets=vocabulary.num_oov_buckets))
+            plans.append(FeaturePlan(plan.name, num_oov_buckets=vocabulary.num_oov_buckets,
+                                     shared_vocabulary=spec.shared_vocabulary))
             reused[plan.name] = vocabulary
         else:
             raise _refused(source_dir, f"feature {plan.name!r} has neither hash_buckets nor vocabulary_size in its "
                            f"{SCHEMA_FILE}")
-    return dataclasses.replace(config, features=tuple(plans)), reused
+    crosses = tuple(adopt_cross(plan, source, source_dir) for plan in config.crosses)
+    return dataclasses.replace(config, features=tuple(plans), crosses=crosses), reused
+
+
+def adopt_cross(plan, source: Schema, source_dir: str):
+    """A cross of the config with the bucket count and per-row cap of the same cross in `source` (its schema).
+
+    Raises:
+      UsageError: `source` has no such feature, or it is not a cross of the same columns in the same order.
+    """
+    from sparse_io.crosses import CrossSpec
+
+    theirs = source[plan.name] if plan.name in source else None
+    if theirs is None or theirs.cross is None:
+        raise _refused(source_dir, f"cross {plan.name!r} is not a cross in its {SCHEMA_FILE}")
+    if tuple(theirs.cross) != plan.spec.sources:
+        raise _refused(source_dir, f"cross {plan.name!r} crosses {list(theirs.cross)} there, "
+                                   f"{list(plan.spec.sources)} here")
+    spec = CrossSpec(plan.spec.sources, theirs.hash_buckets, theirs.cross_max_per_row or plan.spec.max_per_row)
+    return dataclasses.replace(plan, spec=spec)
 
 
 def hash_updates(buckets: int, salt) -> dict:
@@ -163,21 +191,26 @@ def vocabulary_updates(vocab) -> tuple[str, dict]:
         size = vocab.vocabulary_size
     else:
         size = max(1, vocab.size + vocab.num_oov_buckets)
-    return vocab.feature, {"vocabulary_size": size, "num_oov_buckets": vocab.num_oov_buckets,
-                           "id_space": vocab.id_space}
+    fields = {"vocabulary_size": size, "num_oov_buckets": vocab.num_oov_buckets, "id_space": vocab.id_space}
+    if vocab.shared:
+        fields["shared_vocabulary"] = vocab.shared
+    return vocab.feature, fields
 
 
 class _CopyVocabularyFn(beam.DoFn):
     def __init__(self, vocab_dir: str):
         self._vocab_dir = vocab_dir
 
-    def process(self, vocab: ReusedVocabulary):
-        data = read_vocabulary_bytes(vocab.path, vocab.crc32c)
-        with atomic_output(FileSystems.join(self._vocab_dir, f"{vocab.feature}.txt")) as f:
+    def process(self, vocabs: list[ReusedVocabulary]):
+        """Copies one file, then yields the schema.json fields of each feature looked up in it."""
+        first = vocabs[0]
+        data = read_vocabulary_bytes(first.path, first.crc32c)
+        with atomic_output(FileSystems.join(self._vocab_dir, f"{first.file_name}.txt")) as f:
             f.write(data)
         # The size and fingerprint of the bytes copied: equal to the source's, since the checksums agree.
-        size, fingerprint = vocabulary_fields(data, vocab.num_oov_buckets)
-        yield vocabulary_updates(dataclasses.replace(vocab, vocabulary_size=size, id_space=fingerprint))
+        size, fingerprint = vocabulary_fields(data, first.num_oov_buckets)
+        for vocab in vocabs:  # a shared vocabulary: one file, several features
+            yield vocabulary_updates(dataclasses.replace(vocab, vocabulary_size=size, id_space=fingerprint))
 
 
 class CopyVocabularies(beam.PTransform):
@@ -185,7 +218,10 @@ class CopyVocabularies(beam.PTransform):
 
     def __init__(self, reused: dict[str, ReusedVocabulary], vocab_dir: str):
         super().__init__()
-        self._reused = sorted(reused.values(), key=lambda v: v.feature)
+        files: dict[str, list[ReusedVocabulary]] = {}
+        for vocab in sorted(reused.values(), key=lambda v: v.feature):
+            files.setdefault(vocab.file_name, []).append(vocab)
+        self._reused = [files[name] for name in sorted(files)]
         self._vocab_dir = vocab_dir
 
     def expand(self, pbegin):

@@ -107,6 +107,7 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     """Adds the ingest to `pipeline`; returns the WriteShards result PCollection.
 
     The graph: ReadLogs (+ ReadContextLogs for `histories.context_from`, marked as context) -> [LogProgress]
+    -> [CrossFeatures: crosses of the raw values, `pipelines.config_crosses`]
     -> [GroupHistories; a history ingest counts its vocabularies over the events before grouping] -> HashIds ->
     [ComputeVocabulary + ApplyVocabulary, or ApplyVocabulary of the
     `vocab_from` ingest's files; on a local runner, computed vocabularies'
@@ -148,6 +149,18 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     late = []
     if config.joins and not (h is not None and h.context_from):
         batches, late = join_side_tables(batches, config.joins)
+    overflow = []  # crosses come after the joins: a joined column can be crossed
+    if config.crosses:  # new columns from the raw values, before hashing or lookup (pipelines.config_crosses)
+        from pipelines.config_crosses import cross_feature_spec
+        from pipelines.id_spaces import adopt_id_spaces
+        from transforms.beam.crosses import CrossFeatures
+
+        # With vocab_from, the crosses take the source ingest's buckets and cap.
+        crosses = adopt_id_spaces(config, config.vocab_from, VOCAB_DIR)[0].crosses if config.vocab_from else \
+            config.crosses
+        batches, counted = batches | "CrossFeatures" >> CrossFeatures({c.name: c.spec for c in crosses})
+        overflow.append(counted)
+        schema = Schema([*schema, *(cross_feature_spec(c) for c in crosses)])
     events = batches  # what vocabularies are counted over: every event read, before any grouping
     if h is not None:
         context_column = None
@@ -183,6 +196,7 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     # Raw values are counted before hashing or lookup turns them into ids (stats.json `raw_values`).
     raw_features = sorted({p.name for p in config.features} | set(reused))
     late += [batches | "CountRawValues" >> CountRawValues(raw_features)] if raw_features else []
+    late += overflow
     salts = sorted({salt for _, _, salt in hashed}, key=lambda s: (s is not None, str(s)))
     for salt in salts:
         plans = [(name, buckets) for name, buckets, s in hashed if s == salt]
@@ -216,8 +230,10 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     # (transforms.beam.held_batches); a distributed runner materializes them in its own shuffle.
     computed = []
     for i, ((min_frequency, top_k, num_oov), names) in enumerate(sorted(groups.items(), key=str)):
+        shared = {p.name: p.shared_vocabulary for p in config.vocabularies if p.shared_vocabulary}
         computed.append(
-            events | f"ComputeVocabulary{i}" >> ComputeVocabulary(names, vocab_dir, min_frequency, top_k, num_oov)
+            events | f"ComputeVocabulary{i}" >> ComputeVocabulary(names, vocab_dir, min_frequency, top_k, num_oov,
+                                                                  shared=shared)
         )
     if computed and keeps_pcollections_in_memory(pipeline.options):
         held = batches | "HoldBatches" >> HoldBatches(output_dir)
@@ -397,12 +413,12 @@ def planned_outputs(config: IngestConfig, *, report: bool) -> list[str]:
     names += [SCHEMA_FILE, STATS_FILE, f"{ERRORS_DIR}/{DEAD_LETTERS_FILE}"]
     if config.histories is not None and config.histories.context_from:
         names.append(f"{ERRORS_DIR}/{CONTEXT_DEAD_LETTERS_FILE}")
-    vocabularies = [p.name for p in config.vocabularies]
+    vocabularies = [p.shared_vocabulary or p.name for p in config.vocabularies]  # shared: one file, several features
     if config.vocab_from:  # the reused vocabularies are copied into this output
         from pipelines.id_spaces import adopt_id_spaces
 
-        vocabularies += sorted(adopt_id_spaces(config, config.vocab_from, VOCAB_DIR)[1])
-    names += [f"{VOCAB_DIR}/{name}.txt" for name in vocabularies]
+        vocabularies += [v.file_name for v in adopt_id_spaces(config, config.vocab_from, VOCAB_DIR)[1].values()]
+    names += [f"{VOCAB_DIR}/{name}.txt" for name in sorted(set(vocabularies))]
     if report:
         names.append(REPORT_FILE)
     return names

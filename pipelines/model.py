@@ -1,6 +1,6 @@
 """The recommendation model the trainer builds: embedding bags, dense features, block-sparse MLP.
 
-    sparse features --EmbeddingBag (one per feature)--+
+    sparse features --EmbeddingBag (one per id space)-+
                                                       +--concat--BlockSparseDense x L--Dense(1)--logit
     dense features  --log1p(max(x, 0)) + missing flag-+
 
@@ -62,6 +62,9 @@ class CtrModel(keras.Model):
       block_size: block edge of the block-sparse layers.
       combiner: how ids of one row combine ("sum", "mean", "sqrtn").
       seed: seeds the block layouts.
+      tables: sparse feature -> shared table name, for features that share one id space (schema.json's
+        `shared_vocabulary`): they look up ONE `EmbeddingBag` (each still gives its own bag of the row's
+        ids); the others get a table each.
       output_shift, output_scale: the output is `output_shift + output_scale * head(x)`. A click model keeps
         0 and 1 (a logit); a regression model starts from the training labels' mean and spread, so its first
         step predicts the mean and the head learns deviations of order 1 whatever the label's units.
@@ -86,10 +89,15 @@ class CtrModel(keras.Model):
         seed: int = 0,
         output_shift: float = 0.0,
         output_scale: float = 1.0,
+        tables: dict[str, str] | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.vocab_sizes = dict(sorted(vocab_sizes.items()))
+        self.tables = {name: table for name, table in sorted((tables or {}).items())}
+        unknown = sorted(set(self.tables) - set(self.vocab_sizes))
+        if unknown:
+            raise ValueError(f"CtrModel: tables names {unknown[0]!r}, which is not a sparse feature of vocab_sizes")
         self.dense_features = list(dense_features)
         self.embedding_dim = embedding_dim
         self.hidden_units = tuple(hidden_units)
@@ -101,8 +109,17 @@ class CtrModel(keras.Model):
         # Each layer is a direct attribute: TensorFlow checkpoints follow attributes, not
         # the dicts and lists Keras tracks, and a layer they miss is silently not saved.
         for name, size in self.vocab_sizes.items():
-            layer = ops.layers.EmbeddingBag(size, embedding_dim, combiner=combiner, name=f"embedding_{name}")
-            setattr(self, f"embedding_{name}", layer)
+            if name not in self.tables:
+                layer = ops.layers.EmbeddingBag(size, embedding_dim, combiner=combiner, name=f"embedding_{name}")
+                setattr(self, f"embedding_{name}", layer)
+        for table in sorted(set(self.tables.values())):
+            sizes = {self.vocab_sizes[n] for n, t in self.tables.items() if t == table}
+            if len(sizes) != 1:
+                raise ValueError(f"CtrModel: the features of shared table {table!r} have different id ranges "
+                                 f"{sorted(sizes)}; one table needs one")
+            layer = ops.layers.EmbeddingBag(sizes.pop(), embedding_dim, combiner=combiner,
+                                            name=f"shared_embedding_{table}")
+            setattr(self, f"shared_embedding_{table}", layer)
         for i, units in enumerate(self.hidden_units):
             layer = ops.layers.BlockSparseDense(
                 units, density=density, block_size=block_size, activation="relu", seed=seed + i, name=f"hidden_{i}"
@@ -112,8 +129,9 @@ class CtrModel(keras.Model):
 
     @property
     def embeddings(self) -> dict:
-        """Sparse feature name -> its `EmbeddingBag` layer."""
-        return {name: getattr(self, f"embedding_{name}") for name in self.vocab_sizes}
+        """Sparse feature name -> its `EmbeddingBag` layer (the same layer for the features of a shared table)."""
+        return {name: getattr(self, f"shared_embedding_{self.tables[name]}" if name in self.tables
+                              else f"embedding_{name}") for name in self.vocab_sizes}
 
     @property
     def hidden(self) -> list:
@@ -128,7 +146,7 @@ class CtrModel(keras.Model):
 
     def build(self, input_shape=None) -> None:
         """Creates every variable; the shapes follow from the config alone, not from a batch."""
-        for layer in self.embeddings.values():
+        for layer in {id(layer): layer for layer in self.embeddings.values()}.values():  # a shared one once
             layer.build()
         width = self.feature_width
         for layer in self.hidden:
@@ -179,5 +197,6 @@ class CtrModel(keras.Model):
             seed=self.seed,
             output_shift=self.output_shift,
             output_scale=self.output_scale,
+            tables=self.tables,
         )
         return config

@@ -7,9 +7,6 @@ and maps raw ids with the very specs the ingest applied (schema.json and
 `vocab/`: `sparse_io.id_maps`, run by their graph side), so a row scored at
 serving time sees exactly the model inputs `make_dataset` builds from the
 shards. A cell the ingest would have refused fails the call, naming its column.
-Columns the ingest joined from side tables (`join:`) are inputs like the log's
-own: the caller supplies them, as the table writes them (its list separator
-and null tokens).
 
 Signatures of a click model (`export_serving_model`), over the columns the
 model uses (its sparse and dense features; the label, timestamps and the
@@ -20,6 +17,9 @@ log's other columns are not inputs):
     minimum, `transforms.MISSING_INT`, when missing);
   `serving_text`: every column as its raw cell, string `[B]` (a dense one
     as the log writes it: "1.5", "260.0", a null token);
+  a cross (schema.json `cross`) is no input: its source columns are, and the
+    signature crosses their raw values as the ingest did (`pipelines.serving_crosses`);
+    features sharing a vocabulary look up its one file (`vocab/<shared>.txt`);
   output: `probability` float32 `[B]` (a regression model: `prediction`, in
     the label's units).
 The module also holds `model_inputs(cells)`: the cells of `serving_text` ->
@@ -49,6 +49,7 @@ from collections.abc import Mapping
 import tensorflow as tf
 
 import ops
+from pipelines.serving_crosses import CrossInputs
 from sparse_io.id_maps import spec_of_feature
 from sparse_io.manifest import ManifestError, read_manifest
 from sparse_io.schema import FeatureSpec, Schema, SchemaError, weights_column
@@ -130,49 +131,26 @@ def _model_columns(model, schema: Schema, reading: IngestReading) -> tuple[list[
     return sparse, dense
 
 
-def _sparse_inputs(cells: Mapping, sparse, id_maps: _IdMaps, rules: CellRules, combiner: str) -> dict:
-    """Each sparse feature's raw cells parsed, mapped and folded to COO: name -> (row_ids, col_ids, gains)."""
-    columns = parse_cells(cells, sparse, rules)
+def _model_inputs(cells: Mapping, sparse, dense, id_maps: _IdMaps, rules: CellRules, combiner: str,
+                  crosses: CrossInputs | None = None) -> dict:
+    from pipelines.model import BATCH_ROWS
+
+    typed = {name: value for name, value in cells.items() if value.dtype != tf.string}
+    text = {name: value for name, value in cells.items() if value.dtype == tf.string}
+    known = {s.name for s in [*sparse, *dense]}
+    sources = [s for s in (crosses.sources if crosses else []) if s.name not in known]
+    columns = parse_cells(text, [*sparse, *(s for s in [*dense, *sources] if s.name in text)], rules)
     inputs = {}
+    if crosses is not None:  # crossed from the sources' raw values, as the ingest did
+        for name, ids in crosses({**typed, **columns}).items():
+            inputs[name] = ops.to_coo(ids, combiner=combiner)
     for spec in sparse:
         weights = columns.get(weights_column(spec.name))
-        coo = ops.to_coo(id_maps(spec.name, columns[spec.name]), weights=weights, combiner=combiner)
-        inputs[spec.name] = (coo.row_ids, coo.col_ids, coo.gains)
+        inputs[spec.name] = ops.to_coo(id_maps(spec.name, columns[spec.name]), weights=weights, combiner=combiner)
+    for spec in dense:
+        inputs[spec.name] = columns[spec.name] if spec.name in columns else typed[spec.name]
+    inputs[BATCH_ROWS] = tf.shape(next(iter(cells.values())), out_type=tf.int32)[0]
     return inputs
-
-
-class _InputParts:
-    """The model's inputs from raw cells, each part traced once and called by every signature that needs it.
-
-    Tracing the COO conversion of a wide log costs seconds per feature and trace; the three
-    functions of a click export (typed, text, `model_inputs`) call the same two nested
-    functions (sparse cells -> COO; dense text cells -> values) instead of tracing their own.
-    """
-
-    def __init__(self, sparse, dense, weighted: list[str], id_maps: _IdMaps, rules: CellRules, combiner: str):
-        self.sparse, self.dense = sparse, dense
-        sparse_cells = {name: tf.TensorSpec([None], tf.string, name=name)
-                        for name in [s.name for s in sparse] + weighted}
-        dense_cells = {s.name: tf.TensorSpec([None], tf.string, name=s.name) for s in dense}
-        self.sparse_fn = tf.function(lambda cells: _sparse_inputs(cells, sparse, id_maps, rules, combiner),
-                                     input_signature=[sparse_cells]) if sparse_cells else None
-        self.dense_fn = tf.function(lambda cells: parse_cells(cells, dense, rules),
-                                    input_signature=[dense_cells]) if dense_cells else None
-
-    def __call__(self, cells: Mapping) -> dict:
-        from pipelines.model import BATCH_ROWS
-
-        rows = tf.shape(next(iter(cells.values())), out_type=tf.int32)[0]
-        inputs: dict = {}
-        if self.sparse_fn is not None:
-            parts = self.sparse_fn({name: cells[name] for name in self.sparse_fn.input_signature[0]})
-            inputs.update({name: ops.Coo(*part, rows) for name, part in parts.items()})
-        if self.dense_fn is not None and cells[self.dense[0].name].dtype == tf.string:  # serving_text's cells
-            inputs.update(self.dense_fn({s.name: cells[s.name] for s in self.dense}))
-        else:
-            inputs.update({s.name: cells[s.name] for s in self.dense})
-        inputs[BATCH_ROWS] = rows
-        return inputs
 
 
 def _save(module: tf.Module, model, signatures: dict, export_dir: str) -> str:
@@ -212,41 +190,33 @@ def export_serving_model(model, schema: Schema, export_dir: str, *, vocab_dir: s
     reading = reading or IngestReading()
     sparse, dense = _model_columns(model, schema, reading)
     module = tf.Module()
+    # A cross is no log column: the signature takes its sources' cells (pipelines.serving_crosses).
+    module.crosses = CrossInputs(sparse, schema, reading.raw)
+    sparse = [s for s in sparse if not s.cross]
     module.id_maps = _IdMaps(sparse, vocab_dir)
     weighted = [weights_column(s.name) for s in sparse if s.weighted]
-    text = {name: tf.TensorSpec([None], tf.string, name=name) for name in [s.name for s in sparse + dense] + weighted}
-    typed = {**{name: text[name] for name in [s.name for s in sparse] + weighted},
-             **{s.name: tf.TensorSpec([None], tf.as_dtype(dense_dtype(s.dtype)), name=s.name) for s in dense}}
-
-    parts = _InputParts(sparse, dense, weighted, module.id_maps, reading.rules, combiner)
-
-    from pipelines.model import BATCH_ROWS
-
-    coo_spec = (tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.float32))
-    scored_spec = {**{s.name: coo_spec for s in sparse},
-                   **{s.name: tf.TensorSpec([None], tf.as_dtype(dense_dtype(s.dtype))) for s in dense},
-                   BATCH_ROWS: tf.TensorSpec([], tf.int32)}
-
-    @tf.function(input_signature=[scored_spec])
-    def scored(inputs):  # the model traced once, for both signatures
-        rows = inputs[BATCH_ROWS]
-        value = model({name: ops.Coo(*v, rows) if isinstance(v, tuple) else v for name, v in inputs.items()},
-                      training=False)
-        return {output: tf.sigmoid(value) if output == "probability" else value}
+    sources = [s for s in module.crosses.sources if s.name not in {f.name for f in sparse + dense}]
+    text = {name: tf.TensorSpec([None], tf.string, name=name)
+            for name in [s.name for s in sparse + dense + sources] + weighted}
+    typed = {**{name: text[name] for name in [s.name for s in sparse + sources if s.is_sparse] + weighted},
+             **{s.name: tf.TensorSpec([None], tf.as_dtype(dense_dtype(s.dtype)), name=s.name)
+                for s in dense + [s for s in sources if not s.is_sparse]}}
 
     def score(cells):
-        return scored({name: tuple(v[:3]) if isinstance(v, ops.Coo) else v for name, v in parts(cells).items()})
+        inputs = _model_inputs(cells, sparse, dense, module.id_maps, reading.rules, combiner, module.crosses)
+        value = model(inputs, training=False)
+        return {output: tf.sigmoid(value) if output == "probability" else value}
 
     serve = tf.function(score, input_signature=[typed])
     serve_text = tf.function(score, input_signature=[text])
 
     @tf.function(input_signature=[text])
     def model_inputs(cells):
-        inputs = parts(cells)
+        inputs = _model_inputs(cells, sparse, dense, module.id_maps, reading.rules, combiner, module.crosses)
         return {name: (dict(zip(("row_ids", "col_ids", "gains", "sample_count"),
                                 (v.row_ids, v.col_ids, v.gains, tf.convert_to_tensor(v.sample_count, tf.int32))))
                        if isinstance(v, ops.Coo) else v)
-                for name, v in inputs.items() if name in text}
+                for name, v in inputs.items() if name in text or name in module.crosses.maps}
 
     module.serve, module.serve_text, module.model_inputs = serve, serve_text, model_inputs
     return _save(module, model, {"serving_default": serve, "serving_text": serve_text}, export_dir)

@@ -89,9 +89,11 @@ class Task:
             dense = [f.name for f in used.dense if f.time_unit is None]  # timestamps: see pipelines.model
             shift = baseline.get("label_mean", 0.0) if self.name == "regression" else 0.0
             scale = baseline.get("label_scale", 1.0) if self.name == "regression" else 1.0
+            # Features sharing one vocabulary (one id space) share one embedding table.
+            tables = {s.name: s.shared_vocabulary for s in used.sparse if s.shared_vocabulary}
             return CtrModel(sizes, dense, embedding_dim=args.embedding_dim, hidden_units=hidden,
                             density=args.density, block_size=args.block_size, seed=args.seed,
-                            output_shift=shift, output_scale=scale)
+                            output_shift=shift, output_scale=scale, tables=tables)
         from pipelines.history_model import HistoryModel
 
         lists = {n: _id_range(schema[n]) for n in self.sides if schema[n].is_sparse}
@@ -99,7 +101,8 @@ class Task:
         numbers = [n for n in self.sides if n not in lists and n not in targets]
         return HistoryModel(self.item, _id_range(schema[self.item]), self.name, embedding_dim=args.embedding_dim,
                             hidden_units=hidden, density=args.density, block_size=args.block_size, seed=args.seed,
-                            side_sparse=lists, side_dense=numbers, target_sides=targets)
+                            side_sparse=lists, side_dense=numbers, target_sides=targets,
+                            tables={n: schema[n].shared_vocabulary for n in lists if schema[n].shared_vocabulary})
 
     def model_inputs(self, features: dict, label) -> dict:
         """The model's input dict from a dataset element (next_item reads its target from the label)."""

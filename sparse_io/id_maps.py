@@ -9,7 +9,11 @@ text) become int64 ids:
   `keras.layers.StringLookup` / `IntegerLookup`'s indices (the token on line
   `i` gets `num_oov_buckets + i`; an unknown id 0, or with several OOV
   buckets `id mod n` for integers ("floormod") or the FarmHash bucket of its
-  text ("farmhash")).
+  text ("farmhash")); several features sharing one vocabulary file share
+  one spec;
+* `CrossSpec(sources, num_bins, max_per_row)` (`sparse_io.crosses`):
+  `keras.layers.HashedCrossing`'s ids of several columns' raw values, its
+  graph side `transforms.tfdata.crosses.GraphCross`.
 
 Each spec has two implementations that give the same ids for the same
 values: `apply_arrow` here (numpy over Arrow buffers, no TensorFlow: what the
@@ -34,11 +38,13 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pyarrow as pa
 
+from sparse_io.crosses import DEFAULT_MAX_CROSSES_PER_ROW, CrossSpec
 from sparse_io.hashing import IdColumn, hash_columns, normalize_salt
 from sparse_io.schema import FeatureSpec, SchemaError
 from sparse_io.vocabulary_lookup import VocabularyLookup, check_oov_method
 
-__all__ = ["HashSpec", "VocabularySpec", "IdSpec", "spec_of_feature", "hash_arrow_columns", "vocabulary_tokens"]
+__all__ = ["HashSpec", "VocabularySpec", "CrossSpec", "IdSpec", "spec_of_feature", "hash_arrow_columns",
+           "vocabulary_tokens"]
 
 
 def _check_count(value, what: str, low: int) -> int:
@@ -145,7 +151,7 @@ class VocabularySpec:
         return shape.rebuild(self.lookup()(shape.values, feature or "ids"))
 
 
-IdSpec = HashSpec | VocabularySpec
+IdSpec = HashSpec | VocabularySpec | CrossSpec  # a CrossSpec maps several columns (`sparse_io.crosses`)
 
 
 def vocabulary_tokens(data: bytes | str) -> tuple[str, ...]:
@@ -167,8 +173,9 @@ def spec_of_feature(
 ) -> IdSpec | None:
     """The mapping an ingest recorded in schema.json for one sparse feature, or None (ids kept as they are).
 
-    A feature with `hash_buckets` was hashed; one with `num_oov_buckets` was
-    looked up in `vocab_dir/<name>.txt` (read with `read`, so remote
+    A cross (`cross` in schema.json) is a `CrossSpec` over its sources' raw
+    values; a feature with `hash_buckets` was hashed; one with `num_oov_buckets` was
+    looked up in `vocab_dir/<name>.txt` (`<shared_vocabulary>.txt` for a shared one) (read with `read`, so remote
     filesystems can be passed in). The vocabulary's integer OOV ids follow
     the ingest's rule ("floormod").
 
@@ -176,13 +183,16 @@ def spec_of_feature(
       SchemaError: a vocabulary feature whose file is absent, or one whose
         token count disagrees with schema.json's `vocabulary_size`.
     """
+    if spec.cross and spec.hash_buckets:  # FeatureSpec refuses a cross without hash_buckets
+        return CrossSpec(spec.cross, spec.hash_buckets, spec.cross_max_per_row or DEFAULT_MAX_CROSSES_PER_ROW)
     if spec.hash_buckets:
         return HashSpec(spec.hash_buckets, spec.salt)
     if spec.num_oov_buckets is None:
         return None
     if vocab_dir is None:
         raise SchemaError(f"feature {spec.name!r}: looked up in a vocabulary, but no vocabulary directory was given")
-    path = os.path.join(vocab_dir, f"{spec.name}.txt") if "://" not in vocab_dir else f"{vocab_dir}/{spec.name}.txt"
+    file_name = spec.shared_vocabulary or spec.name  # a shared vocabulary: one file for several features
+    path = os.path.join(vocab_dir, f"{file_name}.txt") if "://" not in vocab_dir else f"{vocab_dir}/{file_name}.txt"
     try:
         tokens = vocabulary_tokens(read(path))
     except FileNotFoundError:

@@ -6,6 +6,7 @@ share the feature's id space:
 
 * a hashed feature: its bucket count and salt
   (`hash_fingerprint(buckets, salt)`);
+* a cross: its sources, bucket count and per-row cap (`cross_fingerprint(spec)`);
 * a vocabulary feature: the bytes of its vocabulary file and its OOV bucket
   count (`vocabulary_fingerprint(text, num_oov_buckets)`).
 
@@ -26,7 +27,8 @@ import json
 
 from sparse_io.schema import Schema
 
-__all__ = ["IdSpaceMismatch", "hash_fingerprint", "vocabulary_fingerprint", "check_same_id_spaces", "describe"]
+__all__ = ["IdSpaceMismatch", "hash_fingerprint", "cross_fingerprint", "vocabulary_fingerprint", "check_same_id_spaces",
+           "describe"]
 
 
 class IdSpaceMismatch(ValueError):
@@ -42,6 +44,12 @@ def hash_fingerprint(buckets: int, salt: int | tuple[int, int] | list[int] | Non
     """The id space of a feature hashed into `buckets` with `salt` (None, an int or two ints)."""
     salt = list(salt) if isinstance(salt, (tuple, list)) else salt
     return _digest("hash", {"buckets": int(buckets), "salt": salt})
+
+
+def cross_fingerprint(spec) -> str:
+    """The id space of a cross (`sparse_io.crosses.CrossSpec`): its sources in order, buckets and per-row cap."""
+    return _digest("cross", {"sources": list(spec.sources), "buckets": int(spec.num_bins),
+                             "max_per_row": int(spec.max_per_row)})
 
 
 def vocabulary_fingerprint(text: bytes | str, num_oov_buckets: int) -> str:

@@ -48,6 +48,23 @@ def weights_column(feature: str) -> str:
     return feature + WEIGHTS_SUFFIX
 
 
+def _check_derived(spec: FeatureSpec) -> None:
+    """The keys of a cross (`cross`, `cross_max_per_row`) and of a shared vocabulary, checked."""
+    if isinstance(spec.cross, list):
+        object.__setattr__(spec, "cross", tuple(spec.cross))
+    if spec.cross is not None and (not isinstance(spec.cross, tuple) or len(spec.cross) < 2
+                                   or not all(isinstance(c, str) and c for c in spec.cross)):
+        raise SchemaError(f"feature {spec.name!r}: cross must list at least two column names, got {spec.cross!r}")
+    if spec.cross is not None and not (spec.is_sparse and spec.hash_buckets):
+        raise SchemaError(f"feature {spec.name!r}: a cross is a sparse feature with hash_buckets")
+    value = spec.cross_max_per_row
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+        raise SchemaError(f"feature {spec.name!r}: cross_max_per_row must be a positive integer, got {value!r}")
+    if spec.shared_vocabulary is not None and (not isinstance(spec.shared_vocabulary, str)
+                                               or not spec.shared_vocabulary):
+        raise SchemaError(f"feature {spec.name!r}: shared_vocabulary must be a name, got {spec.shared_vocabulary!r}")
+
+
 @dataclasses.dataclass(frozen=True)
 class FeatureSpec:
     """One column to read or write.
@@ -85,6 +102,11 @@ class FeatureSpec:
         history item), "event" (a value of the example's own event: user or
         context attributes) or "target" (`target_<item>`, `target_<weight>`,
         `target_<item column>`: the event the example predicts).
+      cross: a cross's source columns, in order (`sparse_io.crosses`): its ids are
+        `keras.layers.HashedCrossing(hash_buckets)` of their raw values.
+      cross_max_per_row: the crosses a row of a cross keeps (list sources multiply).
+      shared_vocabulary: the name of the vocabulary (`vocab/<name>.txt`) this feature
+        shares with others: one id space, one embedding table.
 
     Example:
       >>> FeatureSpec("C1", "sparse", "string", hash_buckets=1000).is_sparse
@@ -105,6 +127,9 @@ class FeatureSpec:
     id_space: str | None = None
     oov_ids: int | None = None
     history_role: str | None = None
+    cross: tuple[str, ...] | None = None
+    cross_max_per_row: int | None = None
+    shared_vocabulary: str | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
@@ -125,6 +150,8 @@ class FeatureSpec:
                 raise SchemaError(f"feature {self.name!r}: {key} must be an integer >= 0, got {value!r}")
         if isinstance(self.salt, list):  # JSON has no tuples
             object.__setattr__(self, "salt", tuple(self.salt))
+        if self.cross is not None or self.cross_max_per_row is not None or self.shared_vocabulary is not None:
+            _check_derived(self)
         salt_ok = self.salt is None or (isinstance(self.salt, int) and not isinstance(self.salt, bool)) or (
             isinstance(self.salt, tuple) and len(self.salt) == 2 and all(type(v) is int for v in self.salt))
         if not salt_ok:

@@ -47,6 +47,8 @@ def _with_unknown(section: str) -> dict:
         config["features"]["user"]["zz_unknown"] = 1
     elif section == "features.<name>.vocabulary":
         config["features"]["user"] = {"vocabulary": {"zz_unknown": 1}}
+    elif section == "features.<cross>":
+        config["features"]["user_x_ts"] = {"cross": ["user", "ts"], "hash_buckets": 5, "zz_unknown": 1}
     elif section == "join[]":
         config["join"] = [{"table": "users.tsv", "key": "user", "columns": ["age"], "zz_unknown": 1}]
     elif section == "histories":
@@ -56,8 +58,8 @@ def _with_unknown(section: str) -> dict:
     return {k: v for k, v in config.items() if v is not None}
 
 
-@pytest.mark.parametrize("section", ["", "input", "features.<name>", "features.<name>.vocabulary", "histories",
-                                     "join[]", "output", "stats", "validation"])
+@pytest.mark.parametrize("section", ["", "input", "features.<name>", "features.<name>.vocabulary",
+                                     "features.<cross>", "histories", "join[]", "output", "stats", "validation"])
 def test_every_key_a_config_mapping_accepts_is_declared_and_nothing_more(section):
     assert _allowed_in_error(_with_unknown(section)) == _declared(section)
 

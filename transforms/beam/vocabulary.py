@@ -17,7 +17,7 @@ to OOV both here and in Keras) and counted in the `unwritable_tokens` metric.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import apache_beam as beam
 import numpy as np
@@ -48,6 +48,8 @@ class VocabularyFile:
       dtype: "string" or "int64" (the type of the counted values).
       id_space: the fingerprint of the file's bytes and OOV count
         (`sparse_io.id_space.vocabulary_fingerprint`).
+      shared: the shared vocabulary's name when the file was counted over
+        several features (`path` is then `<shared>.txt`), else None.
     """
 
     feature: str
@@ -56,6 +58,7 @@ class VocabularyFile:
     num_oov_buckets: int
     dtype: str
     id_space: str = ""
+    shared: str | None = None
 
 
 def _writable(values: pa.Array) -> np.ndarray:
@@ -108,10 +111,22 @@ class _CountValuesFn(beam.CombineFn):
         return accumulator
 
 
-def _columns_by_feature(batch: pa.RecordBatch, features: Sequence[str], transform: str):
+def _columns_by_feature(batch: pa.RecordBatch, features: Sequence[str], transform: str,
+                        shared: Mapping[str, str] | None = None):
     require_columns(batch, features, transform)
     for name in features:
-        yield name, (name, batch.column(name))
+        # A shared vocabulary's members are counted under its name: one count table for all of them.
+        yield (shared or {}).get(name, name), (name, batch.column(name))
+
+
+def _members(vocab: VocabularyFile, groups: Mapping[str, Sequence[str]]):
+    """The file as each feature looks it up: a shared vocabulary once per member feature."""
+    members = groups.get(vocab.feature)
+    if members is None:
+        yield vocab
+        return
+    for member in members:
+        yield dataclasses.replace(vocab, feature=member, shared=vocab.feature)
 
 
 class _WriteVocabularyFn(beam.DoFn):
@@ -154,10 +169,12 @@ class ComputeVocabulary(beam.PTransform):
       top_k: keep at most this many tokens (None: all).
       num_oov_buckets: OOV indices a lookup reserves (recorded in the output
         for ApplyVocabulary; pass the same as Keras `num_oov_indices`).
+      shared: feature -> shared vocabulary name: the features of one name are
+        counted together into `<name>.txt` (one id space).
 
     Input: PCollection[pa.RecordBatch]. Output: PCollection[VocabularyFile],
-    one per feature. Files are written atomically; a feature with no tokens
-    gets an empty file.
+    one per feature (the members of a shared vocabulary each get its file).
+    Files are written atomically; a feature with no tokens gets an empty file.
 
     Raises: ValueError at construction for bad arguments, among them a
     feature name that would put its file outside `output_dir`
@@ -182,16 +199,26 @@ class ComputeVocabulary(beam.PTransform):
         min_frequency: int = 1,
         top_k: int | None = None,
         num_oov_buckets: int = 1,
+        shared: Mapping[str, str] | None = None,
     ):
         super().__init__()
         self._features = feature_names(features, "ComputeVocabulary")
+        self._shared = {f: v for f, v in (shared or {}).items() if f in self._features}
+        self._groups: dict[str, list[str]] = {}
+        for name in self._features:
+            if name in self._shared:
+                self._groups.setdefault(self._shared[name], []).append(name)
+        unshared = set(self._features) - set(self._shared)
+        clash = sorted(unshared & set(self._groups))
+        if clash:
+            raise ValueError(f"ComputeVocabulary: {clash[0]!r} is both a feature and a shared vocabulary's name")
         check_int("min_frequency", min_frequency, 1)
         if top_k is not None:
             check_int("top_k", top_k, 1)
         check_int("num_oov_buckets", num_oov_buckets, 0)
         if not output_dir:
             raise ValueError("ComputeVocabulary: output_dir must be a directory path")
-        for name in self._features:  # a name that would leave output_dir fails here, before any write
+        for name in [*self._features, *self._groups]:  # a name that would leave output_dir fails here, before any write
             join_under(output_dir, f"{name}.txt")
         self._output_dir = output_dir
         self._min_frequency = min_frequency
@@ -202,12 +229,13 @@ class ComputeVocabulary(beam.PTransform):
         features = self._features
         return (
             batches
-            | "ColumnsByFeature" >> beam.FlatMap(_columns_by_feature, features, "ComputeVocabulary")
+            | "ColumnsByFeature" >> beam.FlatMap(_columns_by_feature, features, "ComputeVocabulary", self._shared)
             | "Count" >> beam.CombinePerKey(_CountValuesFn())
             | "Write"
             >> beam.ParDo(
                 _WriteVocabularyFn(self._output_dir, self._min_frequency, self._top_k, self._num_oov)
             )
+            | "PerFeature" >> beam.FlatMap(_members, self._groups)
         )
 
 

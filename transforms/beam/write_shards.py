@@ -348,7 +348,7 @@ def _fit_to_rows(done: dict, shards: int, output_dir: str, suffix: str) -> tuple
 # its entries' "join" number (then their text): the order they arrive in is the runner's.
 STATS_SECTIONS = "__stats_sections__"
 # Late updates that describe the data, not the schema: they go to stats.json alone.
-_STATS_ONLY_UPDATES = ("raw_values",)
+_STATS_ONLY_UPDATES = ("raw_values", "cross_overflow")
 
 
 def _apply_late_updates(schema: Schema, stats: dict, updates, output_dir: str) -> tuple[Schema, dict]:

@@ -225,7 +225,8 @@ class GraphIdMap(tf.Module):
                 raise ValueError("a vocabulary without OOV buckets has no id for an unknown value in the graph")
             self.table = vocabulary_table(list(spec.tokens)) if spec.tokens else None
         elif not isinstance(spec, HashSpec):
-            raise ValueError(f"GraphIdMap: not an id spec: {spec!r}")
+            raise ValueError(f"GraphIdMap: not a one-column id spec: {spec!r} (a cross maps several columns: "
+                             "transforms.tfdata.crosses.GraphCross)")
 
     def __call__(self, ids):
         """int64 ids of `ids` (string or integer values), with their structure."""

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 import tensorflow as tf
 
+from sparse_io.crosses import CrossSpec
 from sparse_io.formats import LOG_FORMATS
 from sparse_io.id_maps import HashSpec, VocabularySpec, vocabulary_tokens
 from sparse_io.readers import csv_options
@@ -27,6 +28,7 @@ from transforms.tfdata.core.files import list_files
 from transforms.tfdata.core.finish import column_batch, finish_batches
 from transforms.tfdata.core.options import BatchOptions, OutputOptions, check_counter
 from transforms.tfdata.core.sharding import resolve_worker
+from transforms.tfdata.crosses import GraphCross
 from transforms.tfdata.ids import GraphIdMap
 from transforms.tfdata.logs.parsing import LineFormat, LineParser
 from transforms.tfdata.logs.source import csv_layout, log_batches, log_compression
@@ -73,6 +75,7 @@ def make_log_dataset(
     header: bool | None = None,
     lines_per_chunk: int | None = None,
     null_values: Sequence[str] | None = None,
+    crosses: Mapping[str, CrossSpec] | None = None,
 ) -> tf.data.Dataset:
     """A `tf.data.Dataset` of `(features, label)` batches parsed from raw log lines.
 
@@ -162,6 +165,10 @@ def make_log_dataset(
       lines_per_chunk: lines parsed per step (default max(batch_size, 4096)).
       null_values: csv/tsv: whole fields that mean missing (default `[""]`,
         e.g. `["", "NA", "NULL"]`): an empty id list, a NaN dense value.
+      crosses: new sparse features, name -> `sparse_io.crosses.CrossSpec`:
+        `keras.layers.HashedCrossing`'s int64 ids of the raw values of its
+        sources (schema columns, crossed before their own hashing or lookup),
+        as the ingest's `cross` features (`transforms.tfdata.crosses.GraphCross`).
 
     Returns:
       The dataset, with the structure `make_dataset` gives for the same
@@ -235,9 +242,10 @@ def make_log_dataset(
 
     columns, label_column = select_columns(schema, features, label)
     id_maps = _id_maps(schema, columns, hash_bins, salt, vocabularies, num_oov_indices)
+    crossed = _crosses(schema, crosses or {})
     out_columns = [
         Column(c.name, c.kind, "int64" if c.is_sparse and c.name in id_maps else c.dtype, c.weighted) for c in columns
-    ]
+    ] + [Column(name, "sparse", "int64", False) for name in crossed]
     for c in out_columns:
         if c.is_sparse and c.dtype == "string" and output == "coo":
             raise ValueError(f"feature {c.name!r}: string ids need hash_bins or a vocabulary for output='coo'")
@@ -252,6 +260,7 @@ def make_log_dataset(
         keep,
         id_maps,
         batching,
+        derived=crossed,
         skips=skips,
         compression=compression,
         shuffle=shuffle,
@@ -305,3 +314,22 @@ def _id_maps(schema, columns: Sequence[Column], hash_bins, salt, vocabularies, n
             raise ValueError(f"feature {name!r}: vocabulary is empty")
         maps[name] = GraphIdMap(VocabularySpec(tuple(tokens), num_oov_indices))
     return maps
+
+
+def _crosses(schema: Schema, crosses: Mapping[str, CrossSpec]) -> dict:
+    """Each cross's `GraphCross`, by name, its sources checked against the schema.
+
+    Raises:
+      ValueError: not a CrossSpec, a name that is a schema column, or a source that is not one.
+    """
+    out = {}
+    for name, spec in crosses.items():
+        if not isinstance(spec, CrossSpec):
+            raise ValueError(f"crosses[{name!r}]: not a CrossSpec: {spec!r}")
+        if name in schema:
+            raise ValueError(f"crosses[{name!r}]: {name!r} is already a column of the schema")
+        unknown = [column for column in spec.sources if column not in schema]
+        if unknown:
+            raise ValueError(f"crosses[{name!r}]: source {unknown[0]!r} is not a column of the schema")
+        out[name] = GraphCross(spec)
+    return out

@@ -44,6 +44,7 @@ def log_batches(
     id_maps: Mapping[str, Callable],
     batching: BatchOptions,
     *,
+    derived: Mapping[str, Callable] | None = None,
     skips: Sequence[int],
     compression: str | None,
     shuffle: bool,
@@ -64,6 +65,9 @@ def log_batches(
       id_maps: feature -> function from its ragged ids to int64 (hashing or
         a vocabulary lookup), applied after parsing.
       batching: batch size, epochs, remainder, order, shuffle buffer.
+      derived: new column -> function of all the parsed raw columns (a
+        cross: `transforms.tfdata.crosses.GraphCross` with its `spec.sources`),
+        computed before any id map runs.
       skips: header lines to skip at the start of each file (one per file).
       compression: "GZIP", "ZLIB" or None (see `log_compression`).
       shuffle: permute the files each epoch, and lines through a buffer of
@@ -115,6 +119,8 @@ def log_batches(
         """Columns of a batch of valid lines (hashed or looked up)."""
         cols = parser.columns(parser.split(batch["line"])[0])
         out = {k: cols[k] for k in keep}
+        for name, cross in (derived or {}).items():  # from the raw values, as the ingest crosses them
+            out[name] = cross([cols[source] for source in cross.spec.sources])
         for name, fn in id_maps.items():
             out[name] = fn(out[name])
         return out
