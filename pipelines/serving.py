@@ -7,6 +7,9 @@ and maps raw ids with the very specs the ingest applied (schema.json and
 `vocab/`: `sparse_io.id_maps`, run by their graph side), so a row scored at
 serving time sees exactly the model inputs `make_dataset` builds from the
 shards. A cell the ingest would have refused fails the call, naming its column.
+Columns the ingest joined from side tables (`join:`) are inputs like the log's
+own: the caller supplies them, as the table writes them (its list separator
+and null tokens).
 
 Signatures of a click model (`export_serving_model`), over the columns the
 model uses (its sparse and dense features; the label, timestamps and the
