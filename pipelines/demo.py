@@ -31,6 +31,7 @@ import time
 from pipelines import cli
 from pipelines.errors import UsageError
 from sparse_io.formats import LOG_FORMATS
+from sparse_io.output_files import STATS_FILE
 
 __all__ = ["main", "run_demo"]
 
@@ -134,7 +135,7 @@ def run_demo(argv: list[str]) -> dict:
 
 
 def _stats(directory: str) -> dict:
-    path = os.path.join(directory, "stats.json")
+    path = os.path.join(directory, STATS_FILE)
     if not os.path.exists(path):
         return {}
     with open(path, encoding="utf-8") as f:

@@ -27,6 +27,8 @@ import os
 
 import numpy as np
 
+from sparse_io.output_files import STATS_FILE
+
 __all__ = ["training_baseline", "evaluate", "summary_line", "label_stats", "HIT_AT"]
 
 HIT_AT = 10
@@ -36,7 +38,7 @@ _SCORES_PER_CHUNK = 1 << 22
 
 def label_stats(directory: str, label: str) -> dict | None:
     """The stats.json entry of column `label` of an ingest output (its "label" or "dense" entry); None if absent."""
-    path = os.path.join(directory, "stats.json")
+    path = os.path.join(directory, STATS_FILE)
     if not os.path.exists(path):
         return None
     with open(path, encoding="utf-8") as f:

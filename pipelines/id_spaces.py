@@ -38,6 +38,7 @@ from pipelines.errors import UsageError
 from sparse_io.atomic import atomic_output
 from sparse_io.id_space import hash_fingerprint, vocabulary_fingerprint
 from sparse_io.manifest import ManifestError, read_manifest, read_verified
+from sparse_io.output_files import VOCAB_DIR
 from sparse_io.schema import SCHEMA_FILE, Schema, SchemaError
 from transforms.beam._counts import list_values
 from transforms.beam.lookup import read_vocabulary_bytes
@@ -121,7 +122,7 @@ def _reuse_vocabulary(source_dir: str, manifest: dict, spec, vocab_dir: str) -> 
                             spec.shared_vocabulary)
 
 
-def adopt_id_spaces(config: IngestConfig, source_dir: str, vocab_dir: str = "vocab"
+def adopt_id_spaces(config: IngestConfig, source_dir: str, vocab_dir: str = VOCAB_DIR
                     ) -> tuple[IngestConfig, dict[str, ReusedVocabulary]]:
     """`config` with every planned sparse feature's id settings taken from the ingest output `source_dir`.
 

@@ -41,6 +41,7 @@ from pipelines.report_svg import (
     share_bar_svg,
 )
 from pipelines.report_table import TABLE_SCRIPT, TABLE_STYLE, card_id, features_table, natural_key
+from sparse_io.output_files import DEAD_LETTERS_FILE, ERRORS_DIR, REPORT_FILE, SCHEMA_FILE, STATS_FILE
 
 __all__ = ["write_report", "summary_text", "estimate_hash_collisions", "natural_key", "REPORT_SECTIONS"]
 
@@ -330,7 +331,7 @@ def _dead_letter_entry(output_dir: str, stats: dict, summary: dict) -> dict:
         return stats["dead_letters"]
     from pipelines.dead_letter_counts import count_dead_letters
 
-    path = os.path.join(output_dir, "errors", "dead_letters.jsonl")
+    path = os.path.join(output_dir, ERRORS_DIR, DEAD_LETTERS_FILE)
     bad = count_dead_letters(path, 0)["bad"]
     return count_dead_letters(path, summary.get("rows_in") or stats.get("num_rows", 0) + bad)
 
@@ -390,8 +391,8 @@ def write_report(output_dir: str, summary: dict, *, stats: dict | None = None, p
     """
     from sparse_io.atomic import atomic_write_text
 
-    stats = _load_json(os.path.join(output_dir, "stats.json")) if stats is None else stats
-    schema = _load_json(os.path.join(output_dir, "schema.json"))
+    stats = _load_json(os.path.join(output_dir, STATS_FILE)) if stats is None else stats
+    schema = _load_json(os.path.join(output_dir, SCHEMA_FILE))
     specs = {f["name"]: f for f in schema.get("features", []) if isinstance(f, dict) and "name" in f}
     anomalies, _ = _anomalies(stats)
     baseline, unread = load_baseline(stats)
@@ -412,6 +413,6 @@ def write_report(output_dir: str, summary: dict, *, stats: dict | None = None, p
         f"<script>{TABLE_SCRIPT}</script>",
         "</body></html>",
     ]
-    path = path or os.path.join(output_dir, "report.html")
+    path = path or os.path.join(output_dir, REPORT_FILE)
     atomic_write_text(path, "\n".join(body))
     return path

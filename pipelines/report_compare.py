@@ -21,6 +21,8 @@ from __future__ import annotations
 import html
 import json
 
+from sparse_io.output_files import STATS_FILE
+
 __all__ = ["load_baseline", "sparse_comparison", "dense_comparison", "TOP_COMPARED"]
 
 TOP_COMPARED = 6
@@ -33,7 +35,7 @@ def load_baseline(stats: dict) -> tuple[dict | None, str | None]:
     baseline = (stats.get("validation") or {}).get("baseline")
     if not baseline:
         return None, None
-    path = FileSystems.join(baseline, "stats.json")
+    path = FileSystems.join(baseline, STATS_FILE)
     try:
         with FileSystems.open(path) as f:
             loaded = json.loads(f.read().decode("utf-8"))

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 
 from pipelines.errors import UsageError
+from sparse_io.output_files import VOCAB_DIR
 from sparse_io.schema import Schema, SchemaError
 
 __all__ = ["Task", "TaskError", "resolve_task", "describe_label_values", "history_sides", "TASK_CHOICES", "FLAT_TASKS"]
@@ -138,7 +139,7 @@ class Task:
 
         reading = serving.IngestReading.load(ingest_dir) if ingest_dir else None
         if vocab_dir is None and ingest_dir:
-            vocab_dir = os.path.join(ingest_dir, "vocab")
+            vocab_dir = os.path.join(ingest_dir, VOCAB_DIR)
         if self.flat:
             output = "probability" if self.name == "ctr" else "prediction"
             return serving.export_serving_model(model, self.model_schema(schema), export_dir, vocab_dir=vocab_dir,

@@ -31,6 +31,8 @@ import json
 import os
 import sys
 
+from sparse_io.output_files import DEAD_LETTERS_FILE, ERRORS_DIR, SCHEMA_FILE, STATS_FILE
+
 __all__ = ["main", "validate", "load_stats", "load_thresholds", "record_validation", "dead_letters_of",
            "write_comparison_report", "ANOMALIES_EXIT"]
 
@@ -59,7 +61,7 @@ def load_stats(directory: str) -> dict:
     """
     from pipelines.errors import UsageError
 
-    path = os.path.join(directory, "stats.json")
+    path = os.path.join(directory, STATS_FILE)
     if not os.path.isfile(path):
         raise UsageError(f"{directory} has no stats.json (is it an ingest output directory?)")
     try:
@@ -103,7 +105,7 @@ def load_thresholds(path: str | None):
 def time_columns(directory: str) -> set[str]:
     """The columns schema.json gives a `time_unit` (none when it has no readable schema.json)."""
     try:
-        with open(os.path.join(directory, "schema.json"), encoding="utf-8") as f:
+        with open(os.path.join(directory, SCHEMA_FILE), encoding="utf-8") as f:
             features = json.load(f).get("features", [])
     except (OSError, ValueError, AttributeError):
         return set()
@@ -136,7 +138,7 @@ def dead_letters_of(output_dir: str, stats: dict, rows_read: int | None = None) 
     from pipelines.dead_letter_counts import count_dead_letters
     from sparse_io.manifest import MANIFEST_FILE
 
-    path = FileSystems.join(output_dir, "errors", "dead_letters.jsonl")
+    path = FileSystems.join(output_dir, ERRORS_DIR, DEAD_LETTERS_FILE)
     if rows_read is None:
         manifest = FileSystems.join(output_dir, MANIFEST_FILE)
         try:
@@ -202,10 +204,10 @@ def record_validation(output_dir: str, baseline_dir: str | None, thresholds=None
     from pipelines.anomalies import find_anomalies
     from sparse_io.atomic import atomic_write_text
 
-    path = FileSystems.join(output_dir, "stats.json")
+    path = FileSystems.join(output_dir, STATS_FILE)
     stats = _read_json(path)
-    baseline = _read_json(FileSystems.join(baseline_dir, "stats.json")) if baseline_dir else None
-    schema_path = FileSystems.join(output_dir, "schema.json")
+    baseline = _read_json(FileSystems.join(baseline_dir, STATS_FILE)) if baseline_dir else None
+    schema_path = FileSystems.join(output_dir, SCHEMA_FILE)
     schema = _read_json(schema_path) if FileSystems.exists(schema_path) else {}
     times = {f["name"] for f in schema.get("features", []) if isinstance(f, dict) and f.get("time_unit")}
     stats["dead_letters"] = dead_letters_of(output_dir, stats, rows_read)

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 
+from sparse_io import output_files
+
 __all__ = [
     "FeatureSpec",
     "Schema",
@@ -35,7 +37,7 @@ LABEL_TYPES = ("binary", "integer", "real")
 # What a column of a history ingest is (`history_role`); see `FeatureSpec`.
 HISTORY_ROLES = ("key", "time", "item", "item_column", "event", "target")
 WEIGHTS_SUFFIX = "__weights"
-SCHEMA_FILE = "schema.json"
+SCHEMA_FILE = output_files.SCHEMA_FILE
 _FORMAT_VERSION = 1
 
 

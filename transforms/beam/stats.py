@@ -44,6 +44,7 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
+from sparse_io import output_files
 from sparse_io.atomic import atomic_write_text
 from sparse_io.schema import WEIGHTS_SUFFIX
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
@@ -55,7 +56,7 @@ from transforms.beam.call_once import CallOnce
 
 __all__ = ["ComputeStats", "FeatureStats", "STATS_FILE", "STATS_FORMAT_VERSION", "assemble_stats"]
 
-STATS_FILE = "stats.json"
+STATS_FILE = output_files.STATS_FILE
 STATS_FORMAT_VERSION = 1
 _SIMULATED_BATCHES = 20_000
 # Distinct ids per feature counted exactly. Past it the id table keeps at most twice this many

@@ -15,14 +15,15 @@ from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 
+from sparse_io import output_files
 from sparse_io.formats import LOG_FORMATS, LOG_SUFFIXES
 from sparse_io.schema import SCHEMA_FILE, Schema
 from transforms.testing.create_logs import encode_logs
 
 __all__ = ["IngestOutput", "ingest_in_memory"]
 
-_STATS_FILE = "stats.json"
-_DEAD_LETTERS = os.path.join("errors", "dead_letters.jsonl")
+_STATS_FILE = output_files.STATS_FILE
+_DEAD_LETTERS = os.path.join(output_files.ERRORS_DIR, output_files.DEAD_LETTERS_FILE)
 
 
 @dataclasses.dataclass

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 import tensorflow as tf
 
 from ops.pad_coo import OVERFLOW_MODES
+from sparse_io import output_files
 
 __all__ = [
     "CAPACITY_KINDS",
@@ -32,7 +33,7 @@ __all__ = [
     "resolve_capacities",
 ]
 
-STATS_FILE = "stats.json"
+STATS_FILE = output_files.STATS_FILE
 CAPACITY_KINDS = ("max", "p99_9")
 
 
