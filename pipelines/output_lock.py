@@ -31,6 +31,7 @@ import os
 import socket
 
 from pipelines.errors import UsageError
+from sparse_io.locations import is_remote
 from sparse_io.manifest import LOCK_FILE
 
 __all__ = ["LOCK_FILE", "OutputLock", "acquire_output_lock"]
@@ -239,7 +240,7 @@ def acquire_output_lock(directory: str, owns: list[str], *, program: str = "inge
         raise ValueError(f"program must be one of {list(_PROGRAMS)}, got {program!r}")
     if directory.startswith("gs://"):
         return _acquire_gcs(directory, owns, program, gcs_client)
-    if "://" in directory:
+    if is_remote(directory):
         raise UsageError(f"{directory!r}: only local and gs:// outputs can be locked against a second writer")
     os.makedirs(directory, exist_ok=True)
     return _acquire_local(directory, owns, program)

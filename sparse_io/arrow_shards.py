@@ -52,6 +52,7 @@ import pyarrow.ipc as ipc
 from sparse_io.atomic import atomic_output
 from sparse_io.errors import CorruptFileError, damage_is_corruption
 from sparse_io.ipc_alignment import AlignedIpcSink
+from sparse_io.locations import is_remote
 from sparse_io.schema import Schema
 from sparse_io.shards import DEFAULT_ROW_GROUP_SIZE, fixed_size_tables
 
@@ -293,7 +294,7 @@ class ArrowShard:
 
 
 def _open_source(path: str):
-    if "://" in path:
+    if is_remote(path):
         import pyarrow.fs
 
         fs, inner = pyarrow.fs.FileSystem.from_uri(path)

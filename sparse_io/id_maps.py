@@ -32,7 +32,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -40,6 +39,7 @@ import pyarrow as pa
 
 from sparse_io.crosses import DEFAULT_MAX_CROSSES_PER_ROW, CrossSpec
 from sparse_io.hashing import IdColumn, hash_columns, normalize_salt
+from sparse_io.locations import join
 from sparse_io.schema import FeatureSpec, SchemaError
 from sparse_io.vocabulary_lookup import VocabularyLookup, check_oov_method
 
@@ -192,7 +192,7 @@ def spec_of_feature(
     if vocab_dir is None:
         raise SchemaError(f"feature {spec.name!r}: looked up in a vocabulary, but no vocabulary directory was given")
     file_name = spec.shared_vocabulary or spec.name  # a shared vocabulary: one file for several features
-    path = os.path.join(vocab_dir, f"{file_name}.txt") if "://" not in vocab_dir else f"{vocab_dir}/{file_name}.txt"
+    path = join(vocab_dir, f"{file_name}.txt")
     try:
         tokens = vocabulary_tokens(read(path))
     except FileNotFoundError:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import os
 import re
 
+from sparse_io.locations import is_remote
+
 __all__ = ["FEATURE_NAME_CHARACTERS", "MAX_FEATURE_NAME_LENGTH", "check_feature_name", "join_under"]
 
 FEATURE_NAME_CHARACTERS = "A-Z, a-z, 0-9, '_', '.', '-'"
@@ -51,10 +53,6 @@ def check_feature_name(name: object) -> None:
             + (f", at most {MAX_FEATURE_NAME_LENGTH} characters" if len(str(name)) > MAX_FEATURE_NAME_LENGTH else "")
             + " (feature names become file names such as vocab/<name>.txt)"
         )
-
-
-def _is_url(path: str) -> bool:
-    return re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", path) is not None
 
 
 def join_under(root: str, name: str) -> str:
@@ -87,6 +85,6 @@ def join_under(root: str, name: str) -> str:
             f"refusing file name {name!r} under {root!r}: it must be one plain name (no '/', '\\\\', NUL, "
             "leading '.'), or it could lead out of the directory"
         )
-    if _is_url(root):
+    if is_remote(root):
         return root.rstrip("/") + "/" + name
     return os.path.join(root, name)

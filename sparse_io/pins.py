@@ -34,6 +34,7 @@ import sys
 from collections.abc import Sequence
 
 from sparse_io.errors import CorruptFileError
+from sparse_io.locations import is_remote
 from sparse_io.manifest import ManifestError, read_manifest
 
 __all__ = ["ChangedFileError", "ShardPin", "pin_shards"]
@@ -45,7 +46,7 @@ class ChangedFileError(ManifestError):
 
 def _view(path: str) -> str:
     """How a file's identity is read: "os" locally; remotely "tensorflow" where loaded, else "beam"."""
-    if "://" not in path:
+    if not is_remote(path):
         return "os"
     return "tensorflow" if "tensorflow" in sys.modules else "beam"
 
@@ -120,7 +121,7 @@ def pin_shards(paths: Sequence[str], level: str) -> list[ShardPin]:
         identity = _identity(path, view)
         rows = None
         if level != "none":
-            directory, name = (os.path.split(os.path.abspath(path)) if "://" not in path
+            directory, name = (os.path.split(os.path.abspath(path)) if not is_remote(path)
                                else path.rstrip("/").rsplit("/", 1))
             if directory not in by_directory:
                 by_directory[directory] = {e["path"]: e for e in read_manifest(directory)["shards"]}

@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 
 from sparse_io.arrow_shards import ArrowShard, decode_names
 from sparse_io.errors import CorruptFileError, damage_is_corruption, first_line
+from sparse_io.locations import is_remote
 from sparse_io.pins import ShardPin
 from sparse_io.shard_formats import SHARD_FORMAT_OBJECTS, shard_format_for
 
@@ -66,7 +67,7 @@ def open_parquet(path: str) -> pq.ParquetFile:
       CorruptFileError: the footer is damaged or the file is not Parquet.
     """
     with damage_is_corruption(path, "Parquet"):
-        if "://" in path:
+        if is_remote(path):
             import pyarrow.fs
 
             fs, inner = pyarrow.fs.FileSystem.from_uri(path)

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparse_io.locations import is_remote
 from sparse_io.readers._decompress import checked_stream
 from sparse_io.readers._line_limit import LongLine, bounded_pieces
 
@@ -31,9 +32,7 @@ _MAX_BLOCK_BYTES = (1 << 31) - 2  # binary arrays use int32 offsets
 
 
 def is_local(path: str) -> bool:
-    from apache_beam.io.filesystems import FileSystems
-
-    return FileSystems.get_scheme(path) is None
+    return not is_remote(path)
 
 
 def expand_paths(pattern: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str]:

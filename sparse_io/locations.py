@@ -1,0 +1,35 @@
+r"""Where a path lives, by one rule for every module: local (read through `os`) or remote (a URL).
+
+A path is remote when it starts with a URL scheme of two or more characters
+followed by "://" (`gs://`, `s3://`, `hdfs://`, `file://`): such paths go
+through a file-system layer (Beam's `FileSystems`, `tf.io.gfile`, pyarrow's
+`FileSystem.from_uri`). Anything else is local: relative or absolute paths,
+and Windows drives (`C:\x`).
+
+Example:
+  >>> is_remote("gs://bucket/out"), is_remote("/tmp/out"), is_remote("C:\\out")
+  (True, False, False)
+  >>> join("gs://bucket/out/", "vocab/C1.txt")
+  'gs://bucket/out/vocab/C1.txt'
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+__all__ = ["is_remote", "join"]
+
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+://")
+
+
+def is_remote(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` is a URL (see the module doc)."""
+    return _URL.match(os.fspath(path)) is not None
+
+
+def join(directory: str, relative: str) -> str:
+    """`relative` ("/"-separated) under `directory`: with "/" for a URL, with `os.path.join` for a local path."""
+    if is_remote(directory):
+        return directory.rstrip("/") + "/" + relative
+    return os.path.join(directory, *relative.split("/"))
