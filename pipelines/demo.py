@@ -21,7 +21,6 @@ always predicting the training rows' click rate (AUC 0.5).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import shutil
@@ -31,7 +30,7 @@ import time
 from pipelines import cli
 from pipelines.errors import UsageError
 from sparse_io.formats import LOG_FORMATS
-from sparse_io.output_files import STATS_FILE
+from sparse_io.stats_file import Stats
 
 __all__ = ["main", "run_demo"]
 
@@ -135,11 +134,8 @@ def run_demo(argv: list[str]) -> dict:
 
 
 def _stats(directory: str) -> dict:
-    path = os.path.join(directory, STATS_FILE)
-    if not os.path.exists(path):
-        return {}
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    stats = Stats.load_if_present(directory)
+    return dict(stats.data) if stats is not None else {}
 
 
 # What `pipelines.train` writes into a model directory; anything else there is not the demo's to delete.

@@ -21,13 +21,11 @@ catalogue items score strictly above the true target.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 
 import numpy as np
 
-from sparse_io.output_files import STATS_FILE
+from sparse_io.stats_file import Stats
 
 __all__ = ["training_baseline", "evaluate", "summary_line", "label_stats", "HIT_AT"]
 
@@ -38,15 +36,8 @@ _SCORES_PER_CHUNK = 1 << 22
 
 def label_stats(directory: str, label: str) -> dict | None:
     """The stats.json entry of column `label` of an ingest output (its "label" or "dense" entry); None if absent."""
-    path = os.path.join(directory, STATS_FILE)
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        stats = json.load(f)
-    entry = stats.get("label")
-    if entry and entry.get("name") == label:
-        return entry
-    return (stats.get("dense") or {}).get(label)
+    stats = Stats.load_if_present(directory)
+    return stats.numeric(label) if stats is not None else None
 
 
 def training_baseline(task, directory: str, *, verify: str = "sizes") -> dict:

@@ -19,9 +19,9 @@ ingest alone.
 from __future__ import annotations
 
 import html
-import json
 
 from sparse_io.output_files import STATS_FILE
+from sparse_io.stats_file import Stats, StatsError
 
 __all__ = ["load_baseline", "sparse_comparison", "dense_comparison", "TOP_COMPARED"]
 
@@ -30,20 +30,15 @@ TOP_COMPARED = 6
 
 def load_baseline(stats: dict) -> tuple[dict | None, str | None]:
     """`(the baseline's stats.json, None)`, or `(None, why not)`; `(None, None)` when nothing was compared."""
-    from apache_beam.io.filesystems import FileSystems
-
     baseline = (stats.get("validation") or {}).get("baseline")
     if not baseline:
         return None, None
-    path = FileSystems.join(baseline, STATS_FILE)
     try:
-        with FileSystems.open(path) as f:
-            loaded = json.loads(f.read().decode("utf-8"))
+        return dict(Stats.load(baseline).data), None
+    except StatsError as e:
+        return None, f"the baseline's {e}"
     except Exception as e:  # any filesystem's error: the report still shows this ingest
-        return None, f"the baseline's {path} could not be read ({type(e).__name__}: {e})"
-    if not isinstance(loaded, dict):
-        return None, f"the baseline's {path} is not a stats.json document"
-    return loaded, None
+        return None, f"the baseline's {baseline}/{STATS_FILE} could not be read ({type(e).__name__}: {e})"
 
 
 def sparse_comparison(name: str, base: dict, current: dict) -> str:

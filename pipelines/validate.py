@@ -32,6 +32,7 @@ import os
 import sys
 
 from sparse_io.output_files import DEAD_LETTERS_FILE, ERRORS_DIR, SCHEMA_FILE, STATS_FILE
+from sparse_io.stats_file import Stats, StatsError
 
 __all__ = ["main", "validate", "load_stats", "load_thresholds", "record_validation", "dead_letters_of",
            "write_comparison_report", "ANOMALIES_EXIT"]
@@ -61,17 +62,12 @@ def load_stats(directory: str) -> dict:
     """
     from pipelines.errors import UsageError
 
-    path = os.path.join(directory, STATS_FILE)
-    if not os.path.isfile(path):
+    if not os.path.isfile(os.path.join(directory, STATS_FILE)):
         raise UsageError(f"{directory} has no stats.json (is it an ingest output directory?)")
     try:
-        with open(path, encoding="utf-8") as f:
-            stats = json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise UsageError(f"{path} cannot be read as JSON: {e}") from None
-    if not isinstance(stats, dict) or not isinstance(stats.get("features"), dict):
-        raise UsageError(f"{path} is not a stats.json document (it has no features mapping)")
-    return stats
+        return dict(Stats.load(directory).data)
+    except (OSError, StatsError) as e:
+        raise UsageError(str(e)) from None
 
 
 def load_thresholds(path: str | None):

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 
-__all__ = ["is_remote", "join"]
+__all__ = ["is_remote", "join", "open_binary", "exists"]
 
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+://")
 
@@ -33,3 +34,36 @@ def join(directory: str, relative: str) -> str:
     if is_remote(directory):
         return directory.rstrip("/") + "/" + relative
     return os.path.join(directory, *relative.split("/"))
+
+
+def open_binary(path: str):
+    """A binary file object for reading `path`: `open` locally, a file system's reader remotely.
+
+    Remote paths go through TensorFlow's gfile where TensorFlow is already loaded
+    (its file systems), else Beam's `FileSystems`.
+
+    Raises:
+      FileNotFoundError (local), or the file system's own error for a missing remote file.
+    """
+    if not is_remote(path):
+        return open(path, "rb")
+    if "tensorflow" in sys.modules:
+        import tensorflow as tf
+
+        return tf.io.gfile.GFile(path, "rb")
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems.open(path, compression_type="uncompressed")
+
+
+def exists(path: str) -> bool:
+    """Whether a file or directory `path` exists, through the same file systems as `open_binary`."""
+    if not is_remote(path):
+        return os.path.exists(path)
+    if "tensorflow" in sys.modules:
+        import tensorflow as tf
+
+        return tf.io.gfile.exists(path)
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems.exists(path)

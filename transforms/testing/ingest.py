@@ -18,11 +18,11 @@ import pyarrow as pa
 from sparse_io import output_files
 from sparse_io.formats import LOG_FORMATS, LOG_SUFFIXES
 from sparse_io.schema import SCHEMA_FILE, Schema
+from sparse_io.stats_file import Stats
 from transforms.testing.create_logs import encode_logs
 
 __all__ = ["IngestOutput", "ingest_in_memory"]
 
-_STATS_FILE = output_files.STATS_FILE
 _DEAD_LETTERS = os.path.join(output_files.ERRORS_DIR, output_files.DEAD_LETTERS_FILE)
 
 
@@ -137,8 +137,7 @@ def ingest_in_memory(
         summary = run_ingest([*argv, *args])
         schema = Schema.load(os.path.join(out, SCHEMA_FILE))
         shards = list(iter_shards(out, schema=schema))
-        with open(os.path.join(out, _STATS_FILE), encoding="utf-8") as f:
-            stats = json.load(f)
+        stats = dict(Stats.load(out).data)
         letters_path = os.path.join(out, _DEAD_LETTERS)
         letters = []
         if os.path.exists(letters_path):

@@ -13,16 +13,13 @@ the ids in a batch of b random rows: smaller, for `overflow="drop"`.
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
-import os
 from collections.abc import Mapping, Sequence
-
-import tensorflow as tf
 
 from ops.pad_coo import OVERFLOW_MODES
 from sparse_io import output_files
+from sparse_io.stats_file import STATS_FORMAT_VERSION, Stats, StatsError
 
 __all__ = [
     "CAPACITY_KINDS",
@@ -41,19 +38,13 @@ def load_stats(path: str) -> dict:
     """Reads a stats.json (a file, or the `stats.json` in a shard directory).
 
     Raises:
-      ValueError: not JSON, or an unsupported `format_version`.
+      FileNotFoundError: no such file.
+      ValueError (`sparse_io.stats_file.StatsError`): not JSON, or not format_version 1.
     """
-    if not path.endswith(".json"):
-        path = os.path.join(path, STATS_FILE)
-    with tf.io.gfile.GFile(path, "r") as f:
-        text = f.read()
-    try:
-        stats = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON: {e}") from e
-    if not _is_stats(stats) or stats["format_version"] != 1:
-        raise ValueError(f"{path}: expected a stats.json with format_version 1 and 'features'")
-    return stats
+    stats = Stats.load(path).data
+    if stats.get("format_version") != STATS_FORMAT_VERSION:  # written by every ingest: its absence is damage
+        raise StatsError(f"{path}: expected a stats.json with format_version {STATS_FORMAT_VERSION} and 'features'")
+    return dict(stats)
 
 
 def _is_stats(value) -> bool:
