@@ -39,6 +39,7 @@ from transforms.tfdata.core.options import BatchOptions, OutputOptions
 from transforms.tfdata.core.sharding import resolve_worker
 from transforms.tfdata.core.state import InputState
 from transforms.tfdata.service import remember
+from transforms.tfdata.tfrecord.pins import pin_records
 from transforms.tfdata.tfrecord.source import tfrecord_dataset
 
 __all__ = ["make_dataset"]
@@ -147,11 +148,15 @@ def make_dataset(
         with its size, no other), "checksums" (and every byte), "none" (for
         shards written without one). A glob or file list is checked against
         the manifests of the directories it names (the named shards and every
-        other file listed: schema.json, stats.json, vocab/). Parquet and Arrow
-        shards are then pinned (`sparse_io.pins`): each open checks the file is
-        the one verified (size, mtime, inode) and holds the rows its manifest
-        lists; Parquet pages and Arrow record batches are checked against
-        their checksums as they are read, at every level.
+        other file listed: schema.json, stats.json, vocab/). The shards are
+        then pinned: Parquet and Arrow (`sparse_io.pins`): each open checks the
+        file is the one verified (size, mtime, inode) and holds the rows its
+        manifest lists; TFRecord (`tfrecord.pins`, graph-native, so it runs
+        under the tf.data service): the shards are read once here, and each
+        epoch checks a shard's record count and records' digest before its
+        records are read. Parquet pages, Arrow record batches and TFRecord
+        records are checked against their checksums as they are read, at
+        every level.
 
     Returns:
       The dataset; its `element_spec` is exact: `[batch_size]` leading
@@ -202,8 +207,8 @@ def make_dataset(
     else:
         verify_paths(files, verify)
     # Pinned as verified: every later open checks it is still the same file (an --overwrite since is an error).
-    # TFRecord shards are opened by TensorFlow's graph-native reader, which a pin cannot reach.
-    pins = pin_shards(files, verify) if fmt in COLUMNAR_FORMATS else None
+    # TFRecord shards are read by a graph-native reader, so their pin is the records' digest the graph carries.
+    pins = pin_shards(files, verify)
     if schema is None:
         schema = read_schema(directory)
     if schema is None:
@@ -258,6 +263,7 @@ def make_dataset(
             drop_remainder=drop_remainder,
             deterministic=deterministic,
             shuffle_buffer=shuffle_buffer,
+            pin=pin_records(files, pins),
         )
         to_raw_batch = column_batch(columns, label_column, combiners)
     out = finish_batches(

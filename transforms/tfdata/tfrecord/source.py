@@ -24,6 +24,7 @@ from transforms.tfdata.core.epochs import (
     seeded_shuffle,
 )
 from transforms.tfdata.core.sharding import split_files
+from transforms.tfdata.tfrecord.pins import RecordPin, pin_records, pinned_records
 
 __all__ = ["tfrecord_dataset", "parse_spec"]
 
@@ -123,6 +124,7 @@ def tfrecord_dataset(
     deterministic: bool,
     shuffle_buffer: int,
     compression_type: str | None = None,
+    pin: RecordPin | None = None,
 ) -> tuple[tf.data.Dataset, bool]:
     """This worker's batches as dicts of columns (see `parse_batch`), graph-native; and whether it reads whole files.
 
@@ -142,26 +144,30 @@ def tfrecord_dataset(
     so the tf.data service can split the epoch between its workers by
     files; with more epochs it is the range of epochs (`over_epochs`).
     """
-    sizes = [tf.io.gfile.stat(f).length for f in files]
-    mine = split_files([s > 0 for s in sizes], num_shards, index)
+    if pin is None:
+        pin = pin_records(files, compression_type=compression_type)
+    mine = split_files([rows > 0 for rows in pin.rows], num_shards, index)
+
+    def shard(number: tf.Tensor) -> tf.data.Dataset:
+        return pinned_records(pin, number)
 
     def one_epoch(seed: int | tf.Tensor | None, epoch: int | tf.Tensor) -> tf.data.Dataset:
         if mine is not None and shuffle:
-            paths = tf.constant([files[f] for f in mine])
-            names = file_order(len(mine), seed, epoch).map(plain(lambda _, number: tf.gather(paths, number)))
-            records = names.interleave(
-                plain(lambda path: tf.data.TFRecordDataset(path, compression_type=compression_type)),
+            numbers = tf.constant(mine, tf.int64)
+            picked = file_order(len(mine), seed, epoch).map(plain(lambda _, n: tf.gather(numbers, n)))
+            records = picked.interleave(
+                shard,
                 cycle_length=min(len(mine), 4),
                 num_parallel_calls=tf.data.AUTOTUNE,
                 deterministic=deterministic,
             )
         elif mine is not None:
             # Unshuffled: file after file, in name order.
-            records = tf.data.TFRecordDataset([files[f] for f in mine], compression_type=compression_type)
+            numbers = tf.constant(mine, tf.int64)
+            records = tf.data.Dataset.range(len(mine)).map(plain(lambda n: tf.gather(numbers, n))).flat_map(shard)
         else:
             # Every worker must see the records in the same order for shard() to split them.
-            records = tf.data.TFRecordDataset(list(files), compression_type=compression_type)
-            records = records.shard(num_shards, index)
+            records = tf.data.Dataset.range(len(files)).flat_map(shard).shard(num_shards, index)
         if shuffle:
             records = seeded_shuffle(records, shuffle_buffer, epoch_seed(seed, epoch, 1))
         return records.batch(batch_size, drop_remainder=drop_remainder)
