@@ -252,7 +252,8 @@ def build_manifest(
         missing = [n for n in names if n not in on_disk]
         if missing:
             raise ManifestError(f"{directory}: cannot commit {missing[0]}: no such file")
-    entries = [_recorded(directory, n, on_disk[n], records[n]) if n in (records or {}) else _describe(directory, n)
+    recorded = dict(records or {})
+    entries = [_recorded(directory, n, on_disk[n], recorded[n]) if n in recorded else _describe(directory, n)
                for n in names]
     shards = [e for e in entries if "rows" in e]
     if not shards:
