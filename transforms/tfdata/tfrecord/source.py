@@ -23,7 +23,7 @@ from transforms.tfdata.core.epochs import (
     seed_in_state,
     seeded_shuffle,
 )
-from transforms.tfdata.core.sharding import split_files
+from transforms.tfdata.core.sharding import plan_units, split_files
 from transforms.tfdata.tfrecord.pins import RecordPin, pin_records, pinned_records
 
 __all__ = ["tfrecord_dataset", "parse_spec"]
@@ -125,6 +125,7 @@ def tfrecord_dataset(
     shuffle_buffer: int,
     compression_type: str | None = None,
     pin: RecordPin | None = None,
+    balance: str = "files",
 ) -> tuple[tf.data.Dataset, bool]:
     """This worker's batches as dicts of columns (see `parse_batch`), graph-native; and whether it reads whole files.
 
@@ -132,6 +133,12 @@ def tfrecord_dataset(
     files (the second value is True); otherwise every worker reads the files
     in the same order and keeps every `num_shards`-th record
     (`Dataset.shard`), so the union is still each record once (False).
+    With `balance="rows"` every worker reads its own contiguous range of
+    the records (the files laid end to end, `sharding.plan_units`), the same
+    count +-1, however uneven the files (False: not whole files).
+    Every shard is read through `pinned_records`: each epoch checks that it
+    still holds the records pinned (`pin`, made here from `files` when not
+    given) before any of them is read.
     Shuffling permutes the files each epoch (when each worker has whole
     files) and then records through a buffer of `shuffle_buffer`, with seeds
     derived from `seed` and the epoch number. Without a `seed` one is drawn
@@ -146,13 +153,32 @@ def tfrecord_dataset(
     """
     if pin is None:
         pin = pin_records(files, compression_type=compression_type)
-    mine = split_files([rows > 0 for rows in pin.rows], num_shards, index)
+    mine = None if balance == "rows" else split_files([rows > 0 for rows in pin.rows], num_shards, index)
+    # balance="rows": this worker's record range of the files laid end to end, as (file, skip, take) units.
+    units = plan_units([[rows] for rows in pin.rows], num_shards, index, "rows")[0] if balance == "rows" else []
+    unit_files = tf.constant([u.file for u in units], tf.int64)
+    unit_starts = tf.constant([u.start for u in units], tf.int64)
+    unit_rows = tf.constant([u.num_rows for u in units], tf.int64)
 
     def shard(number: tf.Tensor) -> tf.data.Dataset:
         return pinned_records(pin, number)
 
+    def unit(n: tf.Tensor) -> tf.data.Dataset:
+        return shard(tf.gather(unit_files, n)).skip(tf.gather(unit_starts, n)).take(tf.gather(unit_rows, n))
+
     def one_epoch(seed: int | tf.Tensor | None, epoch: int | tf.Tensor) -> tf.data.Dataset:
-        if mine is not None and shuffle:
+        if balance == "rows" and shuffle:
+            # The units in a new order each epoch (then the record buffer), as whole files are.
+            picked = file_order(len(units), seed, epoch).map(plain(lambda _, n: n))
+            records = picked.interleave(
+                unit,
+                cycle_length=max(1, min(len(units), 4)),
+                num_parallel_calls=tf.data.AUTOTUNE,
+                deterministic=deterministic,
+            )
+        elif balance == "rows":
+            records = tf.data.Dataset.range(len(units)).flat_map(unit)
+        elif mine is not None and shuffle:
             numbers = tf.constant(mine, tf.int64)
             picked = file_order(len(mine), seed, epoch).map(plain(lambda _, n: tf.gather(numbers, n)))
             records = picked.interleave(
