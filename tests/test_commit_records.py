@@ -110,3 +110,23 @@ def test_commit_directory_uses_the_records_write_shards_left_and_refuses_a_shard
     with pytest.raises(ManifestError, match=r"part-00000-of-00002\.parquet: has \d+ bytes, its writer recorded"):
         commit_directory(again)
     assert not os.path.exists(os.path.join(again, MANIFEST_FILE))
+
+
+def test_convert_commits_from_what_it_wrote_without_reading_the_destination_back(tmp_path, monkeypatch):
+    from pipelines.convert import convert_output
+
+    source = str(tmp_path / "parquet")
+    _write_shards(source)
+    commit_directory(source)
+    described = []
+    real = manifest_module._describe
+    monkeypatch.setattr(manifest_module, "_describe", lambda d, r: described.append((d, r)) or real(d, r))
+    destination = str(tmp_path / "tfrecord")
+    manifest = convert_output(source, destination, "tfrecord")
+    assert not [r for d, r in described if d == destination], described
+    monkeypatch.undo()
+    listed = [e["path"] for e in manifest["shards"] + manifest["files"]]
+    assert sorted(listed) == sorted(n for n in os.listdir(destination) if n != MANIFEST_FILE)
+    by_reading = build_manifest(destination, listed)
+    assert manifest["shards"] == by_reading["shards"] and manifest["files"] == by_reading["files"]
+    assert sum(e["rows"] for e in manifest["shards"]) == 12
