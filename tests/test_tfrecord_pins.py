@@ -119,3 +119,19 @@ def test_a_pinned_dataset_runs_under_the_service_and_its_graph_holds_no_process_
     _rewrite_in_place(os.path.join(out, shard_name(2, 3, ".tfrecord")), 90)
     with pytest.raises(tf.errors.OpError, match=r"part-00002-of-00003\.tfrecord: .*changed since it was verified"):
         list(distribute(ds, service, processing_mode=mode))
+
+
+def test_a_program_reading_a_changed_tfrecord_shard_exits_2_with_one_line_naming_it(tmp_path, capsys):
+    from pipelines.errors import cli_errors
+
+    out = _output(str(tmp_path / "out"))
+    ds = make_dataset(out, 5, shuffle=False, output="ragged")
+    _rewrite_in_place(os.path.join(out, shard_name(0, 2, ".tfrecord")), 70)
+    with pytest.raises(SystemExit) as caught:
+        with cli_errors("pipelines.train"):
+            list(ds)
+    assert caught.value.code == 2
+    shard = os.path.join(out, shard_name(0, 2, ".tfrecord"))
+    assert capsys.readouterr().err == (
+        f"pipelines.train: error: {shard}: replaced or changed since it was verified (its records differ from those "
+        "pinned when the dataset was made: another run wrote this output?); make the dataset again\n")

@@ -117,8 +117,8 @@ def pinned_records(pin: RecordPin, number: int | tf.Tensor) -> tf.data.Dataset:
     )
     message = tf.strings.join([
         "ChangedFileError: ", path, ": replaced or changed since it was verified (its records differ from those "
-        "pinned when the dataset was made: another run wrote this output?); make the dataset again",
-    ])
+        "pinned when the dataset was made: another run wrote this output?); make the dataset again\n",
+    ])  # The line ends the message: programs report it as one line (pipelines.errors.cli_errors).
     check = tf.debugging.Assert(same, [message])
     with tf.control_dependencies([check]):
         path = tf.identity(path)
