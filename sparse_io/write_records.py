@@ -25,7 +25,8 @@ import threading
 from typing import IO
 
 __all__ = ["WRITE_RECORDS_FILE", "ChecksummingStream", "keep_record", "load_write_records", "parse_write_records",
-           "mark", "save_write_records", "take_record", "text_record"]
+           "mark", "take_record", "text_record",
+           "write_records_text"]
 
 # Where the shard writer leaves its records for the commit: a temporary (".tmp-"), so a killed or failed run's
 # copy is rolled back with the other temporaries and the commit removes it before the manifest is written.
@@ -137,23 +138,18 @@ def text_record(text: str) -> tuple[str, int]:
     return f"{google_crc32c.value(data):08x}", len(data)
 
 
-def save_write_records(directory: str, shards: dict[str, dict], files: dict[str, dict]) -> None:
-    """Writes the records of `directory`'s shards (`{name: {rows, bytes, crc32c}}`) and other files, atomically."""
+def write_records_text(shards: dict[str, dict], files: dict[str, dict]) -> str:
+    """The record file's text (`WRITE_RECORDS_FILE`) for shards (`{name: {rows, bytes, crc32c}}`) and other files."""
     import json
 
-    from sparse_io.atomic import atomic_write_text
-
-    path = _join(directory, WRITE_RECORDS_FILE)
-    atomic_write_text(path, json.dumps({"shards": shards, "files": files}, sort_keys=True) + "\n",
-                      output_root=directory if "://" not in directory else None)
-    take_record(path)
+    return json.dumps({"shards": shards, "files": files}, sort_keys=True) + "\n"
 
 
 def load_write_records(directory: str) -> dict[str, dict] | None:
     """`{relative path: entry}` as the writers recorded them (shards with `rows`), or None when none were left.
 
     Raises:
-      ValueError: the record file is not what `save_write_records` writes.
+      ValueError: the record file is not what `write_records_text` gives.
     """
     from apache_beam.io.filesystems import FileSystems
 
@@ -168,7 +164,7 @@ def parse_write_records(data: bytes, path: str) -> dict[str, dict]:
     """The `{relative path: entry}` of a record file's bytes (`path` names it in errors).
 
     Raises:
-      ValueError: not what `save_write_records` writes.
+      ValueError: not what `write_records_text` gives.
     """
     import json
 

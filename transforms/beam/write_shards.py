@@ -47,7 +47,7 @@ from sparse_io.schema import SCHEMA_FILE, Schema
 from sparse_io.shard_formats import shard_format
 from sparse_io.shard_set import write_shard
 from sparse_io.shards import DEFAULT_ROW_GROUP_SIZE, shard_name
-from sparse_io.write_records import save_write_records, take_record, text_record
+from sparse_io.write_records import WRITE_RECORDS_FILE, take_record, text_record, write_records_text
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
 from transforms.beam._read_ahead import read_ahead
 from transforms.beam.call_once import CallOnce
@@ -336,8 +336,11 @@ def _finalize(
     crc, size = _record(FileSystems.join(output_dir, SCHEMA_FILE))
     # stats.json was written (maybe on another worker) from the dict this stage holds: its bytes follow from it.
     stats_crc, stats_size = text_record(stats_json(stats))
-    save_write_records(output_dir, shard_records, {SCHEMA_FILE: {"bytes": size, "crc32c": crc},
-                                                   STATS_FILE: {"bytes": stats_size, "crc32c": stats_crc}})
+    records = write_records_text(shard_records, {SCHEMA_FILE: {"bytes": size, "crc32c": crc},
+                                                 STATS_FILE: {"bytes": stats_size, "crc32c": stats_crc}})
+    path = FileSystems.join(output_dir, WRITE_RECORDS_FILE)
+    atomic_write_text(path, records, output_root=output_dir)
+    take_record(path)  # the records' own record: nobody commits this temporary
     return {
         "shards": [done[i][0] for i in range(shards)],
         "num_rows": sum(rows for _, rows, *_ in done.values()),
