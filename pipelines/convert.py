@@ -167,13 +167,17 @@ def _convert(source: str, destination: str, shard_format: str, compression: str 
     from sparse_io.shard_formats import shard_format as shard_format_named
     from sparse_io.shard_set import read_shard, write_shard
     from sparse_io.shards import DEFAULT_ROW_GROUP_SIZE
+    from sparse_io.write_records import mark
 
     manifest = read_manifest(source)
     schema = Schema.load(_join(source, SCHEMA_FILE))
     if "://" not in destination:
         os.makedirs(destination, exist_ok=True)
+    # What was written is checksummed as it is written: the commit reads none of it back.
+    began, records = mark(), {}
     for entry in manifest.get("files", []):
         _copy(_join(source, entry["path"]), _join(destination, entry["path"]), destination)
+        _recorded(records, destination, entry["path"], began)
     shards = manifest["shards"]
     # Each shard read must be the file verified, holding the rows the manifest lists.
     pins = pin_shards([_join(source, e["path"]) for e in shards], verify)
@@ -191,13 +195,24 @@ def _convert(source: str, destination: str, shard_format: str, compression: str 
         pin.check()
         pin.check_rows(table.num_rows)
         target = _join(destination, stem + shard_format_named(shard_format).suffix)
-        rows += write_shard(target, [table], schema, row_group_size=row_group_size, compression=compression,
-                            output_root=destination)
+        written = write_shard(target, [table], schema, row_group_size=row_group_size, compression=compression,
+                              output_root=destination)
+        rows += written
+        _recorded(records, destination, os.path.basename(target), began, rows=written)
         del table
         _LOGGER.info("%d/%d shards, %s rows (%.0f s)", done, len(shards), f"{rows:,}", time.monotonic() - started)
     totals = dict(manifest.get("totals") or {})
     return commit_directory(destination, config=manifest.get("config"), inputs=manifest.get("inputs"),
-                            totals=totals)
+                            totals=totals, records=records)
+
+
+def _recorded(records: dict, destination: str, relative: str, began: int, rows: int | None = None) -> None:
+    """Adds what this process recorded of `destination/relative` since `began` (nothing: the commit reads it)."""
+    from sparse_io.write_records import take_record
+
+    found = take_record(_join(destination, relative), since=began)
+    if found is not None:
+        records[relative] = {"crc32c": found[0], "bytes": found[1], **({} if rows is None else {"rows": rows})}
 
 
 def main(argv: list[str] | None = None) -> None:

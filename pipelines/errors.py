@@ -56,7 +56,11 @@ def _carried_data_error(error: BaseException) -> str | None:
     if tf is None or not isinstance(error, tf.errors.OpError):
         return None
     found = _CARRIED.search(error.message)
-    return found.group(1).strip() if found else None
+    if not found:
+        return None
+    # tf.debugging.Assert (the TFRecord reader's pin check) prints its message escaped, in brackets, ending
+    # in the "\n" that marks where the line ends.
+    return found.group(1).strip().removesuffix("\\n]").strip()
 
 
 @contextlib.contextmanager

@@ -88,6 +88,7 @@ from sparse_io.formats import SHARD_SUFFIX
 from sparse_io.manifest import LOCK_FILE, MANIFEST_FILE, commit_directory
 from sparse_io.schema import SCHEMA_FILE, Schema
 from sparse_io.shards import parse_shard_name, shard_name
+from sparse_io.write_records import load_write_records, mark, take_record
 from transforms.beam.histories import TARGET_PREFIX
 
 __all__ = ["build_ingest", "ingest_parser", "run_ingest", "main"]
@@ -463,6 +464,7 @@ def _run_and_commit(options, config: IngestConfig, ours, files: list, planned: l
     import apache_beam as beam
 
     started = time.monotonic()
+    began = mark()  # this process's writes from here on are this run's
     _LOGGER.info("ingesting %s (%d file%s) into %s ...", ours.input, len(files), "" if len(files) == 1 else "s",
                  ours.output)
     pipeline = beam.Pipeline(options=options)
@@ -506,7 +508,14 @@ def _run_and_commit(options, config: IngestConfig, ours, files: list, planned: l
         summary["report"] = write_report(ours.output, summary)
     present = set(list_output(ours.output)) - {LOCK_FILE}
     committed = _committable(present, planned, config)
-    roll_back(ours.output, [])  # temporaries only
+    # What the writers recorded while writing (shards, schema.json, stats.json, and the files this process
+    # wrote since the run began: report.html, a rewritten stats.json): the commit reads none of those back.
+    records = load_write_records(ours.output) or {}
+    for name in committed:
+        mine = take_record(FileSystems.join(ours.output, name), since=began)
+        if mine is not None:
+            records[name] = {**records.get(name, {}), "crc32c": mine[0], "bytes": mine[1]}
+    roll_back(ours.output, [])  # temporaries only (the records' file too)
     # Written last: until this rename the directory is not an output.
     commit_directory(
         ours.output,
@@ -516,6 +525,7 @@ def _run_and_commit(options, config: IngestConfig, ours, files: list, planned: l
         inputs=sorted(({"path": m.path, "bytes": m.size_in_bytes} for m in [*files, *context_files]),
                       key=lambda e: e["path"]),
         totals={"rows_in": summary["rows_in"], "bad": summary["bad_records"]},
+        records=records,
     )
     summary["manifest"] = FileSystems.join(ours.output, MANIFEST_FILE)
     return summary

@@ -25,6 +25,8 @@ import uuid
 from collections.abc import Iterator
 from typing import IO
 
+from sparse_io.write_records import ChecksummingStream, keep_record
+
 __all__ = ["atomic_output", "atomic_write_text", "check_inside_root", "remove_stale_temporaries", "TMP_PREFIX"]
 
 TMP_PREFIX = ".tmp-"
@@ -79,7 +81,9 @@ def atomic_output(path: str, *, output_root: str | None = None) -> Iterator[IO[b
     """Opens a binary stream whose content lands at `path` only on success.
 
     On an exception the temporary file is removed and `path` is untouched; on
-    success an existing file at `path` is replaced.
+    success an existing file at `path` is replaced, and the file's CRC-32C
+    and size, computed from the bytes written, are kept for the commit
+    (`sparse_io.write_records.take_record(path)`). The stream only appends.
 
     Args:
       path: where the file goes; missing directories are created.
@@ -110,8 +114,10 @@ def atomic_output(path: str, *, output_root: str | None = None) -> Iterator[IO[b
         stream = os.fdopen(os.open(tmp, flags, 0o666), "wb")
     else:
         stream = fs.create(tmp)
+    # The bytes are checksummed as they go out, so a commit need not read the file back (sparse_io.write_records).
+    checked = ChecksummingStream(stream)
     try:
-        yield stream
+        yield checked  # type: ignore[misc]
         stream.close()
         if local:
             os.replace(tmp, path)
@@ -119,6 +125,7 @@ def atomic_output(path: str, *, output_root: str | None = None) -> Iterator[IO[b
             if fs.exists(path):
                 fs.delete([path])
             fs.rename([tmp], [path])
+        keep_record(path, checked.record())
     except BaseException:
         stream.close()
         with contextlib.suppress(Exception):

@@ -37,9 +37,10 @@ import datetime
 import json
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from sparse_io.shard_formats import ShardFormat, shard_format_for, suffix_list
+from sparse_io.write_records import WRITE_RECORDS_FILE, parse_write_records
 
 __all__ = [
     "MANIFEST_FILE",
@@ -194,6 +195,22 @@ def _describe(directory: str, relative: str) -> dict:
     return entry
 
 
+def _recorded(directory: str, relative: str, size: int, record: dict) -> dict:
+    """A manifest entry from a writer's record: no byte read; the file must still have the recorded size."""
+    path = _join(directory, relative)
+    crc, recorded, rows = record.get("crc32c"), record.get("bytes"), record.get("rows")
+    if not (isinstance(crc, str) and len(crc) == 8 and _is_count(recorded)):
+        raise ManifestError(f"{path}: its write record is malformed ({record!r})")
+    if size != recorded:
+        raise ManifestError(f"{path}: has {size} bytes, its writer recorded {recorded} (changed since it was written)")
+    entry = {"path": relative, "bytes": recorded, "crc32c": crc}
+    if _shard_format(relative) is not None:
+        if not _is_count(rows):
+            raise ManifestError(f"{path}: its write record has no row count")
+        entry["rows"] = rows
+    return entry
+
+
 # --- writing -----------------------------------------------------------------------------------------------
 
 
@@ -204,10 +221,25 @@ def build_manifest(
     config: dict | None = None,
     inputs: Sequence[dict] | None = None,
     totals: dict | None = None,
+    records: Mapping[str, dict] | None = None,
 ) -> dict:
-    """The manifest of `directory` as a dict (nothing is written; see `commit_directory`)."""
+    """The manifest of `directory` as a dict (nothing is written; see `commit_directory`).
+
+    `records` (`{relative path: {"bytes", "crc32c"[, "rows"]}}`, as the writers
+    computed them while writing: `sparse_io.write_records`) describe those
+    files without reading them; each must still have its recorded size on
+    disk. Every other file is read.
+    """
     directory = os.fspath(directory)
     on_disk = _list_files(directory)
+    if WRITE_RECORDS_FILE in on_disk:  # left by the shard writer (transforms.beam.WriteShards): not an output file
+        with _open(_join(directory, WRITE_RECORDS_FILE)) as f:
+            try:
+                left = parse_write_records(f.read(), _join(directory, WRITE_RECORDS_FILE))
+            except ValueError as e:
+                raise ManifestError(str(e)) from None
+        records = {**left, **(records or {})}
+        del on_disk[WRITE_RECORDS_FILE]
     if files is None:
         names = sorted(n for n in on_disk if n not in _NOT_OUTPUT_FILES)
         unfinished = [n for n in names if n.rsplit("/", 1)[-1].startswith(_TMP_PREFIX)]
@@ -220,7 +252,9 @@ def build_manifest(
         missing = [n for n in names if n not in on_disk]
         if missing:
             raise ManifestError(f"{directory}: cannot commit {missing[0]}: no such file")
-    entries = [_describe(directory, n) for n in names]
+    recorded = dict(records or {})
+    entries = [_recorded(directory, n, on_disk[n], recorded[n]) if n in recorded else _describe(directory, n)
+               for n in names]
     shards = [e for e in entries if "rows" in e]
     if not shards:
         raise ManifestError(f"{directory}: no {suffix_list()} shard to commit")
@@ -252,8 +286,9 @@ def commit_directory(
     config: dict | None = None,
     inputs: Sequence[dict] | None = None,
     totals: dict | None = None,
+    records: Mapping[str, dict] | None = None,
 ) -> dict:
-    """Commits a directory of shards: writes its `_MANIFEST.json`, atomically, after reading every file.
+    """Commits a directory of shards: writes its `_MANIFEST.json`, atomically, after reading every file not recorded.
 
     Use it after writing shards by any means other than the ingest (which
     commits its own output): `write_parquet_shard`/`write_tfrecord_shard`
@@ -264,12 +299,17 @@ def commit_directory(
       directory: the output directory (local or any FileSystems URL).
       files: paths relative to `directory` to list; None lists every file
         under it (recursively), except the manifest and an ingest's lock.
+        The records `transforms.beam.WriteShards` leaves beside its shards
+        (`sparse_io.write_records`) are used, then removed: the shards
+        and schema.json it wrote are not read back.
         Top-level `.parquet`/`.tfrecord` files are the shards. A file left
         out of the list makes readers refuse the directory (an extra file).
       config: JSON-able description of how the output was made (optional).
       inputs: the input files, e.g. `[{"path": "day_0.tsv", "bytes": 1234}]`.
       totals: `rows_in`, `bad` (and `rows_out`, which must then equal the
         rows the shards hold).
+      records: what the writers recorded of files they wrote (see
+        `build_manifest`): those files are not read back.
 
     Returns:
       The manifest written.
@@ -292,11 +332,24 @@ def commit_directory(
     from sparse_io.atomic import atomic_write_text
 
     directory = os.fspath(directory)
-    manifest = build_manifest(directory, files, config=config, inputs=inputs, totals=totals)
+    manifest = build_manifest(directory, files, config=config, inputs=inputs, totals=totals, records=records)
     output_root = directory if _is_local(directory) else None
+    _remove_write_records(directory)
     atomic_write_text(_join(directory, MANIFEST_FILE), json.dumps(manifest, indent=1, sort_keys=True) + "\n",
                       output_root=output_root)
     return manifest
+
+
+def _remove_write_records(directory: str) -> None:
+    path = _join(directory, WRITE_RECORDS_FILE)
+    if _is_local(path):
+        if os.path.lexists(path):
+            os.remove(path)
+        return
+    from apache_beam.io.filesystems import FileSystems
+
+    if FileSystems.exists(path):
+        FileSystems.delete([path])
 
 
 # --- reading and verifying ---------------------------------------------------------------------------------

@@ -63,7 +63,7 @@ def test_parquet_shards_hold_each_row_once_shuffled_and_repeatable(tmp_path):
         (again, list(reversed(batches)), dict(seed=5, **options)),
         (other, batches, dict(seed=6, **options)),
     )
-    names = sorted(os.listdir(out))
+    names = _written(out)
     assert names == [shard_name(i, 4, ".parquet") for i in range(4)] + ["schema.json", "stats.json"]
     shards = [read_parquet_shard(os.path.join(out, n), SCHEMA) for n in names[:4]]
     written = pa.concat_tables(shards)
@@ -95,7 +95,7 @@ def test_tfrecord_shards_inferred_schema_counted_shards_and_empty_ones(tmp_path)
         (out, batches, dict(format="tfrecord", shuffle=False, rows_per_shard=10)),
         (many, batches[:1], dict(num_shards=12, schema=SCHEMA)),
     )
-    names = sorted(os.listdir(out))
+    names = _written(out)
     assert names == [shard_name(i, 3, ".tfrecord") for i in range(3)] + ["schema.json", "stats.json"]
     schema = Schema.load(out)
     assert schema == infer_schema(batches[0].schema) == SCHEMA
@@ -109,6 +109,22 @@ def test_tfrecord_shards_inferred_schema_counted_shards_and_empty_ones(tmp_path)
     assert sum(counts) == 7 and min(counts) >= 1
 
 
+def _written(out: str) -> list[str]:
+    """The output's files, after checking the writer's records (left for the commit) against a read of each file."""
+    from sparse_io.manifest import file_checksum
+    from sparse_io.write_records import WRITE_RECORDS_FILE, load_write_records
+
+    names = sorted(os.listdir(out))
+    records = load_write_records(out)
+    names.remove(WRITE_RECORDS_FILE)
+    shards = [n for n in names if n.startswith("part-")]
+    assert sorted(records) == sorted(shards + ["schema.json", "stats.json"])
+    for name, record in records.items():
+        path = os.path.join(out, name)
+        assert (record["bytes"], record["crc32c"]) == (os.path.getsize(path), file_checksum(path)), name
+    return names
+
+
 def test_fewer_rows_than_shards_give_one_shard_per_row_at_most(tmp_path):
     _, batches = _batches(rows=5, size=5)
     out, none = str(tmp_path / "few"), str(tmp_path / "none")
@@ -120,7 +136,7 @@ def test_fewer_rows_than_shards_give_one_shard_per_row_at_most(tmp_path):
     assert 1 <= len(kept) <= 5 and kept == [shard_name(i, len(kept), ".parquet") for i in range(len(kept))]
     rows = pa.concat_tables([read_parquet_shard(os.path.join(out, n), SCHEMA) for n in kept])
     assert sorted(rows.column("label").to_pylist()) == list(range(5))
-    assert sorted(os.listdir(none)) == [shard_name(0, 1, ".parquet"), "schema.json", "stats.json"]
+    assert _written(none) == [shard_name(0, 1, ".parquet"), "schema.json", "stats.json"]
 
 
 def test_bad_arguments():

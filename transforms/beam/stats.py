@@ -279,8 +279,13 @@ def _assemble(found, values, features, sizes, dense, label) -> dict:
     return assemble_stats(found.pop(_ROWS, 0), found, features, sizes, dict(values), dense, label)
 
 
+def stats_json(stats: dict) -> str:
+    """stats.json's text for `stats`: every writer of the file uses it, so its bytes follow from the dict alone."""
+    return json.dumps(stats, indent=2, sort_keys=False) + "\n"
+
+
 def _write_stats(stats: dict, path: str) -> dict:
-    atomic_write_text(path, json.dumps(stats, indent=2, sort_keys=False) + "\n")
+    atomic_write_text(path, stats_json(stats))
     return stats
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import functools
-import json
 import logging
 import math
 import os
@@ -48,11 +47,12 @@ from sparse_io.schema import SCHEMA_FILE, Schema
 from sparse_io.shard_formats import shard_format
 from sparse_io.shard_set import write_shard
 from sparse_io.shards import DEFAULT_ROW_GROUP_SIZE, shard_name
+from sparse_io.write_records import WRITE_RECORDS_FILE, take_record, text_record, write_records_text
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
 from transforms.beam._read_ahead import read_ahead
 from transforms.beam.call_once import CallOnce
 from transforms.beam.shard_spill import SpillByKeyRange, sorted_shard_batches
-from transforms.beam.stats import STATS_FILE, ComputeStats
+from transforms.beam.stats import STATS_FILE, ComputeStats, stats_json
 
 __all__ = ["WriteShards", "infer_schema", "default_write_threads", "DEFAULT_STATS_BATCH_SIZES"]
 
@@ -66,6 +66,9 @@ _METRICS = "sparseflow.WriteShards"
 _LOGGER = logging.getLogger("sparseflow.WriteShards")
 # Shards one worker encodes at once when `write_threads` is None: its CPU count, at most this.
 MAX_DEFAULT_WRITE_THREADS = 4
+
+# What a shard writer hands on: (shard index, path, rows, crc32c hex, bytes).
+Written = tuple[int, str, int, str, int]
 
 
 def default_write_threads() -> int:
@@ -253,11 +256,11 @@ class _WriteShardFn(beam.DoFn):
         if pool is not None:
             pool.shutdown(wait=True)  # a write already running finishes (or fails) before the bundle ends
 
-    def _counted(self, written: tuple[int, str, int]) -> tuple[int, str, int]:
+    def _counted(self, written: Written) -> Written:
         self._rows.inc(written[2])  # in the bundle's thread: Beam's metrics are per thread
         return written
 
-    def _write_shard(self, index: int, fragments: list[str], shards: int, schema: Schema) -> tuple[int, str, int]:
+    def _write_shard(self, index: int, fragments: list[str], shards: int, schema: Schema) -> Written:
         path = FileSystems.join(self._output_dir, shard_name(index, shards, SHARD_SUFFIX[self._format]))
         rows = _write(
             path,
@@ -270,7 +273,7 @@ class _WriteShardFn(beam.DoFn):
             self._compression,
         )
         FileSystems.delete(fragments)
-        return index, path, rows
+        return (index, path, rows, *_record(path))
 
 
 def _write(
@@ -285,6 +288,14 @@ def _write(
         compression=compression if shard_format(format).codecs else None,
         output_root=output_dir,
     )
+
+
+def _record(path: str) -> tuple[str, int]:
+    """(crc32c, bytes) of the file this process just wrote to `path`, as computed while writing it."""
+    record = take_record(path)
+    if record is None:
+        raise RuntimeError(f"{path}: written without a checksum record (not through sparse_io.atomic)")
+    return record
 
 
 def _finalize(
@@ -305,22 +316,34 @@ def _finalize(
     if late_updates:
         schema, stats = _apply_late_updates(schema, stats, late_updates, output_dir)
     suffix = SHARD_SUFFIX[format]
-    done = {index: (path, rows) for index, path, rows in written}
+    done = {index: (path, rows, crc, size) for index, path, rows, crc, size in written}
     done, shards = _fit_to_rows(done, shards, output_dir, suffix)
     for index in range(shards):
         if index not in done:
             path = FileSystems.join(output_dir, shard_name(index, shards, suffix))
-            done[index] = (path, _write(path, format, [], schema, row_group_size, output_dir, compression))
-    keep = {path for path, _ in done.values()}
+            rows = _write(path, format, [], schema, row_group_size, output_dir, compression)
+            done[index] = (path, rows, *_record(path))
+    keep = {path for path, *_ in done.values()}
     pattern = FileSystems.join(output_dir, "part-*-of-*")
     stale = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list if m.path not in keep]
     if stale:
         FileSystems.delete(stale)
     remove_stale_temporaries(output_dir)
     schema.save(output_dir, output_root=output_dir)
+    # The commit assembles the manifest from these records instead of reading the shards back.
+    shard_records = {FileSystems.split(path)[1]: {"rows": rows, "bytes": size, "crc32c": crc}
+                     for path, rows, crc, size in done.values()}
+    crc, size = _record(FileSystems.join(output_dir, SCHEMA_FILE))
+    # stats.json was written (maybe on another worker) from the dict this stage holds: its bytes follow from it.
+    stats_crc, stats_size = text_record(stats_json(stats))
+    records = write_records_text(shard_records, {SCHEMA_FILE: {"bytes": size, "crc32c": crc},
+                                                 STATS_FILE: {"bytes": stats_size, "crc32c": stats_crc}})
+    path = FileSystems.join(output_dir, WRITE_RECORDS_FILE)
+    atomic_write_text(path, records, output_root=output_dir)
+    take_record(path)  # the records' own record: nobody commits this temporary
     return {
         "shards": [done[i][0] for i in range(shards)],
-        "num_rows": sum(rows for _, rows in done.values()),
+        "num_rows": sum(rows for _, rows, *_ in done.values()),
         "schema": FileSystems.join(output_dir, SCHEMA_FILE),
         "stats": FileSystems.join(output_dir, STATS_FILE),
         "stats_features": sorted(stats["features"]),
@@ -329,17 +352,17 @@ def _finalize(
 
 def _fit_to_rows(done: dict, shards: int, output_dir: str, suffix: str) -> tuple[dict, int]:
     """`(done, shards)`, with only the shards that got rows, renumbered, when the rows cannot fill `shards`."""
-    rows = sum(count for _, count in done.values())
+    rows = sum(value[1] for value in done.values())
     if rows >= shards:
         return done, shards
     filled = [index for index in sorted(done) if done[index][1] > 0]
     kept = max(1, len(filled))
     renumbered = {}
     for new, old in enumerate(filled):
-        path, count = done[old]
+        path, *rest = done[old]
         target = FileSystems.join(output_dir, shard_name(new, kept, suffix))
         FileSystems.rename([path], [target])
-        renumbered[new] = (target, count)
+        renumbered[new] = (target, *rest)
     _LOGGER.warning("num_shards %d is more than the %d rows can fill: wrote %d shards", shards, rows, kept)
     return renumbered, kept
 
@@ -379,7 +402,7 @@ def _apply_late_updates(schema: Schema, stats: dict, updates, output_dir: str) -
                              for k, v in sections.items()}}
     if counted or sections:
         atomic_write_text(
-            FileSystems.join(output_dir, STATS_FILE), json.dumps(stats, indent=2) + "\n", output_root=output_dir
+            FileSystems.join(output_dir, STATS_FILE), stats_json(stats), output_root=output_dir
         )
     return schema, stats
 

@@ -10,8 +10,10 @@ Which reader runs depends on the shard format (the README has the full table):
 | service split by files (`distributed_epoch`) | no | with `num_epochs=1` |
 | `tf.train.Checkpoint(iterator=...)` | yes | yes |
 | explicit `InputState` (`start=`, `return_position=`) | yes | no |
-| sharding | whole files, else row ranges | whole files, else every n-th record |
+| sharding² | whole files, else row ranges | whole files, else every n-th record |
 | shuffle | units each epoch + rows within units | files each epoch + a record buffer |
+
+² With `balance="rows"`, always row (record) ranges: the same rows per worker +-1.
 
 ¹ Parquet row groups are decoded on every read; Arrow record batches are
 memory-mapped and read without decoding. Parquet and Arrow shards of the
@@ -36,9 +38,10 @@ from transforms.tfdata.core.columns import select_columns
 from transforms.tfdata.core.files import list_files, read_schema, shard_format
 from transforms.tfdata.core.finish import column_batch, finish_batches
 from transforms.tfdata.core.options import BatchOptions, OutputOptions
-from transforms.tfdata.core.sharding import resolve_worker
+from transforms.tfdata.core.sharding import check_balance, resolve_worker
 from transforms.tfdata.core.state import InputState
 from transforms.tfdata.service import remember
+from transforms.tfdata.tfrecord.pins import pin_records
 from transforms.tfdata.tfrecord.source import tfrecord_dataset
 
 __all__ = ["make_dataset"]
@@ -72,6 +75,7 @@ def make_dataset(
     format: str | None = None,
     schema: Schema | None = None,
     verify: str = "sizes",
+    balance: str = "files",
 ) -> tf.data.Dataset:
     r"""A `tf.data.Dataset` of `(features, label)` batches from Parquet, TFRecord or Arrow shards.
 
@@ -108,6 +112,15 @@ def make_dataset(
         everything). Giving only one of the two, or both with
         `input_context`, raises ValueError.
       index: this worker's number, in `[0, num_shards)`.
+      balance: how the rows are split between input workers: "files" (the
+        default: whole files where every worker gets one, else row ranges)
+        or "rows" (always contiguous row ranges of the files laid end to
+        end: every worker reads the same number of rows +-1, so the same
+        number of batches per epoch +-1, whatever the file sizes; each row
+        once per epoch across the workers). Use "rows" for synchronous
+        multi-worker training over uneven files, where every step waits for
+        the slowest worker. A Parquet/Arrow `start` resumes only the plan it
+        was saved from (the same `balance` and workers).
       output: "coo" (each sparse feature a `Coo(row_ids, col_ids, gains, sample_count)`
         with the combiner and weights folded in), "ragged" (`[B, None]`
         RaggedTensors, weights under `f__weights`) or "sparse" (SparseTensors).
@@ -147,11 +160,15 @@ def make_dataset(
         with its size, no other), "checksums" (and every byte), "none" (for
         shards written without one). A glob or file list is checked against
         the manifests of the directories it names (the named shards and every
-        other file listed: schema.json, stats.json, vocab/). Parquet and Arrow
-        shards are then pinned (`sparse_io.pins`): each open checks the file is
-        the one verified (size, mtime, inode) and holds the rows its manifest
-        lists; Parquet pages and Arrow record batches are checked against
-        their checksums as they are read, at every level.
+        other file listed: schema.json, stats.json, vocab/). The shards are
+        then pinned: Parquet and Arrow (`sparse_io.pins`): each open checks the
+        file is the one verified (size, mtime, inode) and holds the rows its
+        manifest lists; TFRecord (`tfrecord.pins`, graph-native, so it runs
+        under the tf.data service): the shards are read once here, and each
+        epoch checks a shard's record count and records' digest before its
+        records are read. Parquet pages, Arrow record batches and TFRecord
+        records are checked against their checksums as they are read, at
+        every level.
 
     Returns:
       The dataset; its `element_spec` is exact: `[batch_size]` leading
@@ -193,6 +210,7 @@ def make_dataset(
         raise ValueError(f"format must be one of {', '.join(SHARD_FORMATS)}, got {format!r}")
     suffixes = _SUFFIXES[format] if format else tuple(SHARD_SUFFIXES)
     check_verify_level(verify)
+    check_balance(balance)
     files = list_files(path, suffixes)
     fmt = format or shard_format(files)
     whole = isinstance(path, str) and tf.io.gfile.isdir(path)
@@ -202,8 +220,8 @@ def make_dataset(
     else:
         verify_paths(files, verify)
     # Pinned as verified: every later open checks it is still the same file (an --overwrite since is an error).
-    # TFRecord shards are opened by TensorFlow's graph-native reader, which a pin cannot reach.
-    pins = pin_shards(files, verify) if fmt in COLUMNAR_FORMATS else None
+    # TFRecord shards are read by a graph-native reader, so their pin is the records' digest the graph carries.
+    pins = pin_shards(files, verify)
     if schema is None:
         schema = read_schema(directory)
     if schema is None:
@@ -238,6 +256,7 @@ def make_dataset(
             index=worker,
             shard_format=fmt,
             pins=pins,
+            balance=balance,
         )
     else:
         if start is not None or return_position:
@@ -258,6 +277,8 @@ def make_dataset(
             drop_remainder=drop_remainder,
             deterministic=deterministic,
             shuffle_buffer=shuffle_buffer,
+            pin=pin_records(files, pins),
+            balance=balance,
         )
         to_raw_batch = column_batch(columns, label_column, combiners)
     out = finish_batches(

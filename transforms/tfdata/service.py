@@ -50,7 +50,8 @@ class DatasetFacts:
       source: "parquet", "tfrecord", "arrow" or "log".
       counters: the names of the counter arguments given a variable, e.g. ("bad_lines",).
       num_epochs: the dataset's `num_epochs` (None: endless).
-      whole_files: each input worker reads whole files (False: every n-th record of all of them).
+      whole_files: each input worker reads whole files (False: every n-th record of all of them, or a
+        record range with balance="rows").
     """
 
     source: str
@@ -201,8 +202,9 @@ def check_distributable(dataset: tf.data.Dataset, processing_mode="parallel_epoc
             raise ValueError(
                 f"transforms.distribute: processing_mode={_shown(processing_mode)} splits the files between the "
                 "workers, but this dataset's input shard is every num_shards-th record of all the files (fewer "
-                "non-empty files than num_shards), which a split by files would break; give every input worker "
-                "at least one file, or use ShardingPolicy.DATA"
+                "non-empty files than num_shards) or a range of records (balance='rows'), which a split by files "
+                "would break; give every input worker at least one file (balance='files'), or use "
+                "ShardingPolicy.DATA"
             )
 
 

@@ -61,7 +61,8 @@ class ColumnarSource:
         inside each unit, from `seed` and the epoch number.
       seed: a non-negative integer (required: the caller draws one when the
         user gives none). `read` may name another (see there).
-      num_shards, index: the worker (see `sharding.plan_units`).
+      num_shards, index: the worker; `balance`: how the rows are split
+        between workers, "files" or "rows" (see `sharding.plan_units`).
       start: resume here (an `InputState` of this plan).
       groups: sparse feature names to lay end to end in one set of arrays
         (each group sharing id dtype and weighting); default: one group per
@@ -100,6 +101,7 @@ class ColumnarSource:
         shard_format: str = "parquet",
         native: bool | None = None,
         pins: Sequence[ShardPin] | None = None,
+        balance: str = "files",
     ):
         self.files = list(files)
         if pins is not None and len(pins) != len(self.files):
@@ -121,7 +123,7 @@ class ColumnarSource:
             with open_shard(path, shard_format, None if pins is None else pins[i]) as handle:
                 check_arrow_schema(path, handle.schema_arrow, self.columns, label)
                 row_groups.append(list(handle.unit_rows))
-        self.units, self.mode = plan_units(row_groups, num_shards, index)
+        self.units, self.mode = plan_units(row_groups, num_shards, index, balance)
         unit_rows = np.array([u.num_rows for u in self.units], dtype=np.int64)
         if drop_remainder and int(unit_rows.sum()) < batch_size:
             raise ValueError(
@@ -146,6 +148,8 @@ class ColumnarSource:
                     index,
                     bool(shuffle),
                     int(seed) if shuffle else None,
+                    # Only a balanced plan says so: the states of whole-file plans keep their fingerprints.
+                    *(["balance=rows"] if balance == "rows" else []),
                 ),
                 start=start,
             )

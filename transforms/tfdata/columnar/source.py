@@ -49,6 +49,7 @@ def columnar_batches(
     index: int,
     shard_format: str = "parquet",
     pins: Sequence[ShardPin] | None = None,
+    balance: str = "files",
 ):
     """`(dataset of flat batches, the function making each a RawBatch, the ColumnarSource)`.
 
@@ -84,6 +85,7 @@ def columnar_batches(
         coo=combiners if coo else None,
         shard_format=shard_format,
         pins=pins,
+        balance=balance,
     )
     raw = _read_batches(source, batching.num_epochs, carry_seed=drawn)
     return raw, _raw_batch(source, combiners, batching.static_rows), source

@@ -2,8 +2,9 @@
 
 With at least as many non-empty files as workers, each worker takes whole
 files (round-robin over the sorted names, as tf.data's FILE auto-shard
-does). Otherwise the rows themselves are cut into contiguous ranges, one per
-worker, so a single large file still feeds every worker. Either way the
+does). Otherwise, or always with `balance="rows"`, the rows themselves are
+cut into contiguous ranges, one per worker, so a single large file still
+feeds every worker and uneven files still give every worker the same rows. Either way the
 union over workers is every row exactly once.
 
 Pure Python: no TensorFlow, no file access.
@@ -14,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-__all__ = ["Unit", "resolve_worker", "split_files", "plan_units"]
+__all__ = ["BALANCES", "Unit", "check_balance", "resolve_worker", "split_files", "plan_units"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +81,19 @@ def split_files(nonempty: Sequence[bool], num_shards: int, index: int) -> list[i
     return files[index::num_shards]
 
 
-def plan_units(row_groups: Sequence[Sequence[int]], num_shards: int, index: int) -> tuple[list[Unit], str]:
+BALANCES = ("files", "rows")
+
+
+def check_balance(balance: str) -> str:
+    """`balance` if it is one of `BALANCES`, else ValueError naming them."""
+    if balance not in BALANCES:
+        raise ValueError(f"balance must be one of {', '.join(map(repr, BALANCES))}, got {balance!r}")
+    return balance
+
+
+def plan_units(
+    row_groups: Sequence[Sequence[int]], num_shards: int, index: int, balance: str = "files"
+) -> tuple[list[Unit], str]:
     """This worker's units (row-group slices) and the mode used, "files" or "rows".
 
     Args:
@@ -88,6 +101,11 @@ def plan_units(row_groups: Sequence[Sequence[int]], num_shards: int, index: int)
         file f, files in their sorted order.
       num_shards: the number of workers, as from `resolve_worker`.
       index: this worker, in `[0, num_shards)`.
+      balance: "files" (whole files where every worker gets one, else row
+        ranges) or "rows" (always row ranges: every worker gets the same
+        number of rows, +-1, so the same number of batches per epoch, +-1,
+        however uneven the files are; synchronous training then waits for
+        no worker).
 
     Returns:
       `(units, mode)`; units are in file and row-group order.
@@ -102,11 +120,14 @@ def plan_units(row_groups: Sequence[Sequence[int]], num_shards: int, index: int)
     Example:
       >>> plan_units([[4, 2]], 2, 1)
       ([Unit(file=0, row_group=0, start=3, stop=4), Unit(file=0, row_group=1, start=0, stop=2)], 'rows')
+      >>> [sum(u.num_rows for u in plan_units([[9], [1], [2]], 2, i, balance="rows")[0]) for i in range(2)]
+      [6, 6]
     """
     total = sum(sum(groups) for groups in row_groups)
     if total == 0:
         return [], "files"
-    files = split_files([sum(groups) > 0 for groups in row_groups], num_shards, index)
+    check_balance(balance)
+    files = None if balance == "rows" else split_files([sum(groups) > 0 for groups in row_groups], num_shards, index)
     if files is not None:
         units = [Unit(f, g, 0, rows) for f in files for g, rows in enumerate(row_groups[f]) if rows > 0]
         return units, "files"

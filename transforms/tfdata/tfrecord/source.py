@@ -23,7 +23,8 @@ from transforms.tfdata.core.epochs import (
     seed_in_state,
     seeded_shuffle,
 )
-from transforms.tfdata.core.sharding import split_files
+from transforms.tfdata.core.sharding import plan_units, split_files
+from transforms.tfdata.tfrecord.pins import RecordPin, pin_records, pinned_records
 
 __all__ = ["tfrecord_dataset", "parse_spec"]
 
@@ -123,6 +124,8 @@ def tfrecord_dataset(
     deterministic: bool,
     shuffle_buffer: int,
     compression_type: str | None = None,
+    pin: RecordPin | None = None,
+    balance: str = "files",
 ) -> tuple[tf.data.Dataset, bool]:
     """This worker's batches as dicts of columns (see `parse_batch`), graph-native; and whether it reads whole files.
 
@@ -130,6 +133,12 @@ def tfrecord_dataset(
     files (the second value is True); otherwise every worker reads the files
     in the same order and keeps every `num_shards`-th record
     (`Dataset.shard`), so the union is still each record once (False).
+    With `balance="rows"` every worker reads its own contiguous range of
+    the records (the files laid end to end, `sharding.plan_units`), the same
+    count +-1, however uneven the files (False: not whole files).
+    Every shard is read through `pinned_records`: each epoch checks that it
+    still holds the records pinned (`pin`, made here from `files` when not
+    given) before any of them is read.
     Shuffling permutes the files each epoch (when each worker has whole
     files) and then records through a buffer of `shuffle_buffer`, with seeds
     derived from `seed` and the epoch number. Without a `seed` one is drawn
@@ -142,26 +151,49 @@ def tfrecord_dataset(
     so the tf.data service can split the epoch between its workers by
     files; with more epochs it is the range of epochs (`over_epochs`).
     """
-    sizes = [tf.io.gfile.stat(f).length for f in files]
-    mine = split_files([s > 0 for s in sizes], num_shards, index)
+    if pin is None:
+        pin = pin_records(files, compression_type=compression_type)
+    mine = None if balance == "rows" else split_files([rows > 0 for rows in pin.rows], num_shards, index)
+    # balance="rows": this worker's record range of the files laid end to end, as (file, skip, take) units.
+    units = plan_units([[rows] for rows in pin.rows], num_shards, index, "rows")[0] if balance == "rows" else []
+    unit_files = tf.constant([u.file for u in units], tf.int64)
+    unit_starts = tf.constant([u.start for u in units], tf.int64)
+    unit_rows = tf.constant([u.num_rows for u in units], tf.int64)
+
+    def shard(number: tf.Tensor) -> tf.data.Dataset:
+        return pinned_records(pin, number)
+
+    def unit(n: tf.Tensor) -> tf.data.Dataset:
+        return shard(tf.gather(unit_files, n)).skip(tf.gather(unit_starts, n)).take(tf.gather(unit_rows, n))
 
     def one_epoch(seed: int | tf.Tensor | None, epoch: int | tf.Tensor) -> tf.data.Dataset:
-        if mine is not None and shuffle:
-            paths = tf.constant([files[f] for f in mine])
-            names = file_order(len(mine), seed, epoch).map(plain(lambda _, number: tf.gather(paths, number)))
-            records = names.interleave(
-                plain(lambda path: tf.data.TFRecordDataset(path, compression_type=compression_type)),
+        if balance == "rows" and shuffle:
+            # The units in a new order each epoch (then the record buffer), as whole files are.
+            picked = file_order(len(units), seed, epoch).map(plain(lambda _, n: n))
+            records = picked.interleave(
+                unit,
+                cycle_length=max(1, min(len(units), 4)),
+                num_parallel_calls=tf.data.AUTOTUNE,
+                deterministic=deterministic,
+            )
+        elif balance == "rows":
+            records = tf.data.Dataset.range(len(units)).flat_map(unit)
+        elif mine is not None and shuffle:
+            numbers = tf.constant(mine, tf.int64)
+            picked = file_order(len(mine), seed, epoch).map(plain(lambda _, n: tf.gather(numbers, n)))
+            records = picked.interleave(
+                shard,
                 cycle_length=min(len(mine), 4),
                 num_parallel_calls=tf.data.AUTOTUNE,
                 deterministic=deterministic,
             )
         elif mine is not None:
             # Unshuffled: file after file, in name order.
-            records = tf.data.TFRecordDataset([files[f] for f in mine], compression_type=compression_type)
+            numbers = tf.constant(mine, tf.int64)
+            records = tf.data.Dataset.range(len(mine)).map(plain(lambda n: tf.gather(numbers, n))).flat_map(shard)
         else:
             # Every worker must see the records in the same order for shard() to split them.
-            records = tf.data.TFRecordDataset(list(files), compression_type=compression_type)
-            records = records.shard(num_shards, index)
+            records = tf.data.Dataset.range(len(files)).flat_map(shard).shard(num_shards, index)
         if shuffle:
             records = seeded_shuffle(records, shuffle_buffer, epoch_seed(seed, epoch, 1))
         return records.batch(batch_size, drop_remainder=drop_remainder)
