@@ -29,6 +29,7 @@ import collections
 import concurrent.futures
 import functools
 import logging
+import json
 import math
 import os
 from collections.abc import Sequence
