@@ -28,8 +28,8 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import functools
-import logging
 import json
+import logging
 import math
 import os
 from collections.abc import Sequence
