@@ -39,6 +39,8 @@ import os
 import sys
 import time
 
+from sparse_io.locations import is_remote, join
+
 __all__ = ["convert_output", "main"]
 
 _LOGGER = logging.getLogger("sparseflow.convert")
@@ -73,16 +75,12 @@ def _is_empty_or_absent(path: str) -> bool:
 
     from sparse_io.manifest import LOCK_FILE
 
-    if "://" not in path:
+    if not is_remote(path):
         return not os.path.exists(path) or (os.path.isdir(path) and not set(os.listdir(path)) - {LOCK_FILE})
     prefix = path.rstrip("/") + "/"
     return not any(m.path != prefix + LOCK_FILE for r in FileSystems.match([prefix + "**"]) for m in r.metadata_list)
 
 
-def _join(directory: str, relative: str) -> str:
-    if "://" in directory:
-        return directory.rstrip("/") + "/" + relative
-    return os.path.join(directory, *relative.split("/"))
 
 
 def _unit_size(path: str) -> int | None:
@@ -103,7 +101,7 @@ def _copy(source: str, target: str, output_root: str) -> None:
 
     from sparse_io.atomic import atomic_output
 
-    opened = open(source, "rb") if "://" not in source else FileSystems.open(source, compression_type="uncompressed")
+    opened = open(source, "rb") if not is_remote(source) else FileSystems.open(source, compression_type="uncompressed")
     with opened as src, atomic_output(target, output_root=output_root) as dst:
         while chunk := src.read(8 << 20):
             dst.write(chunk)
@@ -149,7 +147,7 @@ def convert_output(
         raise UsageError(f"{destination}: SRC and DST are the same directory")
     if not _is_empty_or_absent(destination):  # before the lock, which would create DST
         raise UsageError(f"{destination}: exists and is not empty; convert into a new directory")
-    if "://" not in destination and os.path.islink(destination):
+    if not is_remote(destination) and os.path.islink(destination):
         raise UsageError(f"{destination}: is a symbolic link; give the real directory")
     verify_directory(source, verify)  # a source refused leaves DST as it was
     with acquire_output_lock(destination, [], program="convert"):
@@ -170,20 +168,20 @@ def _convert(source: str, destination: str, shard_format: str, compression: str 
     from sparse_io.write_records import mark
 
     manifest = read_manifest(source)
-    schema = Schema.load(_join(source, SCHEMA_FILE))
-    if "://" not in destination:
+    schema = Schema.load(join(source, SCHEMA_FILE))
+    if not is_remote(destination):
         os.makedirs(destination, exist_ok=True)
     # What was written is checksummed as it is written: the commit reads none of it back.
     began, records = mark(), {}
     for entry in manifest.get("files", []):
-        _copy(_join(source, entry["path"]), _join(destination, entry["path"]), destination)
+        _copy(join(source, entry["path"]), join(destination, entry["path"]), destination)
         _recorded(records, destination, entry["path"], began)
     shards = manifest["shards"]
     # Each shard read must be the file verified, holding the rows the manifest lists.
-    pins = pin_shards([_join(source, e["path"]) for e in shards], verify)
+    pins = pin_shards([join(source, e["path"]) for e in shards], verify)
     if row_group_size is None:
         # The largest first unit: a shard smaller than one unit holds a single, smaller one.
-        found = [size for e in shards if (size := _unit_size(_join(source, e["path"]))) is not None]
+        found = [size for e in shards if (size := _unit_size(join(source, e["path"]))) is not None]
         row_group_size = max(found, default=DEFAULT_ROW_GROUP_SIZE)
         _LOGGER.info("%s rows per row group / record batch", f"{row_group_size:,}")
     rows = 0
@@ -191,10 +189,10 @@ def _convert(source: str, destination: str, shard_format: str, compression: str 
     for done, (entry, pin) in enumerate(zip(shards, pins), 1):
         name = entry["path"]
         stem = os.path.splitext(name)[0]
-        table = read_shard(_join(source, name), schema)
+        table = read_shard(join(source, name), schema)
         pin.check()
         pin.check_rows(table.num_rows)
-        target = _join(destination, stem + shard_format_named(shard_format).suffix)
+        target = join(destination, stem + shard_format_named(shard_format).suffix)
         written = write_shard(target, [table], schema, row_group_size=row_group_size, compression=compression,
                               output_root=destination)
         rows += written
@@ -210,7 +208,7 @@ def _recorded(records: dict, destination: str, relative: str, began: int, rows: 
     """Adds what this process recorded of `destination/relative` since `began` (nothing: the commit reads it)."""
     from sparse_io.write_records import take_record
 
-    found = take_record(_join(destination, relative), since=began)
+    found = take_record(join(destination, relative), since=began)
     if found is not None:
         records[relative] = {"crc32c": found[0], "bytes": found[1], **({} if rows is None else {"rows": rows})}
 

@@ -39,6 +39,7 @@ import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 
+from sparse_io.locations import is_remote, join, open_binary
 from sparse_io.shard_formats import ShardFormat, shard_format_for, suffix_list
 from sparse_io.write_records import WRITE_RECORDS_FILE, parse_write_records
 
@@ -83,19 +84,10 @@ def check_verify_level(level: str) -> str:
 # --- the file system: local paths through os, others through TensorFlow (if loaded) or Beam ---------------
 
 
-def _is_local(path: str) -> bool:
-    head = path.split("/", 1)[0]
-    return not head.endswith(":") or len(head) == 2  # "gs:", "s3:"; a Windows drive ("C:") is local
-
-
-def _join(directory: str, relative: str) -> str:
-    return os.path.join(directory, relative) if _is_local(directory) else directory.rstrip("/") + "/" + relative
-
-
 def _list_files(directory: str) -> dict[str, int]:
     """The byte size of every file under `directory` (recursively), by relative path."""
     found = {}
-    if _is_local(directory):
+    if not is_remote(directory):
         for root, _, names in os.walk(directory):
             for name in names:
                 path = os.path.join(root, name)
@@ -111,20 +103,8 @@ def _list_files(directory: str) -> dict[str, int]:
     return found
 
 
-def _open(path: str):
-    if _is_local(path):
-        return open(path, "rb")
-    if "tensorflow" in sys.modules:
-        import tensorflow as tf
-
-        return tf.io.gfile.GFile(path, "rb")
-    from apache_beam.io.filesystems import FileSystems
-
-    return FileSystems.open(path, compression_type="uncompressed")
-
-
-def _exists(path: str) -> bool:
-    if _is_local(path):
+def _directory_exists(path: str) -> bool:
+    if not is_remote(path):
         return os.path.isdir(path)
     if "tensorflow" in sys.modules:
         import tensorflow as tf
@@ -143,7 +123,7 @@ def _scan(path: str, counter=None) -> tuple[str, int, int | None]:
     import google_crc32c
 
     crc, size = 0, 0
-    with _open(path) as f:
+    with open_binary(path) as f:
         while True:
             chunk = f.read(_CHUNK)
             if not chunk:
@@ -180,7 +160,7 @@ def _shard_format(relative: str) -> ShardFormat | None:
 def _describe(directory: str, relative: str) -> dict:
     from sparse_io.errors import CorruptFileError
 
-    path = _join(directory, relative)
+    path = join(directory, relative)
     fmt = _shard_format(relative)
     counter = fmt.frame_counter() if fmt is not None else None
     crc, size, records = _scan(path, counter)
@@ -197,7 +177,7 @@ def _describe(directory: str, relative: str) -> dict:
 
 def _recorded(directory: str, relative: str, size: int, record: dict) -> dict:
     """A manifest entry from a writer's record: no byte read; the file must still have the recorded size."""
-    path = _join(directory, relative)
+    path = join(directory, relative)
     crc, recorded, rows = record.get("crc32c"), record.get("bytes"), record.get("rows")
     if not (isinstance(crc, str) and len(crc) == 8 and _is_count(recorded)):
         raise ManifestError(f"{path}: its write record is malformed ({record!r})")
@@ -233,9 +213,9 @@ def build_manifest(
     directory = os.fspath(directory)
     on_disk = _list_files(directory)
     if WRITE_RECORDS_FILE in on_disk:  # left by the shard writer (transforms.beam.WriteShards): not an output file
-        with _open(_join(directory, WRITE_RECORDS_FILE)) as f:
+        with open_binary(join(directory, WRITE_RECORDS_FILE)) as f:
             try:
-                left = parse_write_records(f.read(), _join(directory, WRITE_RECORDS_FILE))
+                left = parse_write_records(f.read(), join(directory, WRITE_RECORDS_FILE))
             except ValueError as e:
                 raise ManifestError(str(e)) from None
         records = {**left, **(records or {})}
@@ -333,16 +313,16 @@ def commit_directory(
 
     directory = os.fspath(directory)
     manifest = build_manifest(directory, files, config=config, inputs=inputs, totals=totals, records=records)
-    output_root = directory if _is_local(directory) else None
+    output_root = directory if not is_remote(directory) else None
     _remove_write_records(directory)
-    atomic_write_text(_join(directory, MANIFEST_FILE), json.dumps(manifest, indent=1, sort_keys=True) + "\n",
+    atomic_write_text(join(directory, MANIFEST_FILE), json.dumps(manifest, indent=1, sort_keys=True) + "\n",
                       output_root=output_root)
     return manifest
 
 
 def _remove_write_records(directory: str) -> None:
-    path = _join(directory, WRITE_RECORDS_FILE)
-    if _is_local(path):
+    path = join(directory, WRITE_RECORDS_FILE)
+    if not is_remote(path):
         if os.path.lexists(path):
             os.remove(path)
         return
@@ -373,16 +353,16 @@ def read_manifest(directory: str | os.PathLike) -> dict:
         "bytes" count`).
     """
     directory = os.fspath(directory)
-    path = _join(directory, MANIFEST_FILE)
+    path = join(directory, MANIFEST_FILE)
     try:
-        with _open(path) as f:
+        with open_binary(path) as f:
             text = f.read()
     except (FileNotFoundError, NotADirectoryError):
         raise _no_manifest(directory) from None
     except IsADirectoryError:
         raise ManifestError(f"{path}: a directory, not a file") from None
     except Exception as e:  # remote file systems raise their own not-found errors
-        if not _exists(directory) or "not found" in str(e).lower() or "no such" in str(e).lower():
+        if not _directory_exists(directory) or "not found" in str(e).lower() or "no such" in str(e).lower():
             raise _no_manifest(directory) from None
         raise
     try:
@@ -533,7 +513,7 @@ def verify_directory(directory: str | os.PathLike, level: str = "sizes") -> dict
 
 
 def _split(path: str) -> tuple[str, str]:
-    if _is_local(path):
+    if not is_remote(path):
         return os.path.split(os.path.abspath(path))
     head, _, tail = path.rstrip("/").rpartition("/")
     return head, tail
@@ -563,8 +543,8 @@ def verify_paths(paths: Sequence[str], level: str = "sizes") -> None:
         names = names + [e["path"] for e in manifest.get("files", []) if e["path"] not in names]
         sizes = {}
         for name in names:
-            path = _join(directory, name)
-            if _is_local(path):
+            path = join(directory, name)
+            if not is_remote(path):
                 if os.path.isfile(path):
                     sizes[name] = os.stat(path).st_size
             else:
@@ -605,7 +585,7 @@ def read_verified(directory: str | os.PathLike, relative: str, manifest: dict | 
     if entry is None:
         raise differs(f"{relative} is not in the manifest")
     try:
-        with _open(_join(directory, relative)) as f:
+        with open_binary(join(directory, relative)) as f:
             data = f.read()
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         raise differs(f"{relative} is missing") from None
@@ -624,7 +604,7 @@ def is_directory(path: str | os.PathLike) -> bool:
     directory, checked whole against its manifest, never a glob.
     """
     path = os.fspath(path)
-    if _is_local(path):
+    if not is_remote(path):
         return os.path.isdir(path)
     if "tensorflow" in sys.modules:
         import tensorflow as tf

@@ -20,9 +20,10 @@ Example:
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import IO
+
+from sparse_io.locations import join
 
 __all__ = ["WRITE_RECORDS_FILE", "ChecksummingStream", "keep_record", "load_write_records", "parse_write_records",
            "mark", "take_record", "text_record",
@@ -153,7 +154,7 @@ def load_write_records(directory: str) -> dict[str, dict] | None:
     """
     from apache_beam.io.filesystems import FileSystems
 
-    path = _join(directory, WRITE_RECORDS_FILE)
+    path = join(directory, WRITE_RECORDS_FILE)
     if not FileSystems.exists(path):
         return None
     with FileSystems.open(path, compression_type="uncompressed") as f:
@@ -176,6 +177,3 @@ def parse_write_records(data: bytes, path: str) -> dict[str, dict]:
         raise ValueError(f"{path}: not a record of written files")
     return {**record["files"], **record["shards"]}
 
-
-def _join(directory: str, name: str) -> str:
-    return f"{directory.rstrip('/')}/{name}" if "://" in directory else os.path.join(directory, name)
