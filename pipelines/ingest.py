@@ -86,6 +86,7 @@ from pipelines.progress import LogProgress
 from sparse_io.errors import CorruptFileError, LayoutError
 from sparse_io.formats import SHARD_SUFFIX
 from sparse_io.manifest import LOCK_FILE, MANIFEST_FILE, commit_directory
+from sparse_io.output_files import DEAD_LETTERS_FILE, ERRORS_DIR, REPORT_FILE, STATS_FILE, VOCAB_DIR
 from sparse_io.schema import SCHEMA_FILE, Schema
 from sparse_io.shards import parse_shard_name, shard_name
 from sparse_io.write_records import load_write_records, mark, take_record
@@ -94,13 +95,8 @@ from transforms.beam.histories import TARGET_PREFIX
 __all__ = ["build_ingest", "ingest_parser", "run_ingest", "main"]
 
 _LOGGER = logging.getLogger("sparseflow.ingest")
-ERRORS_DIR = "errors"
-VOCAB_DIR = "vocab"
-DEAD_LETTERS_FILE = "dead_letters.jsonl"
 CONTEXT_DEAD_LETTERS_FILE = "context_dead_letters.jsonl"  # of `histories.context_from`'s logs
 CONTEXT_COLUMN = "__sparseflow_context"  # marks the events read for context only; never written
-STATS_FILE = "stats.json"  # transforms.beam.stats.STATS_FILE, without importing Beam's transforms here
-REPORT_FILE = "report.html"
 
 
 def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir: str, *,
@@ -504,7 +500,7 @@ def _run_and_commit(options, config: IngestConfig, ours, files: list, planned: l
     if report:
         from pipelines.report import write_report
 
-        _LOGGER.info("writing %s ...", FileSystems.join(ours.output, "report.html"))
+        _LOGGER.info("writing %s ...", FileSystems.join(ours.output, REPORT_FILE))
         summary["report"] = write_report(ours.output, summary)
     present = set(list_output(ours.output)) - {LOCK_FILE}
     committed = _committable(present, planned, config)

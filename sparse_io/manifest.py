@@ -39,6 +39,7 @@ import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 
+from sparse_io import output_files
 from sparse_io.locations import is_remote, join, open_binary
 from sparse_io.shard_formats import ShardFormat, shard_format_for, suffix_list
 from sparse_io.write_records import WRITE_RECORDS_FILE, parse_write_records
@@ -60,7 +61,7 @@ __all__ = [
     "file_checksum",
 ]
 
-MANIFEST_FILE = "_MANIFEST.json"
+MANIFEST_FILE = output_files.MANIFEST_FILE
 LOCK_FILE = "_INGEST.lock"
 VERIFY_LEVELS = ("sizes", "checksums", "none")
 FORMAT = "sparseflow-manifest"

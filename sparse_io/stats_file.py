@@ -55,7 +55,7 @@ class Stats:
     path: str = ""
 
     @classmethod
-    def from_dict(cls, data: Any, path: str = "stats.json") -> Stats:
+    def from_dict(cls, data: Any, path: str = STATS_FILE) -> Stats:
         """Checks `data` is a stats document.
 
         Raises:
