@@ -207,11 +207,11 @@ def train(argv: list[str], *, export_only: bool = False) -> TrainResult:
     """
     args, hidden = _args(argv)
     from pipelines.credentials import check_cloud_credentials
+    from sparse_io.extras import require
+
+    require("tensorflow", "pipelines.train")  # found, not imported: that waits until the data are checked
 
     check_cloud_credentials({"--data": args.data, "--eval_data": args.eval_data, "--model_dir": args.model_dir})
-
-    import keras
-    import tensorflow as tf
 
     from pipelines.errors import DataError, UsageError
     from pipelines.evaluation import label_stats, training_baseline
@@ -219,7 +219,6 @@ def train(argv: list[str], *, export_only: bool = False) -> TrainResult:
     from pipelines.train_runs import check_model_dir, record_run
     from sparse_io.manifest import verify_directory
     from sparse_io.schema import Schema
-    from transforms.tfdata.core.state import InputState
 
     # Before anything is read: a killed or partial ingest output is refused, not trained on.
     for flag, directory in (("--data", args.data), ("--eval_data", args.eval_data)):
@@ -234,6 +233,16 @@ def train(argv: list[str], *, export_only: bool = False) -> TrainResult:
     stats = label_stats(args.data, schema.label.name) if schema.label is not None else None
     task = resolve_task(schema, args.task, stats, exclude=args.exclude)
     _LOGGER.info("task %s: features %s, label %s", task.name, ",".join(task.features or ()) or "all", task.label)
+
+    # TensorFlow (seconds to import) only once the flags, the data's manifests and the task are known to be good.
+    from pipelines.cli import quiet_tensorflow_import
+
+    quiet_tensorflow_import(args.verbose)
+    import keras
+    import tensorflow as tf
+
+    from transforms.tfdata.core.state import InputState
+
 
     multi_worker = args.strategy == "multi_worker"
     strategy = tf.distribute.MultiWorkerMirroredStrategy() if multi_worker else tf.distribute.get_strategy()
@@ -486,7 +495,6 @@ def main(argv: list[str] | None = None) -> None:
     with cli.cli_errors("pipelines.train"):
         verbose = _parser().parse_args(argv).verbose
         cli.configure_logging(verbose)
-        cli.quiet_tensorflow_import(verbose)
         result = train(argv)
         shown = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in result.items()}
         print(json.dumps(shown, indent=2))
