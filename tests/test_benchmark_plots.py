@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from benchmarks import plots  # noqa: E402
+from benchmarks import plots
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
