@@ -9,7 +9,7 @@ PYTHON  ?= $(shell for p in python3.12 python3.11 python3; do command -v $$p >/d
 # Two pytest workers on a 2-core machine; override with `make test PYTEST_WORKERS=auto`.
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test lint bench lock clean native gpu-ops
+.PHONY: demo test lint bench lock clean native gpu-ops notebooks
 
 $(STAMP): pyproject.toml requirements.lock
 	@test -n "$(PYTHON)" || { echo "error: Python >= 3.11 not found on PATH" >&2; exit 1; }
@@ -37,6 +37,10 @@ lint: $(STAMP)
 
 bench: native
 	$(PY) -m benchmarks $(ARGS)
+
+# Runs notebooks/*.ipynb top to bottom and saves them with their outputs; commit the result.
+notebooks: native
+	$(PY) notebooks/regenerate.py
 
 # The TensorFlow GPU ops (ops/cuda/tf/ over ops/cuda/*.cu): TensorFlow built with CUDA, the nvcc of the CUDA release it
 # was built with (found on PATH, under CUDA_HOME or /usr/local/cuda-X.Y, or named by NVCC=; any other is refused),

@@ -32,6 +32,21 @@ import statistics
 import sys
 import time
 
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="the multi-valued variant only, 1 feature and 3 repetitions (a smoke run) instead of 26 and 21",
+    )
+    parser.add_argument("--json", help="also write the result dict to this file")
+    return parser
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and a bad flag answer here, before TensorFlow is imported
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
@@ -273,14 +288,7 @@ def _print(result: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="the multi-valued variant only, 1 feature and 3 repetitions (a smoke run) instead of 26 and 21",
-    )
-    parser.add_argument("--json", help="also write the result dict to this file")
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
     # Every contender is a fresh tf.function by design; TensorFlow's retracing warning is noise here.
     tf.get_logger().setLevel("ERROR")
     result = run(quick=args.quick)

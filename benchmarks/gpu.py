@@ -35,6 +35,17 @@ import argparse
 import os
 import sys
 
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--small", action="store_true", help="tiny shapes (a smoke run of the script itself)")
+    parser.add_argument("--reps", type=int, default=20, help="timed repetitions per contender")
+    return parser
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and a bad flag answer here, before TensorFlow is imported
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
@@ -193,10 +204,7 @@ def make_cases(small: bool) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--small", action="store_true", help="tiny shapes (a smoke run of the script itself)")
-    parser.add_argument("--reps", type=int, default=20, help="timed repetitions per contender")
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
     cases = make_cases(args.small)
     reference = cpu_reference(cases)
     gpus = tf.config.list_physical_devices("GPU")

@@ -45,6 +45,17 @@ import json
 import os
 import sys
 
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small shapes and few repetitions")
+    parser.add_argument("--json", help="also write the results to this file")
+    return parser
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and a bad flag answer here, before TensorFlow is imported
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
@@ -520,10 +531,7 @@ def blocking(fn):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small shapes and few repetitions")
-    parser.add_argument("--json", help="also write the results to this file")
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
     results = run(quick=args.quick)
     if args.json:
         with open(args.json, "w") as f:

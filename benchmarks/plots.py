@@ -1,8 +1,8 @@
 """PNG plots of a suite run (matplotlib, Agg backend: no display needed).
 
   throughput.png    ours against each peer, for every rate figure (log scale, one panel per unit);
-  block_sparse.png  block-sparse matmul time against density, with dense tf.linalg.matmul,
-                    scipy BSR and the bandwidth limit;
+  block_sparse.png  block-sparse matmul time against density: the native CPU kernel and the stock-op
+                    composition, with dense tf.linalg.matmul, scipy BSR and the bandwidth limit;
   batch_size.png    input throughput against batch size (tf.data contenders).
 
 Error bars are the min-max spread over the repetitions.
@@ -81,7 +81,10 @@ def throughput_plot(rows: list[dict], path: str) -> bool:
 
 
 def block_sparse_plot(block_sparse: dict, path: str) -> None:
-    """Time per call against density for both passes, against the dense product of the same shape."""
+    """Time per call against density for both passes, against the dense product of the same shape.
+
+    Rows with `native_ms` (and `native_spread_ms`) add the native kernel's series beside the composition's.
+    """
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, step in zip(axes, ("fwd", "fwd+bwd")):
         rows = [r for r in block_sparse["rows"] if r["pass"] == step]
@@ -89,7 +92,14 @@ def block_sparse_plot(block_sparse: dict, path: str) -> None:
         ours = [r["ours_ms"] for r in rows]
         spread = [[o - r["ours_spread_ms"][0] for o, r in zip(ours, rows)],
                   [r["ours_spread_ms"][1] - o for o, r in zip(ours, rows)]]
-        ax.errorbar(density, ours, yerr=spread, marker="o", capsize=3, label="ours (BlockSparseMatMul)")
+        ax.errorbar(density, ours, yerr=spread, marker="o", capsize=3, label="ours, stock-op composition")
+        native = [r for r in rows if r.get("native_ms") is not None]
+        if native:  # what `implementation="auto"` runs on a CPU
+            times = [r["native_ms"] for r in native]
+            ax.errorbar([r["density"] for r in native], times, marker="D", capsize=3, color="tab:purple",
+                        yerr=[[t - r["native_spread_ms"][0] for t, r in zip(times, native)],
+                              [r["native_spread_ms"][1] - t for t, r in zip(times, native)]],
+                        label="ours, native CPU kernel (the default on CPU)")
         dense, (low, high) = rows[0]["dense_ms"], rows[0]["dense_spread_ms"]
         ax.axhline(dense, color="tab:red", label="dense tf.linalg.matmul")
         ax.axhspan(low, high, color="tab:red", alpha=0.15)

@@ -41,6 +41,20 @@ import sys
 import tempfile
 import time
 
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small data, 3 rounds (a smoke run)")
+    parser.add_argument("--files", type=int, default=32, help="TFRecord shards (default 32)")
+    parser.add_argument("--rows", type=int, default=16384, help="rows per shard (default 16384)")
+    parser.add_argument("--rounds", type=int, default=5, help="timed reads per worker count and regime (default 5)")
+    parser.add_argument("--serve", metavar="DISPATCHER", help=argparse.SUPPRESS)
+    return parser
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and a bad flag answer here, before TensorFlow is imported
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
@@ -225,13 +239,7 @@ def summarise(reads: dict[int, list[dict]]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small data, 3 rounds (a smoke run)")
-    parser.add_argument("--files", type=int, default=32, help="TFRecord shards (default 32)")
-    parser.add_argument("--rows", type=int, default=16384, help="rows per shard (default 16384)")
-    parser.add_argument("--rounds", type=int, default=5, help="timed reads per worker count and regime (default 5)")
-    parser.add_argument("--serve", metavar="DISPATCHER", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
     if args.serve:
         serve(args.serve)
         return

@@ -87,7 +87,15 @@ def _import_tensorflow_quietly() -> None:
         os.close(devnull)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Builds both libraries and prints their paths; returns the exit status (0 also when a build failed).
+
+    The flags are checked before TensorFlow is imported: `--help` or a bad flag answers at once (exit 0 or 2).
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m ops.build", description=__doc__.split("\n\n")[0])
+    parser.parse_args(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # and no lines from TensorFlow's later C++ calls
     _import_tensorflow_quietly()
     try:

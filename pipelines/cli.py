@@ -40,6 +40,7 @@ from collections.abc import Iterator
 from pipelines.errors import DataError, UsageError, cli_errors
 
 __all__ = [
+    "DETAIL_LOGGER",
     "EXIT_STATUS",
     "BeamFlagError",
     "DataError",
@@ -260,14 +261,18 @@ _LIBRARY_LOGGERS = {"apache_beam": logging.WARNING, "tensorflow": logging.ERROR,
                     "google.auth": logging.ERROR}
 
 
+# Our lines a run needs only when asked: shown from -v on (where a training run resumed, each worker's input).
+DETAIL_LOGGER = "sparseflow.detail"
+
+
 def configure_logging(verbosity: int = 0) -> None:
     """Sets up logging for a program run at `verbosity` (the count of -v); call before TensorFlow loads.
 
     0: our INFO lines (`sparseflow.*` loggers) and every library's warnings
     and errors from Python, but no TensorFlow C++ lines (TF_CPP_MIN_LOG_LEVEL
     3, unless already set), no Beam INFO lines and no absl/TensorFlow Python
-    INFO or WARNING lines. 1: everything at INFO, TensorFlow's C++ lines
-    included. 2: DEBUG.
+    INFO or WARNING lines, and no INFO lines of `DETAIL_LOGGER` (`sparseflow.detail.*`).
+    1: everything at INFO, TensorFlow's C++ lines and our detail lines included. 2: DEBUG.
     """
     if verbosity <= 0:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -282,6 +287,7 @@ def configure_logging(verbosity: int = 0) -> None:
     root.addHandler(handler)
     root.setLevel(logging.WARNING if verbosity <= 0 else level)
     logging.getLogger("sparseflow").setLevel(level)
+    logging.getLogger(DETAIL_LOGGER).setLevel(logging.WARNING if verbosity <= 0 else level)
     _library_levels(verbosity)
 
 

@@ -71,12 +71,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def _is_empty_or_absent(path: str) -> bool:
     """Whether `path` holds nothing but (at most) this run's lock."""
-    from apache_beam.io.filesystems import FileSystems
-
     from sparse_io.manifest import LOCK_FILE
 
     if not is_remote(path):
         return not os.path.exists(path) or (os.path.isdir(path) and not set(os.listdir(path)) - {LOCK_FILE})
+    from apache_beam.io.filesystems import FileSystems  # remote paths only: a local check needs no Beam
+
     prefix = path.rstrip("/") + "/"
     return not any(m.path != prefix + LOCK_FILE for r in FileSystems.match([prefix + "**"]) for m in r.metadata_list)
 

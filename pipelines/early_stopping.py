@@ -65,7 +65,7 @@ def train_with_early_stopping(train_argv: list[str], model_dir: str, steps: int,
         # Each round goes on from the previous one's checkpoint (the first from `done`, or fresh).
         result = train([*train_argv, "--resume", "--steps", str(end), "--export", "none",
                         # one checkpoint per round, written when the round ends
-                        "--checkpoint_every", str(steps + 1)])
+                        "--checkpoint_every", str(steps + 1)], announce_task=end == ends[0])
         say(f"  step {end:>5}: training loss {result['loss']:.4f}, held-out loss {result['eval_loss']:.4f}")
         if best is not None and not result["eval_loss"] < best["eval_loss"]:
             stopped_at = end

@@ -44,11 +44,18 @@ Exit status: 0 on success; 2 with one line naming the problem for bad flags,
 an invalid config, an input pattern that matches nothing, an unwritable or
 non-empty output (without --overwrite), an output another ingest is writing,
 or an exceeded error budget; 1 for an internal error. `--help` lists the
-flags (they are defined in `pipelines.options.IngestOptions`); every other
+flags (they are defined in `pipelines.ingest_cli`); every other
 flag is Beam's.
 """
 
 from __future__ import annotations
+
+if __name__ == "__main__":
+    # The program's flags and config are checked before this module's Beam imports: `--help`, a bad flag or a
+    # bad config answer in a fraction of a second, not after seconds of importing Beam.
+    from pipelines.ingest_cli import check_command_line
+
+    check_command_line()
 
 import dataclasses
 import json
@@ -65,12 +72,12 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import cli
-from pipelines.config import IngestConfig, default_criteo_config, load_config
+from pipelines.config import IngestConfig
 from pipelines.credentials import check_cloud_credentials
 from pipelines.errors import DataError, UsageError, cli_errors, quiet_beam_tracebacks
+from pipelines.ingest_cli import ingest_config, ingest_parser, parse_ingest_args
 from pipelines.ingest_joins import join_side_tables, size_join_tables
 from pipelines.launch_paths import absolute_local, resolve_config_paths
-from pipelines.options import IngestOptions
 from pipelines.output_dir import (
     check_inputs_outside,
     check_output_directory,
@@ -92,7 +99,7 @@ from sparse_io.shards import parse_shard_name, shard_name
 from sparse_io.write_records import load_write_records, mark, take_record
 from transforms.beam.histories import TARGET_PREFIX
 
-__all__ = ["build_ingest", "ingest_parser", "run_ingest", "main"]
+__all__ = ["build_ingest", "ingest_parser", "run_ingest", "run_parsed", "main"]
 
 _LOGGER = logging.getLogger("sparseflow.ingest")
 CONTEXT_DEAD_LETTERS_FILE = "context_dead_letters.jsonl"  # of `histories.context_from`'s logs
@@ -347,29 +354,15 @@ def run_ingest(argv: list[str]) -> dict:
       SystemExit: a bad or missing flag (the usage line and one error line, exit status 2).
       UsageError, ConfigError: for what the user asked (see the module doc).
     """
+    ours, beam_argv = parse_ingest_args(argv)
+    return run_parsed(ours, beam_argv, ingest_config(ours))
+
+
+def run_parsed(ours, beam_argv: list[str], config: IngestConfig) -> dict:
+    """Runs the ingest the checked flags (`pipelines.ingest_cli.parse_ingest_args`) and config ask for."""
     from transforms.beam.runner import in_process_options
 
-    parser = ingest_parser()
-    ours, beam_argv = parser.parse_known_args(argv)
-    # Beam sees only its own flags, exactly as given; a bad one is refused with our usage line.
-    _reject_unknown_flags(beam_argv, parser)
     options = in_process_options(beam_argv)
-    if not ours.input:
-        parser.error("--input is required (a file pattern, local or gs://)")
-    if not ours.output:
-        parser.error("--output is required (a directory)")
-    if not ours.progress_seconds >= 0:  # also rejects NaN
-        parser.error(f"--progress_seconds must be >= 0 (0 turns progress lines off), got {ours.progress_seconds}")
-    if ours.config:
-        config = load_config(ours.config, format_override=ours.format, delimiter_override=ours.delimiter)
-    elif ours.delimiter is not None:
-        raise UsageError("--delimiter needs --config naming the columns of the delimited log")
-    elif ours.format in (None, "criteo"):
-        config = default_criteo_config()
-    else:
-        raise UsageError(f"--format {ours.format} needs --config naming the features to read")
-    if ours.vocab_from:
-        config = dataclasses.replace(config, vocab_from=ours.vocab_from)
     if ours.validate_only:
         return validate_graph(options, config, ours.input, ours.output)
     check_cloud_credentials({"--input": ours.input, "--output": ours.output})
@@ -666,30 +659,6 @@ def _check_interactive_beam() -> None:
         ) from e
 
 
-def ingest_parser():
-    """The ingest's own flags (`IngestOptions`) with the shared help, `-v` and `--help_beam`.
-
-    A flag added to `IngestOptions._add_argparse_args` appears here, with its
-    default, by itself. `parse_known_args` leaves Beam's flags for Beam.
-    """
-    p = cli.parser("pipelines.ingest", __doc__, "--input PATTERN --output DIR [--format F] [--config FILE] [options]",
-                   beam=True)
-    IngestOptions._add_argparse_args(p)
-    return p
-
-
-def _reject_unknown_flags(beam_argv: list[str], parser) -> None:
-    """Exits 2 via `parser` for what Beam does not know either, or a bad value of one of Beam's flags."""
-    try:
-        _, unknown = cli.beam_parser().parse_known_args(beam_argv)
-    except cli.BeamFlagError as e:
-        parser.error(str(e))
-    if unknown:
-        known = list(parser._option_string_actions) + list(cli.beam_parser()._option_string_actions)
-        flags = [token for token in unknown if token.startswith("-")] or unknown  # not the values they took
-        parser.error(cli.unrecognized_flags_message(flags, known))
-
-
 def main(argv: list[str] | None = None) -> None:
     """Runs `python -m pipelines.ingest` with `argv` (default: the command line); errors exit as the module doc says.
 
@@ -699,12 +668,13 @@ def main(argv: list[str] | None = None) -> None:
     program = argv is None
     argv = sys.argv[1:] if argv is None else argv
     with cli_errors("pipelines.ingest"):
-        args, _ = ingest_parser().parse_known_args(argv)
-        cli.configure_logging(args.verbose)
+        ours, beam_argv = parse_ingest_args(argv)
+        cli.configure_logging(ours.verbose)
+        config = ingest_config(ours)
         quiet_beam_tracebacks()
         from pipelines.report import summary_text
 
-        summary = run_ingest(argv)
+        summary = run_parsed(ours, beam_argv, config)
         if summary.get("validated"):
             print(f"pipeline valid for {summary['runner']}: {summary['transforms']} steps, every one serialises; "
                   "nothing was read or written")

@@ -49,6 +49,7 @@ from pipelines.evaluation import HIT_AT
 from pipelines.tasks import TASK_CHOICES
 
 _LOGGER = logging.getLogger("sparseflow.train")
+_DETAIL = logging.getLogger("sparseflow.detail.train")  # shown from -v on (pipelines.cli)
 CHECKPOINT_DIR = "checkpoints"
 EXPORT_DIR = "export"
 
@@ -191,11 +192,12 @@ def _args(argv: list[str]) -> tuple[argparse.Namespace, tuple[int, ...]]:
     return args, hidden
 
 
-def train(argv: list[str], *, export_only: bool = False) -> TrainResult:
+def train(argv: list[str], *, export_only: bool = False, announce_task: bool = True) -> TrainResult:
     """Runs training as the command line `argv` asks; returns a `TrainResult`.
 
     `export_only` (for `pipelines.early_stopping`): restore the latest checkpoint of --model_dir and export
-    it, training nothing and recording no run.
+    it, training nothing and recording no run. `announce_task`: log the task line (a caller that trains in
+    several runs, as early stopping does, says it for the first only); never when only exporting.
 
     Raises:
       SystemExit: bad flags or flag values (the usage line and one line naming the flag, exit status 2).
@@ -207,11 +209,11 @@ def train(argv: list[str], *, export_only: bool = False) -> TrainResult:
     """
     args, hidden = _args(argv)
     from pipelines.credentials import check_cloud_credentials
+    from sparse_io.extras import require
+
+    require("tensorflow", "pipelines.train")  # found, not imported: that waits until the data are checked
 
     check_cloud_credentials({"--data": args.data, "--eval_data": args.eval_data, "--model_dir": args.model_dir})
-
-    import keras
-    import tensorflow as tf
 
     from pipelines.errors import DataError, UsageError
     from pipelines.evaluation import label_stats, training_baseline
@@ -219,7 +221,6 @@ def train(argv: list[str], *, export_only: bool = False) -> TrainResult:
     from pipelines.train_runs import check_model_dir, record_run
     from sparse_io.manifest import verify_directory
     from sparse_io.schema import Schema
-    from transforms.tfdata.core.state import InputState
 
     # Before anything is read: a killed or partial ingest output is refused, not trained on.
     for flag, directory in (("--data", args.data), ("--eval_data", args.eval_data)):
@@ -233,7 +234,19 @@ def train(argv: list[str], *, export_only: bool = False) -> TrainResult:
         _check_eval_id_spaces(schema, args.eval_data)
     stats = label_stats(args.data, schema.label.name) if schema.label is not None else None
     task = resolve_task(schema, args.task, stats, exclude=args.exclude)
-    _LOGGER.info("task %s: features %s, label %s", task.name, ",".join(task.features or ()) or "all", task.label)
+    if announce_task and not export_only:
+        _LOGGER.info("task %s: features %s, label %s", task.name, ",".join(task.features or ()) or "all",
+                     task.label)
+
+    # TensorFlow (seconds to import) only once the flags, the data's manifests and the task are known to be good.
+    from pipelines.cli import quiet_tensorflow_import
+
+    quiet_tensorflow_import(args.verbose)
+    import keras
+    import tensorflow as tf
+
+    from transforms.tfdata.core.state import InputState
+
 
     multi_worker = args.strategy == "multi_worker"
     strategy = tf.distribute.MultiWorkerMirroredStrategy() if multi_worker else tf.distribute.get_strategy()
@@ -276,7 +289,7 @@ def train(argv: list[str], *, export_only: bool = False) -> TrainResult:
         checkpoint.restore(restored)
     starts = [InputState.from_tensor(row) if row[3] != 0 else None for row in position.numpy().reshape(-1, 4)]
     if restored:
-        _LOGGER.info("resumed from %s at step %d", restored, int(step.numpy()))
+        _DETAIL.info("resumed from %s at step %d", restored, int(step.numpy()))
     total = args.steps
     if not export_only and total is not None and int(step.numpy()) >= total:
         raise UsageError(f"--resume: the checkpoint in {args.model_dir} is at step {int(step.numpy())} and --steps "
@@ -291,7 +304,7 @@ def train(argv: list[str], *, export_only: bool = False) -> TrainResult:
         this_worker = context.input_pipeline_id if context is not None else 0
         start = starts[this_worker]
         if start is not None:
-            _LOGGER.info("worker %d resumes its input at %s", this_worker, start)
+            _DETAIL.info("worker %d resumes its input at %s", this_worker, start)
         return _dataset(args, task, args.data, training=True, start=start, input_context=context, dropped=dropped)
 
     if multi_worker:
@@ -486,7 +499,6 @@ def main(argv: list[str] | None = None) -> None:
     with cli.cli_errors("pipelines.train"):
         verbose = _parser().parse_args(argv).verbose
         cli.configure_logging(verbose)
-        cli.quiet_tensorflow_import(verbose)
         result = train(argv)
         shown = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in result.items()}
         print(json.dumps(shown, indent=2))

@@ -137,3 +137,18 @@ def test_the_reference_lists_every_declared_key_with_its_type_and_default():
         row = next((line for line in body.splitlines() if line.startswith(f"| `{key.name}` |")), None)
         assert row is not None, key.path
         assert f"| {key.type} |" in row
+
+
+def test_the_ingest_prints_the_reference_without_importing_beam_or_tensorflow():
+    import os
+    import subprocess
+    import sys
+
+    probe = ("import runpy, sys\nsys.argv = ['pipelines.ingest', '--config_reference']\n"
+             "try:\n    runpy.run_module('pipelines.ingest', run_name='__main__')\nexcept SystemExit as e:\n"
+             "    code = e.code\nheavy = sorted(m for m in ('apache_beam', 'tensorflow') if m in sys.modules)\n"
+             "sys.stderr.write(f'heavy={heavy} code={code}')\n")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert done.stdout == reference_markdown()
+    assert done.stderr.strip().endswith("heavy=[] code=0"), done.stderr[-500:]

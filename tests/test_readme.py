@@ -1,4 +1,4 @@
-"""Every command and code block of the README runs, so the README cannot drift from the code."""
+"""Every command and code block of the README and of docs/*.md runs, so the documentation cannot drift from the code."""
 
 import json
 import os
@@ -12,6 +12,23 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"```(\w+)\n(.*?)```", README, flags=re.S)
+# The guides in the order a reader follows them from the README: a guide's blocks may use what an earlier one
+# made (the serving example scores the model "Your own logs" trained). Every docs/*.md is listed here.
+DOCS = ["your_logs.md", "validation.md", "tasks.md", "serving.md", "training_input.md", "tfdata_service.md",
+        "dataflow.md", "histories.md", "guarantees.md", "native_kernels.md", "gpu.md", "benchmarks.md",
+        "troubleshooting.md"]
+# Pages whose blocks their own tests run: feature_transforms.md (tests/test_docs_feature_transforms.py,
+# tests/test_docs_join.py, tests/test_docs_derived*.py), config.md (generated; tests/test_config_reference.py).
+OWN_TESTS = ["feature_transforms.md", "config.md"]
+
+
+def _doc(name: str) -> str:
+    return (REPO / "docs" / name).read_text(encoding="utf-8")
+
+
+# Every tagged block a reader meets: the README's, then each guide's; untagged blocks (configs, diagrams) are
+# checked by the tests of their section.
+WALKED = BLOCKS + [block for name in DOCS for block in re.findall(r"```(\w+)\n(.*?)```", _doc(name), flags=re.S)]
 
 
 def _commands(language: str) -> list[str]:
@@ -49,16 +66,16 @@ def test_make_demo_as_the_readme_gives_it(tmp_path):
     assert "sparseflow demo done" in done.stdout
 
 
-# A new user's walk through the README, top to bottom: every block in the order a reader meets it, run as
-# written from a directory that looks like the repository root (pipelines/ linked in, so the README's relative
+# A new user's walk through the README and then the guides (DOCS): every block in the order a reader meets it, run
+# as written from a directory that looks like the repository root (pipelines/ and docs/ linked in, so the relative
 # config paths resolve) in a new user's environment (no TF_CPP_MIN_LOG_LEVEL, no CUDA_VISIBLE_DEVICES).
 # Three commands are stood in for, each for a stated reason:
 #   make demo  -> the same program on a small synthetic log and few steps (the full demo takes minutes);
 #   make test  -> not run (it is this suite; test_make_test_is_the_suite_and_make_demo_runs_the_demo checks it);
 #   Dataflow   -> with --validate_only (submitting needs cloud credentials; this builds and serialises the graph).
-# The reader's own click logs (`logs/clicks-*.tsv`, `logs/heldout-*.tsv`) are written here in the layout
-# own_logs.yaml describes; the pytest example (a python block with `def test_`) runs under pytest in
-# test_the_pytest_examples_pass_offline_on_the_direct_runner_without_prism.
+# The guides' click logs are the samples shipped in docs/sample_logs/ (in the layout own_logs.yaml describes; see
+# test_the_shipped_sample_logs_are_the_walks_click_logs); the pytest example (a python block with `def test_`)
+# runs under pytest in test_the_pytest_examples_pass_offline_on_the_direct_runner_without_prism.
 SMALL_DEMO = "python -m pipelines.demo --rows 1500 --eval_rows 500 --steps 10 --batch_size 128"
 
 
@@ -94,11 +111,9 @@ def _write_click_log(path: pathlib.Path, rows: int) -> None:
 def walk(tmp_path_factory):
     home = tmp_path_factory.mktemp("reader")
     (home / "pipelines").symlink_to(REPO / "pipelines")
-    (home / "logs").mkdir()
-    _write_click_log(home / "logs" / "clicks-1.tsv", 600)
-    _write_click_log(home / "logs" / "heldout-1.tsv", 200)
+    (home / "docs").symlink_to(REPO / "docs")  # the sample logs the guides read
     steps = []
-    for lang, body in BLOCKS:
+    for lang, body in WALKED:
         if lang == "python" and "def test_" in body:
             continue
         if lang in ("python", "py"):
@@ -262,7 +277,7 @@ def test_plain_direct_runner_control():
 
 
 def test_the_pytest_examples_pass_offline_on_the_direct_runner_without_prism(tmp_path):
-    examples = [body for lang, body in BLOCKS if lang == "python" and "def test_" in body]
+    examples = [body for lang, body in WALKED if lang == "python" and "def test_" in body]
     assert examples, "the README has no pytest example"
     for i, body in enumerate(examples):
         (tmp_path / f"test_readme_example_{i}.py").write_text(body)
@@ -281,9 +296,9 @@ def test_the_pytest_examples_pass_offline_on_the_direct_runner_without_prism(tmp
     assert any(line.startswith("test_guard_control.py") and line.endswith(" prism") for line in seen), seen
 
 
-def test_the_benchmark_rows_in_the_readme_are_those_of_results_md():
+def test_the_benchmark_rows_in_the_docs_are_those_of_results_md():
     results = (REPO / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8").splitlines()
-    section = README[README.index("## Benchmarks"):]
+    section = _doc("benchmarks.md").split("## How it compares", 1)[0]  # the comparison table is prose, not rows
     rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| ---")]
     assert len(rows) > 10
     missing = [row for row in rows if row not in results]
@@ -291,11 +306,10 @@ def test_the_benchmark_rows_in_the_readme_are_those_of_results_md():
 
 
 def _tasks_section() -> str:
-    section = README[README.index("## Tasks"):]
-    return section[: section.index("\n## ", 1)]
+    return _doc("tasks.md")
 
 
-def test_the_readme_tasks_commands_resume_exclude_and_print_baselines(walk):
+def test_the_tasks_commands_resume_exclude_and_print_baselines(walk):
     home, steps = walk
     (body,) = re.findall(r"```bash\n(.*?)```", _tasks_section(), flags=re.S)
     commands = _block_commands(body)
@@ -310,7 +324,7 @@ def test_the_readme_tasks_commands_resume_exclude_and_print_baselines(walk):
     assert excluded[-1]["excluded"] == ["tags", "price"]
 
 
-def test_the_readme_quotes_the_refusal_of_a_task_that_does_not_fit_the_label():
+def test_the_tasks_guide_quotes_the_refusal_of_a_task_that_does_not_fit_the_label():
     from pipelines.tasks import TaskError, resolve_task
     from sparse_io.schema import FeatureSpec, Schema
 
@@ -320,3 +334,15 @@ def test_the_readme_quotes_the_refusal_of_a_task_that_does_not_fit_the_label():
     with pytest.raises(TaskError) as refusal:
         resolve_task(schema, "ctr", stats)
     assert quoted in str(refusal.value)
+
+
+def test_every_guide_is_walked_once():
+    assert sorted(DOCS + OWN_TESTS) == sorted(p.name for p in (REPO / "docs").glob("*.md"))
+    assert len(set(DOCS)) == len(DOCS)
+
+
+def test_the_shipped_sample_logs_are_the_walks_click_logs(tmp_path):
+    # The other documentation tests write these logs themselves; the walk reads the shipped copies.
+    for name, rows in (("clicks-1.tsv", 600), ("heldout-1.tsv", 200)):
+        _write_click_log(tmp_path / name, rows)
+        assert (REPO / "docs" / "sample_logs" / name).read_bytes() == (tmp_path / name).read_bytes(), name

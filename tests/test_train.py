@@ -227,7 +227,7 @@ def test_restarted_workers_each_resume_their_own_input_where_they_stopped(data, 
 
     # The same cluster restarted (what MultiWorkerMirroredStrategy recovery does): each worker goes on from its
     # row, so batches 5..20 follow the 4 already trained on, none read twice and none skipped.
-    outputs = _run_workers(data, model_dir, cluster, "--steps", "20", "--checkpoint_every", "2")
+    outputs = _run_workers(data, model_dir, cluster, "--steps", "20", "--checkpoint_every", "2", "-v")
     for directory in checkpoint_dirs:
         assert _saved_positions(directory) == (20, [expected[0][19], expected[1][19]])
     for index, (_, err) in enumerate(outputs):

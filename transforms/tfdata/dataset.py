@@ -1,6 +1,6 @@
 """`make_dataset`: shards written by the Beam stage (or sparse_io) to training batches.
 
-Which reader runs depends on the shard format (the README has the full table):
+Which reader runs depends on the shard format (docs/training_input.md has the full table):
 
 | | Parquet or Arrow shards | TFRecord shards |
 |---|---|---|
