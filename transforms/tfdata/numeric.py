@@ -1,0 +1,73 @@
+"""`GraphNumericMap`: the TensorFlow graph implementation of a bucketize or scale spec (`sparse_io.numeric_maps`).
+
+The Beam ingest applies a derived feature's spec to Arrow arrays
+(`spec.apply_arrow`); `make_log_dataset` and the exported serving signature
+apply the same spec here, in graph ops, so the three give a value the same
+bucket id or the same scaled float32.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from sparse_io.numeric_maps import BucketizeSpec, NumericSpec, ScaleSpec
+
+__all__ = ["GraphNumericMap", "missing_mask"]
+
+
+def missing_mask(values: tf.Tensor, missing_int: int) -> tf.Tensor:
+    """True where a parsed dense value is missing: NaN for floats, `missing_int` (the int64 minimum) for ints."""
+    if values.dtype.is_floating:
+        return tf.math.is_nan(values)
+    return tf.equal(values, tf.cast(missing_int, values.dtype))
+
+
+class GraphNumericMap(tf.Module):
+    """Applies a `BucketizeSpec` or `ScaleSpec` to a `[B]` tensor of source values, as `spec.apply_arrow` does.
+
+    Called with the values (int64, int32, float32 or float64, in the dtype
+    the ingest read the source column as) and a `[B]` bool mask of the
+    missing ones, it returns:
+      a bucketize spec: a `[B, None]` int64 RaggedTensor, one id per present
+        row (`tf.raw_ops.Bucketize`, what `keras.layers.Discretization` runs),
+        an empty row where the value is missing;
+      a scale spec: `[B]` float32, NaN where the value is missing (or, for
+        log1p, <= -1).
+
+    Example:
+      >>> m = GraphNumericMap(BucketizeSpec((18.0, 25.0)))
+      >>> m(tf.constant([17, 18, 30], tf.int64), tf.constant([False, True, False])).to_list()
+      [[0], [], [2]]
+    """
+
+    def __init__(self, spec: NumericSpec, name: str | None = None):
+        super().__init__(name=name)
+        if not isinstance(spec, (BucketizeSpec, ScaleSpec)):
+            raise ValueError(f"GraphNumericMap: not a numeric spec: {spec!r}")
+        self.spec = spec
+
+    def __call__(self, values: tf.Tensor, missing: tf.Tensor):
+        values = tf.convert_to_tensor(values)
+        present = tf.logical_not(missing)
+        if values.dtype.is_floating:
+            present = tf.logical_and(present, tf.logical_not(tf.math.is_nan(values)))
+        if isinstance(self.spec, BucketizeSpec):
+            kept = tf.boolean_mask(values, present)
+            # The int64 kernel compares in float32, as numpy does after astype(float32): the same ids.
+            ids = tf.cast(tf.raw_ops.Bucketize(input=kept, boundaries=list(self.spec.boundaries)), tf.int64)
+            return tf.RaggedTensor.from_row_lengths(ids, tf.cast(present, tf.int64), validate=False)
+        scaled = tf.cast(self._scale(tf.cast(values, tf.float64)), tf.float32)
+        return tf.where(present, scaled, tf.constant(float("nan"), tf.float32))
+
+    def _scale(self, x: tf.Tensor) -> tf.Tensor:
+        spec = self.spec
+        if spec.method == "z_score":
+            centred = x - tf.constant(spec.mean, tf.float64)
+            return centred / tf.constant(spec.std, tf.float64) if spec.std > 0 else centred
+        if spec.method == "min_max":
+            if spec.high > spec.low:
+                return (x - tf.constant(spec.low, tf.float64)) / tf.constant(spec.high - spec.low, tf.float64)
+            return 1.0 / (1.0 + tf.exp(-x))
+        defined = x > -1.0
+        return tf.where(defined, tf.math.log1p(tf.where(defined, x, tf.zeros_like(x))),
+                        tf.constant(float("nan"), tf.float64))
