@@ -24,6 +24,8 @@ Example (Criteo, with comments, as accepted by `load_config`)::
     features:
       "C*": {hash_buckets: 1000000}         # glob over sparse feature names
       C9: {vocabulary: {min_frequency: 1}}  # exact names win over globs
+      I1_bucket: {source: I1, bucketize: {quantiles: 10}}  # derived features (pipelines.config_derived):
+      I2_z: {source: I2, scale: z_score}                   # bucketize / scale a dense column at ingest
     output:
       format: parquet         # parquet | tfrecord | arrow (memory-mapped, for many epochs)
       num_shards: 4           # default: one shard per 128 MiB of log text; at most 10,000
@@ -59,6 +61,7 @@ import yaml
 
 from pipelines import config_limits as limits
 from pipelines.config_columns import SourceKeyError, pop_column_source
+from pipelines.config_derived import DerivedKeyError, DerivedPlan, split_derived
 from sparse_io.formats import DELIMITED_FORMATS, LOG_FORMATS, SHARD_FORMATS, check_shard_codec
 from sparse_io.readers import ColumnSource, check_encoding, csv_options
 from sparse_io.readers.columns import check_sources
@@ -189,6 +192,7 @@ class IngestConfig:
         )
     vocab_from: str | None = None  # an ingest output whose id spaces this ingest reuses
     validation: Any = None  # pipelines.anomalies.Thresholds from the `validation:` key; None: the defaults
+    derived: tuple[DerivedPlan, ...] = ()  # features bucketized or scaled from a dense column (config_derived)
 
     def plan(self, name: str) -> FeaturePlan | None:
         """The id plan of feature `name`, or None when the config gives it none."""
@@ -326,7 +330,7 @@ def _encoding(name: str | None, fmt: str) -> str:
 
 
 # schema.json keys only an ingest writes: a config giving them would claim ids the ingest did not make.
-INGEST_WRITTEN_KEYS = ("id_space", "oov_ids", "vocabulary_size")
+INGEST_WRITTEN_KEYS = ("id_space", "oov_ids", "vocabulary_size", "transform")
 
 
 def _delimiter(text: str | None) -> str | None:
@@ -574,7 +578,11 @@ def parse_config(
         key = next((k for k in ("list_separator", "quote_char", "null_values", "delimiter") if k in str(e)), "format")
         raise _fail(f"input.{key}", str(e)) from None
     histories = _histories(top.get("histories"), schema)
-    features = _feature_plans(top.get("features"), schema, histories)
+    try:
+        raw_features, derived = split_derived(top.get("features"), schema, histories=top.get("histories") is not None)
+    except DerivedKeyError as e:
+        raise _fail(e.key, str(e)) from None
+    features = _feature_plans(raw_features, schema, histories)
     _check_item_column_plans(histories, features)
     return IngestConfig(
         format=fmt,
@@ -597,6 +605,7 @@ def parse_config(
         encoding=encoding,
         vocab_from=top.get("vocab_from") or None,
         validation=thresholds,
+        derived=derived,
     )
 
 
