@@ -177,6 +177,14 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     # Raw values are counted before hashing or lookup turns them into ids (stats.json `raw_values`).
     raw_features = sorted({p.name for p in config.features} | set(reused))
     late = [batches | "CountRawValues" >> CountRawValues(raw_features)] if raw_features else []
+    derived = None
+    if config.derived:  # bucketized and scaled columns: parameters from every event, applied below
+        from pipelines.config_derived import with_derived_columns
+        from transforms.beam.derived import AnalyzeDerived, derived_schema_updates
+
+        derived = events | "AnalyzeDerived" >> AnalyzeDerived(config.derived)
+        late.append(derived | "DerivedFields" >> beam.FlatMap(derived_schema_updates))
+        schema = with_derived_columns(schema, config.derived)
     salts = sorted({salt for _, _, salt in hashed}, key=lambda s: (s is not None, str(s)))
     for salt in salts:
         plans = [(name, buckets) for name, buckets, s in hashed if s == salt]
@@ -213,9 +221,14 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
         computed.append(
             events | f"ComputeVocabulary{i}" >> ComputeVocabulary(names, vocab_dir, min_frequency, top_k, num_oov)
         )
-    if computed and keeps_pcollections_in_memory(pipeline.options):
+    analysed = [derived] if derived is not None and any(p.needs_analysis for p in config.derived) else []
+    if (computed or analysed) and keeps_pcollections_in_memory(pipeline.options):
         held = batches | "HoldBatches" >> HoldBatches(output_dir)
-        batches = held | "ReleaseBatches" >> ReleaseBatches(computed)
+        batches = held | "ReleaseBatches" >> ReleaseBatches(computed + analysed)
+    if derived is not None:
+        from transforms.beam.derived import ApplyDerived
+
+        batches = batches | "ApplyDerived" >> ApplyDerived(derived)
     for i, vocab in enumerate(computed):
         if targets:
             vocab = vocab | f"WithTargets{i}" >> beam.FlatMap(_with_target_aliases, targets)

@@ -19,6 +19,10 @@ log's other columns are not inputs):
     as the log writes it: "1.5", "260.0", a null token);
   output: `probability` float32 `[B]` (a regression model: `prediction`, in
     the label's units).
+A derived feature (schema.json `transform`: bucketized or scaled at ingest)
+is no input of its own: the signature takes its source column's cell and
+applies the ingest's boundaries or scale parameters (`sparse_io.numeric_maps`,
+run by `transforms.tfdata.numeric.GraphNumericMap`).
 The module also holds `model_inputs(cells)`: the cells of `serving_text` ->
 the model's inputs (per sparse feature its COO `row_ids`, `col_ids`,
 `gains`, `sample_count`; per dense feature its `[B]` values), for checking
@@ -48,10 +52,12 @@ import tensorflow as tf
 import ops
 from sparse_io.id_maps import spec_of_feature
 from sparse_io.manifest import ManifestError, read_manifest
+from sparse_io.numeric_maps import derived_of_feature
 from sparse_io.schema import FeatureSpec, Schema, SchemaError, weights_column
-from transforms.tfdata.core.columns import dense_dtype
+from transforms.tfdata.core.columns import MISSING_INT, dense_dtype
 from transforms.tfdata.ids import GraphIdMap, truncate
 from transforms.tfdata.logs.cells import CellRules, parse_cells
+from transforms.tfdata.numeric import GraphNumericMap, missing_mask
 
 __all__ = ["export_serving_model", "export_history_model", "IngestReading", "serving_inputs"]
 
@@ -127,18 +133,47 @@ def _model_columns(model, schema: Schema, reading: IngestReading) -> tuple[list[
     return sparse, dense
 
 
-def _model_inputs(cells: Mapping, sparse, dense, id_maps: _IdMaps, rules: CellRules, combiner: str) -> dict:
+class _DerivedMaps(tf.Module):
+    """The model's derived features (schema.json `transform`): each one's source column and graph map."""
+
+    def __init__(self, schema: Schema, reading: IngestReading, specs):
+        super().__init__()
+        made = {s.name: derived_of_feature(s) for s in specs}
+        self.features = {name: f for name, f in made.items() if f is not None}
+        self.maps = {name: GraphNumericMap(f.spec) for name, f in self.features.items()}
+        self.sources = [reading.raw_spec(schema[s]) for s in sorted({f.source for f in self.features.values()})]
+
+    def read(self, specs) -> list:
+        """`specs` less the derived features, plus the source columns they are computed from."""
+        kept = [s for s in specs if s.name not in self.features]
+        return kept + [s for s in self.sources if s.name not in {k.name for k in kept}]
+
+    def __call__(self, name: str, values, combiner: str):
+        """The model input of derived feature `name` from its source's parsed `[B]` values."""
+        out = self.maps[name](values, missing_mask(values, MISSING_INT))
+        return ops.to_coo(out, combiner=combiner) if isinstance(out, tf.RaggedTensor) else out
+
+
+def _model_inputs(cells: Mapping, sparse, dense, id_maps: _IdMaps, rules: CellRules, combiner: str,
+                  derived: _DerivedMaps | None = None) -> dict:
     from pipelines.model import BATCH_ROWS
 
     typed = {name: value for name, value in cells.items() if value.dtype != tf.string}
     text = {name: value for name, value in cells.items() if value.dtype == tf.string}
+    wanted = {s.name for s in [*sparse, *dense]}
+    if derived is not None and derived.features:
+        sparse, dense = [s for s in sparse if s.name not in derived.features], derived.read(dense)
     columns = parse_cells(text, [*sparse, *(s for s in dense if s.name in text)], rules)
     inputs = {}
+    for name in derived.features if derived is not None else ():
+        source = derived.features[name].source
+        inputs[name] = derived(name, columns[source] if source in columns else typed[source], combiner)
     for spec in sparse:
         weights = columns.get(weights_column(spec.name))
         inputs[spec.name] = ops.to_coo(id_maps(spec.name, columns[spec.name]), weights=weights, combiner=combiner)
     for spec in dense:
-        inputs[spec.name] = columns[spec.name] if spec.name in columns else typed[spec.name]
+        if spec.name in wanted:  # a derived feature's source is read, but not given when the model does not use it
+            inputs[spec.name] = columns[spec.name] if spec.name in columns else typed[spec.name]
     inputs[BATCH_ROWS] = tf.shape(next(iter(cells.values())), out_type=tf.int32)[0]
     return inputs
 
@@ -180,14 +215,18 @@ def export_serving_model(model, schema: Schema, export_dir: str, *, vocab_dir: s
     reading = reading or IngestReading()
     sparse, dense = _model_columns(model, schema, reading)
     module = tf.Module()
-    module.id_maps = _IdMaps(sparse, vocab_dir)
-    weighted = [weights_column(s.name) for s in sparse if s.weighted]
-    text = {name: tf.TensorSpec([None], tf.string, name=name) for name in [s.name for s in sparse + dense] + weighted}
-    typed = {**{name: text[name] for name in [s.name for s in sparse] + weighted},
-             **{s.name: tf.TensorSpec([None], tf.as_dtype(dense_dtype(s.dtype)), name=s.name) for s in dense}}
+    module.derived = _DerivedMaps(schema, reading, sparse + dense)
+    module.id_maps = _IdMaps([s for s in sparse if s.name not in module.derived.features], vocab_dir)
+    read_sparse = [s for s in sparse if s.name not in module.derived.features]
+    read_dense = module.derived.read(dense)
+    weighted = [weights_column(s.name) for s in read_sparse if s.weighted]
+    text = {name: tf.TensorSpec([None], tf.string, name=name)
+            for name in [s.name for s in read_sparse + read_dense] + weighted}
+    typed = {**{name: text[name] for name in [s.name for s in read_sparse] + weighted},
+             **{s.name: tf.TensorSpec([None], tf.as_dtype(dense_dtype(s.dtype)), name=s.name) for s in read_dense}}
 
     def score(cells):
-        inputs = _model_inputs(cells, sparse, dense, module.id_maps, reading.rules, combiner)
+        inputs = _model_inputs(cells, sparse, dense, module.id_maps, reading.rules, combiner, module.derived)
         value = model(inputs, training=False)
         return {output: tf.sigmoid(value) if output == "probability" else value}
 
@@ -196,11 +235,11 @@ def export_serving_model(model, schema: Schema, export_dir: str, *, vocab_dir: s
 
     @tf.function(input_signature=[text])
     def model_inputs(cells):
-        inputs = _model_inputs(cells, sparse, dense, module.id_maps, reading.rules, combiner)
+        inputs = _model_inputs(cells, sparse, dense, module.id_maps, reading.rules, combiner, module.derived)
         return {name: (dict(zip(("row_ids", "col_ids", "gains", "sample_count"),
                                 (v.row_ids, v.col_ids, v.gains, tf.convert_to_tensor(v.sample_count, tf.int32))))
                        if isinstance(v, ops.Coo) else v)
-                for name, v in inputs.items() if name in text}
+                for name, v in inputs.items() if name in text or name in module.derived.features}
 
     module.serve, module.serve_text, module.model_inputs = serve, serve_text, model_inputs
     return _save(module, model, {"serving_default": serve, "serving_text": serve_text}, export_dir)

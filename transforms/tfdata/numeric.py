@@ -47,6 +47,7 @@ class GraphNumericMap(tf.Module):
         self.spec = spec
 
     def __call__(self, values: tf.Tensor, missing: tf.Tensor):
+        """The derived feature of `[B]` source `values`, `missing` `[B]` bool marking the absent ones (class doc)."""
         values = tf.convert_to_tensor(values)
         present = tf.logical_not(missing)
         if values.dtype.is_floating:
