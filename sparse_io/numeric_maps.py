@@ -49,7 +49,7 @@ import pyarrow.compute as pc
 from sparse_io.schema import FeatureSpec, SchemaError
 
 __all__ = ["BucketizeSpec", "ScaleSpec", "DerivedFeature", "NumericSpec", "SCALE_METHODS", "derived_of_feature",
-           "float32_boundaries", "bucketize_fingerprint"]
+           "float32_boundaries", "bucketize_fingerprint", "derived_features"]
 
 SCALE_METHODS = ("z_score", "min_max", "log1p")
 
@@ -227,3 +227,13 @@ def derived_of_feature(spec: FeatureSpec) -> DerivedFeature | None:
         return DerivedFeature(spec.name, source, ScaleSpec(record["scale"], **params))
     except (KeyError, TypeError, ValueError) as e:
         raise SchemaError(f"feature {spec.name!r}: schema.json's transform {record!r} is malformed ({e})") from None
+
+
+def derived_features(schema) -> list[DerivedFeature]:
+    """Every derived feature an ingest recorded in its schema.json (a `Schema`), in schema order.
+
+    Raises:
+      SchemaError: a malformed `transform` entry.
+    """
+    found = (derived_of_feature(spec) for spec in schema)
+    return [f for f in found if f is not None]

@@ -184,3 +184,30 @@ def test_serving_signature_gives_the_shards_derived_inputs(train, tmp_path):
         for row, col in zip(coo["row_ids"].numpy(), coo["col_ids"].numpy()):
             ids[row].append(int(col))
         assert ids == [rows[name][i] for i in index], name
+
+
+def test_make_log_dataset_derives_what_the_ingest_wrote(train):
+    from pipelines.config import parse_config
+    from sparse_io.numeric_maps import derived_features
+    from transforms.tfdata.log_dataset import make_log_dataset
+
+    _, log, _, out = train
+    derived = derived_features(Schema.load(str(out)))
+    assert sorted(f.name for f in derived) == ["age_bucket", "age_log", "price_mm", "price_q", "price_z"]
+    dataset = make_log_dataset(str(log), "csv", 1000, schema=parse_config(CONFIG).schema,
+                               derived=derived, output="ragged", label=False,
+                               features=["row", "price_z", "price_mm", "age_log", "age_bucket", "price_q"])
+    got = {name: [] for name in ("row", "price_z", "price_mm", "age_log", "age_bucket", "price_q")}
+    for batch in dataset:
+        assert "price" not in batch and "age" not in batch  # read for the derived features, not asked for
+        for name in got:
+            value = batch[name]
+            got[name] += value.to_list() if isinstance(value, tf.RaggedTensor) else value.numpy().tolist()
+    rows = _rows(out)
+    by_row = {r: i for i, r in enumerate(rows["row"])}
+    index = [by_row[r] for r in got["row"]]
+    for name in ("price_z", "price_mm", "age_log"):
+        expected = np.array([np.nan if rows[name][i] is None else rows[name][i] for i in index], np.float32)
+        np.testing.assert_array_equal(np.array(got[name], np.float32), expected, err_msg=name)
+    for name in ("age_bucket", "price_q"):
+        assert got[name] == [rows[name][i] for i in index], name

@@ -8,14 +8,18 @@ bucket id or the same scaled float32.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import tensorflow as tf
 
-from sparse_io.numeric_maps import BucketizeSpec, NumericSpec, ScaleSpec
+from sparse_io.numeric_maps import BucketizeSpec, DerivedFeature, NumericSpec, ScaleSpec
+from sparse_io.schema import Schema
+from transforms.tfdata.core.columns import MISSING_INT, Column
 
-__all__ = ["GraphNumericMap", "missing_mask"]
+__all__ = ["GraphNumericMap", "missing_mask", "derived_columns"]
 
 
-def missing_mask(values: tf.Tensor, missing_int: int) -> tf.Tensor:
+def missing_mask(values: tf.Tensor, missing_int: int = MISSING_INT) -> tf.Tensor:
     """True where a parsed dense value is missing: NaN for floats, `missing_int` (the int64 minimum) for ints."""
     if values.dtype.is_floating:
         return tf.math.is_nan(values)
@@ -72,3 +76,41 @@ class GraphNumericMap(tf.Module):
         defined = x > -1.0
         return tf.where(defined, tf.math.log1p(tf.where(defined, x, tf.zeros_like(x))),
                         tf.constant(float("nan"), tf.float64))
+
+
+def derived_columns(derived: Sequence[DerivedFeature], schema: Schema, features: Sequence[str] | None
+                    ) -> tuple[list[str] | None, list[str], list[Column], Callable]:
+    """What a log source needs to deliver `derived` features beside the schema's own columns.
+
+    Returns `features` less the derived names (None stays None), the source
+    columns to parse, the derived features' output `Column`s (one-id sparse
+    int64, or dense float32), and a function that adds the derived columns
+    to a dict of parsed columns (the sources' `[B]` values, NaN or
+    `MISSING_INT` where missing).
+
+    Raises:
+      ValueError: a source that is not a dense number column of `schema`, or
+        a derived name that is a column of `schema`.
+    """
+    names = {f.name for f in derived}
+    for feature in derived:
+        if feature.name in schema:
+            raise ValueError(f"derived feature {feature.name!r} is a column of the schema; it needs a new name")
+        spec = schema[feature.source] if feature.source in schema else None
+        if spec is None or spec.kind != "dense" or spec.dtype == "string":
+            raise ValueError(f"derived feature {feature.name!r}: its source {feature.source!r} is not a dense number "
+                             "column of the schema")
+    maps = [(f, GraphNumericMap(f.spec)) for f in derived]
+    out = [Column(f.name, "sparse", "int64") if isinstance(f.spec, BucketizeSpec) else Column(f.name, "dense",
+                                                                                              "float32")
+           for f in derived]
+
+    def add(raw: dict) -> dict:
+        raw = dict(raw)
+        for feature, graph_map in maps:
+            values = raw[feature.source]
+            raw[feature.name] = graph_map(values, missing_mask(values, MISSING_INT))
+        return raw
+
+    kept = None if features is None else [n for n in features if n not in names]
+    return kept, sorted({f.source for f in derived}), out, add
