@@ -151,17 +151,26 @@ class ScaleSpec:
                 raise ValueError(f"scale {self.method}: takes no {key}")
             if value is not None:
                 object.__setattr__(self, key, float(value))
-        if self.method == "z_score" and self.std < 0 or self.method == "min_max" and self.high < self.low:
+        mean, std, low, high = self.parameters()
+        if self.method == "z_score" and std < 0 or self.method == "min_max" and high < low:
             raise ValueError(f"scale {self.method}: parameters out of order: {self}")
+
+    def parameters(self) -> tuple[float, float, float, float]:
+        """(mean, std, low, high), 0.0 for those the method does not take."""
+        def given(value: float | None) -> float:
+            return 0.0 if value is None else value
+
+        return given(self.mean), given(self.std), given(self.low), given(self.high)
 
     def scale(self, values: np.ndarray) -> np.ndarray:
         """float32 scaled values of float64 `values` (NaN stays NaN; log1p of x <= -1 is NaN)."""
         x = values.astype(np.float64)
+        mean, std, low, high = self.parameters()
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             if self.method == "z_score":
-                out = (x - self.mean) / self.std if self.std > 0 else x - self.mean
+                out = (x - mean) / std if std > 0 else x - mean
             elif self.method == "min_max":
-                out = (x - self.low) / (self.high - self.low) if self.high > self.low else 1.0 / (1.0 + np.exp(-x))
+                out = (x - low) / (high - low) if high > low else 1.0 / (1.0 + np.exp(-x))
             else:
                 out = np.where(x > -1.0, np.log1p(np.where(x > -1.0, x, 0.0)), np.nan)
         return out.astype(np.float32)

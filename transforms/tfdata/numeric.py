@@ -66,12 +66,13 @@ class GraphNumericMap(tf.Module):
 
     def _scale(self, x: tf.Tensor) -> tf.Tensor:
         spec = self.spec
+        mean, std, low, high = spec.parameters()
         if spec.method == "z_score":
-            centred = x - tf.constant(spec.mean, tf.float64)
-            return centred / tf.constant(spec.std, tf.float64) if spec.std > 0 else centred
+            centred = x - tf.constant(mean, tf.float64)
+            return centred / tf.constant(std, tf.float64) if std > 0 else centred
         if spec.method == "min_max":
-            if spec.high > spec.low:
-                return (x - tf.constant(spec.low, tf.float64)) / tf.constant(spec.high - spec.low, tf.float64)
+            if high > low:
+                return (x - tf.constant(low, tf.float64)) / tf.constant(high - low, tf.float64)
             return 1.0 / (1.0 + tf.exp(-x))
         defined = x > -1.0
         return tf.where(defined, tf.math.log1p(tf.where(defined, x, tf.zeros_like(x))),
