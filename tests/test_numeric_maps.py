@@ -143,3 +143,17 @@ def test_malformed_transform_names_the_feature():
         derived_of_feature(FeatureSpec("f", transform={"source": "x", "scale": "z_score"}))  # no mean, no std
     with pytest.raises(SchemaError, match="transform must be an object"):
         FeatureSpec("f", transform=["x"])
+
+
+def test_eval_data_scaled_with_other_parameters_is_a_mismatch():
+    from sparse_io.id_space import IdSpaceMismatch, check_same_id_spaces
+
+    train = Schema([DerivedFeature("price_z", "price", ScaleSpec("z_score", mean=1.0, std=2.0)).feature_spec(),
+                    DerivedFeature("age_b", "age", BucketizeSpec((18.0, 25.0))).feature_spec()])
+    check_same_id_spaces(train, train)
+    rescaled = train.replace("price_z", transform={"source": "price", "scale": "z_score", "mean": 1.5, "std": 2.0})
+    with pytest.raises(IdSpaceMismatch, match="'price_z'.*scales it otherwise"):
+        check_same_id_spaces(train, rescaled, other_name="--eval_data x")
+    rebucketed = train.replace("age_b", **DerivedFeature("age_b", "age", BucketizeSpec((18.0, 30.0))).schema_fields())
+    with pytest.raises(IdSpaceMismatch, match="'age_b'"):
+        check_same_id_spaces(train, rebucketed)
