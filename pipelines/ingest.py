@@ -106,10 +106,12 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     """Adds the ingest to `pipeline`; returns the WriteShards result PCollection.
 
     The graph: ReadLogs (+ ReadContextLogs for `histories.context_from`, marked as context) -> [LogProgress]
-    -> [GroupHistories; a history ingest counts its vocabularies over the events before grouping] -> HashIds ->
+    -> [GroupHistories; a history ingest counts its vocabularies over the events before grouping]
+    -> [AnalyzeDerived: bucket boundaries and scale parameters, one combine over the events] -> HashIds ->
     [ComputeVocabulary + ApplyVocabulary, or ApplyVocabulary of the
-    `vocab_from` ingest's files; on a local runner, computed vocabularies'
-    batches wait on disk meanwhile: HoldBatches + ReleaseBatches] -> [CountOovIds] -> WriteShards (which also
+    `vocab_from` ingest's files; on a local runner, batches wait on disk for computed vocabularies and
+    derived features' parameters: HoldBatches + ReleaseBatches] -> [ApplyDerived] -> [CountOovIds] -> WriteShards
+    (which also
     writes schema.json, with each feature's id space, and stats.json). Every element between read and write is a
     `pa.RecordBatch`.
     """
