@@ -111,9 +111,8 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     [ComputeVocabulary + ApplyVocabulary, or ApplyVocabulary of the
     `vocab_from` ingest's files; on a local runner, batches wait on disk for computed vocabularies and
     derived features' parameters: HoldBatches + ReleaseBatches] -> [ApplyDerived] -> [CountOovIds] -> WriteShards
-    (which also
-    writes schema.json, with each feature's id space, and stats.json). Every element between read and write is a
-    `pa.RecordBatch`.
+    (which also writes schema.json, with each feature's id space, and stats.json). Every element between read and
+    write is a `pa.RecordBatch`.
     """
     import apache_beam as beam
 
