@@ -91,9 +91,9 @@ def check_same_id_spaces(reference: Schema, other: Schema, *, other_name: str = 
             )
     for spec in reference.dense:
         # A scaled feature has no ids, but its parameters are part of what the model learned from.
-        theirs = other[spec.name].transform if spec.name in other else None
-        if spec.transform is not None and theirs != spec.transform:
+        scaled = other[spec.name].transform if spec.name in other else None
+        if spec.transform is not None and scaled != spec.transform:
             raise IdSpaceMismatch(
-                f"feature {spec.name!r}: {other_name} scales it otherwise ({theirs} vs {spec.transform}); "
+                f"feature {spec.name!r}: {other_name} scales it otherwise ({scaled} vs {spec.transform}); "
                 "ingest it with --vocab_from pointing at the training data"
             )
