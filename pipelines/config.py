@@ -26,6 +26,8 @@ Example (Criteo, with comments, as accepted by `load_config`)::
       C9: {vocabulary: {min_frequency: 1}}  # exact names win over globs
       # C10: {vocabulary: {shared: cats}}   # one vocab/cats.txt, one id space (pipelines.config_shared)
       # C1_x_C2: {cross: [C1, C2], hash_buckets: 100000}  # a new feature (pipelines.config_crosses)
+      I1_bucket: {source: I1, bucketize: {quantiles: 10}}  # derived features (pipelines.config_derived):
+      I2_z: {source: I2, scale: z_score}                   # bucketize / scale a dense column at ingest
     output:
       format: parquet         # parquet | tfrecord | arrow (memory-mapped, for many epochs)
       num_shards: 4           # default: one shard per 128 MiB of log text; at most 10,000
@@ -64,6 +66,7 @@ import yaml
 from pipelines import config_limits as limits
 from pipelines.config_columns import SourceKeyError, pop_column_source
 from pipelines.config_crosses import CrossKeyError, CrossPlan, split_crosses
+from pipelines.config_derived import DerivedKeyError, DerivedPlan, split_derived
 from pipelines.config_join import JoinSpec, parse_joins
 from pipelines.config_keys import section_types
 from pipelines.config_shared import SharedKeyError, check_shared_vocabularies
@@ -206,6 +209,7 @@ class IngestConfig:
         )
     vocab_from: str | None = None  # an ingest output whose id spaces this ingest reuses
     validation: Any = None  # pipelines.anomalies.Thresholds from the `validation:` key; None: the defaults
+    derived: tuple[DerivedPlan, ...] = ()  # features bucketized or scaled from a dense column (config_derived)
 
     def plan(self, name: str) -> FeaturePlan | None:
         """The id plan of feature `name`, or None when the config gives it none."""
@@ -343,7 +347,8 @@ def _encoding(name: str | None, fmt: str) -> str:
 
 
 # schema.json keys only an ingest writes: a config giving them would claim ids the ingest did not make.
-INGEST_WRITTEN_KEYS = ("id_space", "oov_ids", "vocabulary_size", "cross", "cross_max_per_row", "shared_vocabulary")
+INGEST_WRITTEN_KEYS = ("id_space", "oov_ids", "vocabulary_size", "cross", "cross_max_per_row", "shared_vocabulary",
+                       "transform")
 
 
 def _delimiter(text: str | None) -> str | None:
@@ -549,6 +554,10 @@ def parse_config(
         raw_features, crosses = split_crosses(top.get("features"), schema, histories)
     except CrossKeyError as e:
         raise _fail(e.path, str(e)) from None
+    try:
+        raw_features, derived = split_derived(raw_features, schema, histories=top.get("histories") is not None)
+    except DerivedKeyError as e:
+        raise _fail(e.key, str(e)) from None
     features = _feature_plans(raw_features, schema, histories)
     try:
         check_shared_vocabularies(features, schema)
@@ -578,6 +587,7 @@ def parse_config(
         crosses=crosses,
         vocab_from=top.get("vocab_from") or None,
         validation=thresholds,
+        derived=derived,
     )
 
 

@@ -75,8 +75,8 @@ class ConfigKey:
 
 
 # Section order is the reference's order; keys keep the order they are declared in.
-SECTIONS = ("", "input", "input.schema[]", "features.<name>", "features.<name>.vocabulary", "features.<cross>",
-            "histories",
+SECTIONS = ("", "input", "input.schema[]", "features.<name>", "features.<name>.vocabulary", "features.<derived>",
+            "features.<derived>.bucketize", "features.<cross>", "histories",
             "join[]", "output", "stats", "validation")
 
 KEYS: tuple[ConfigKey, ...] = (
@@ -172,6 +172,20 @@ KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("features.<name>.vocabulary.shared", "string", "", "several features counted into one vocabulary "
               "vocab/NAME.txt and mapped into one id space (one embedding table in the trainer); their other "
               "vocabulary settings must agree", "a name that is no other feature's", "category"),
+    # --- a derived feature: a dense column bucketized or scaled, keyed by its own name ---------------------------
+    ConfigKey("features.<derived>.source", "string", "", "the dense number column the feature is computed from "
+              "(it stays in the shards as its own feature)", "a dense int or float column", "age"),
+    ConfigKey("features.<derived>.bucketize", "mapping", "", "a one-id sparse feature: keras.layers.Discretization's "
+              "ids over the boundaries; a missing value gets no id", "boundaries or quantiles (below)",
+              "{quantiles: 10}"),
+    ConfigKey("features.<derived>.scale", "string", "", "a dense float32 feature: (x - mean) / std (population std, "
+              "as tft.scale_to_z_score), (x - min) / (max - min), or log1p(x); missing stays missing",
+              "z_score, min_max, log1p", "z_score"),
+    ConfigKey("features.<derived>.bucketize.boundaries", "list", "", "the bucket boundaries, given",
+              "increasing numbers", "[18, 25, 35, 50]"),
+    ConfigKey("features.<derived>.bucketize.quantiles", "integer", "", "N-quantile boundaries computed at ingest "
+              "by a mergeable sketch (rank error <= 0.01), recorded in schema.json, reused by --vocab_from",
+              "2 to 1000", "10"),
     # --- a cross: a new feature keyed by its own name --------------------------------------------------------
     ConfigKey("features.<cross>.cross", "list", "", "the columns crossed: ids are keras.layers.HashedCrossing's "
               "of their raw values (list columns: the Cartesian product of the lists)",

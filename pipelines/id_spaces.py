@@ -34,6 +34,7 @@ import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines.config import FeaturePlan, IngestConfig
+from pipelines.config_derived import reuse_derived
 from pipelines.errors import UsageError
 from sparse_io.atomic import atomic_output
 from sparse_io.id_space import hash_fingerprint, vocabulary_fingerprint
@@ -153,7 +154,11 @@ def adopt_id_spaces(config: IngestConfig, source_dir: str, vocab_dir: str = VOCA
             raise _refused(source_dir, f"feature {plan.name!r} has neither hash_buckets nor vocabulary_size in its "
                            f"{SCHEMA_FILE}")
     crosses = tuple(adopt_cross(plan, source, source_dir) for plan in config.crosses)
-    return dataclasses.replace(config, features=tuple(plans), crosses=crosses), reused
+    try:  # bucket boundaries and scale parameters are taken as they are, like the vocabularies
+        derived = reuse_derived(config.derived, source)
+    except (ValueError, SchemaError) as e:
+        raise _refused(source_dir, e) from None
+    return dataclasses.replace(config, features=tuple(plans), crosses=crosses, derived=derived), reused
 
 
 def adopt_cross(plan, source: Schema, source_dir: str):

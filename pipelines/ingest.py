@@ -112,12 +112,13 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
 
     The graph: ReadLogs (+ ReadContextLogs for `histories.context_from`, marked as context) -> [LogProgress]
     -> [CrossFeatures: crosses of the raw values, `pipelines.config_crosses`]
-    -> [GroupHistories; a history ingest counts its vocabularies over the events before grouping] -> HashIds ->
+    -> [GroupHistories; a history ingest counts its vocabularies over the events before grouping]
+    -> [AnalyzeDerived: bucket boundaries and scale parameters, one combine over the events] -> HashIds ->
     [ComputeVocabulary + ApplyVocabulary, or ApplyVocabulary of the
-    `vocab_from` ingest's files; on a local runner, computed vocabularies'
-    batches wait on disk meanwhile: HoldBatches + ReleaseBatches] -> [CountOovIds] -> WriteShards (which also
-    writes schema.json, with each feature's id space, and stats.json). Every element between read and write is a
-    `pa.RecordBatch`.
+    `vocab_from` ingest's files; on a local runner, batches wait on disk for computed vocabularies and
+    derived features' parameters: HoldBatches + ReleaseBatches] -> [ApplyDerived] -> [CountOovIds] -> WriteShards
+    (which also writes schema.json, with each feature's id space, and stats.json). Every element between read and
+    write is a `pa.RecordBatch`.
     """
     import apache_beam as beam
 
@@ -201,6 +202,14 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     raw_features = sorted({p.name for p in config.features} | set(reused))
     late += [batches | "CountRawValues" >> CountRawValues(raw_features)] if raw_features else []
     late += overflow
+    derived = None
+    if config.derived:  # bucketized and scaled columns: parameters from every event, applied below
+        from pipelines.config_derived import with_derived_columns
+        from transforms.beam.derived import AnalyzeDerived, derived_schema_updates
+
+        derived = events | "AnalyzeDerived" >> AnalyzeDerived(config.derived)
+        late.append(derived | "DerivedFields" >> beam.FlatMap(derived_schema_updates))
+        schema = with_derived_columns(schema, config.derived)
     salts = sorted({salt for _, _, salt in hashed}, key=lambda s: (s is not None, str(s)))
     for salt in salts:
         plans = [(name, buckets) for name, buckets, s in hashed if s == salt]
@@ -239,9 +248,14 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
             events | f"ComputeVocabulary{i}" >> ComputeVocabulary(names, vocab_dir, min_frequency, top_k, num_oov,
                                                                   shared=shared)
         )
-    if computed and keeps_pcollections_in_memory(pipeline.options):
+    analysed = [derived] if derived is not None and any(p.needs_analysis for p in config.derived) else []
+    if (computed or analysed) and keeps_pcollections_in_memory(pipeline.options):
         held = batches | "HoldBatches" >> HoldBatches(output_dir)
-        batches = held | "ReleaseBatches" >> ReleaseBatches(computed)
+        batches = held | "ReleaseBatches" >> ReleaseBatches(computed + analysed)
+    if derived is not None:
+        from transforms.beam.derived import ApplyDerived
+
+        batches = batches | "ApplyDerived" >> ApplyDerived(derived)
     for i, vocab in enumerate(computed):
         if targets:
             vocab = vocab | f"WithTargets{i}" >> beam.FlatMap(_with_target_aliases, targets)

@@ -25,6 +25,10 @@ log's other columns are not inputs):
     features sharing a vocabulary look up its one file (`vocab/<shared>.txt`);
   output: `probability` float32 `[B]` (a regression model: `prediction`, in
     the label's units).
+A derived feature (schema.json `transform`: bucketized or scaled at ingest)
+is no input of its own: the signature takes its source column's cell and
+applies the ingest's boundaries or scale parameters (`sparse_io.numeric_maps`,
+run by `transforms.tfdata.numeric.GraphNumericMap`).
 The module also holds `model_inputs(cells)`: the cells of `serving_text` ->
 the model's inputs (per sparse feature its COO `row_ids`, `col_ids`,
 `gains`, `sample_count`; per dense feature its `[B]` values), for checking
@@ -55,10 +59,12 @@ import ops
 from pipelines.serving_crosses import CrossInputs
 from sparse_io.id_maps import spec_of_feature
 from sparse_io.manifest import ManifestError, read_manifest
+from sparse_io.numeric_maps import derived_of_feature
 from sparse_io.schema import FeatureSpec, Schema, SchemaError, weights_column
-from transforms.tfdata.core.columns import dense_dtype
+from transforms.tfdata.core.columns import MISSING_INT, dense_dtype
 from transforms.tfdata.ids import GraphIdMap, truncate
 from transforms.tfdata.logs.cells import CellRules, parse_cells
+from transforms.tfdata.numeric import GraphNumericMap, missing_mask
 
 __all__ = ["export_serving_model", "export_history_model", "IngestReading", "serving_inputs"]
 
@@ -134,12 +140,36 @@ def _model_columns(model, schema: Schema, reading: IngestReading) -> tuple[list[
     return sparse, dense
 
 
+class _DerivedMaps(tf.Module):
+    """The model's derived features (schema.json `transform`): each one's source column and graph map."""
+
+    def __init__(self, schema: Schema, reading: IngestReading, specs):
+        super().__init__()
+        made = {s.name: derived_of_feature(s) for s in specs}
+        self.features = {name: f for name, f in made.items() if f is not None}
+        self.maps = {name: GraphNumericMap(f.spec) for name, f in self.features.items()}
+        self.sources = [reading.raw_spec(schema[s]) for s in sorted({f.source for f in self.features.values()})]
+
+    def read(self, specs) -> list:
+        """`specs` less the derived features, plus the source columns they are computed from."""
+        kept = [s for s in specs if s.name not in self.features]
+        return kept + [s for s in self.sources if s.name not in {k.name for k in kept}]
+
+    def __call__(self, name: str, values, combiner: str):
+        """The model input of derived feature `name` from its source's parsed `[B]` values."""
+        out = self.maps[name](values, missing_mask(values, MISSING_INT))
+        return ops.to_coo(out, combiner=combiner) if isinstance(out, tf.RaggedTensor) else out
+
+
 def _model_inputs(cells: Mapping, sparse, dense, id_maps: _IdMaps, rules: CellRules, combiner: str,
-                  crosses: CrossInputs | None = None) -> dict:
+                  crosses: CrossInputs | None = None, derived: _DerivedMaps | None = None) -> dict:
     from pipelines.model import BATCH_ROWS
 
     typed = {name: value for name, value in cells.items() if value.dtype != tf.string}
     text = {name: value for name, value in cells.items() if value.dtype == tf.string}
+    wanted = {s.name for s in [*sparse, *dense]}
+    if derived is not None and derived.features:
+        sparse, dense = [s for s in sparse if s.name not in derived.features], derived.read(dense)
     known = {s.name for s in [*sparse, *dense]}
     sources = [s for s in (crosses.sources if crosses else []) if s.name not in known]
     columns = parse_cells(text, [*sparse, *(s for s in [*dense, *sources] if s.name in text)], rules)
@@ -147,11 +177,15 @@ def _model_inputs(cells: Mapping, sparse, dense, id_maps: _IdMaps, rules: CellRu
     if crosses is not None:  # crossed from the sources' raw values, as the ingest did
         for name, ids in crosses({**typed, **columns}).items():
             inputs[name] = ops.to_coo(ids, combiner=combiner)
+    for name in derived.features if derived is not None else ():
+        source = derived.features[name].source
+        inputs[name] = derived(name, columns[source] if source in columns else typed[source], combiner)
     for spec in sparse:
         weights = columns.get(weights_column(spec.name))
         inputs[spec.name] = ops.to_coo(id_maps(spec.name, columns[spec.name]), weights=weights, combiner=combiner)
     for spec in dense:
-        inputs[spec.name] = columns[spec.name] if spec.name in columns else typed[spec.name]
+        if spec.name in wanted:  # a derived feature's source is read, but not given when the model does not use it
+            inputs[spec.name] = columns[spec.name] if spec.name in columns else typed[spec.name]
     inputs[BATCH_ROWS] = tf.shape(next(iter(cells.values())), out_type=tf.int32)[0]
     return inputs
 
@@ -193,33 +227,55 @@ def export_serving_model(model, schema: Schema, export_dir: str, *, vocab_dir: s
     reading = reading or IngestReading()
     sparse, dense = _model_columns(model, schema, reading)
     module = tf.Module()
-    # A cross is no log column: the signature takes its sources' cells (pipelines.serving_crosses).
+    # A cross is no log column: the signature takes its sources' cells (pipelines.serving_crosses); a derived
+    # feature takes its source column's.
     module.crosses = CrossInputs(sparse, schema, reading.raw)
+    module.derived = _DerivedMaps(schema, reading, sparse + dense)
     sparse = [s for s in sparse if not s.cross]
-    module.id_maps = _IdMaps(sparse, vocab_dir)
-    weighted = [weights_column(s.name) for s in sparse if s.weighted]
-    sources = [s for s in module.crosses.sources if s.name not in {f.name for f in sparse + dense}]
+    read_sparse = [s for s in sparse if s.name not in module.derived.features]
+    module.id_maps = _IdMaps(read_sparse, vocab_dir)
+    read_dense = module.derived.read(dense)
+    weighted = [weights_column(s.name) for s in read_sparse if s.weighted]
+    sources = [s for s in module.crosses.sources if s.name not in {f.name for f in read_sparse + read_dense}]
     text = {name: tf.TensorSpec([None], tf.string, name=name)
-            for name in [s.name for s in sparse + dense + sources] + weighted}
-    typed = {**{name: text[name] for name in [s.name for s in sparse + sources if s.is_sparse] + weighted},
+            for name in [s.name for s in read_sparse + read_dense + sources] + weighted}
+    typed = {**{name: text[name] for name in [s.name for s in read_sparse + sources if s.is_sparse] + weighted},
              **{s.name: tf.TensorSpec([None], tf.as_dtype(dense_dtype(s.dtype)), name=s.name)
-                for s in dense + [s for s in sources if not s.is_sparse]}}
+                for s in read_dense + [s for s in sources if not s.is_sparse]}}
 
-    def score(cells):
-        inputs = _model_inputs(cells, sparse, dense, module.id_maps, reading.rules, combiner, module.crosses)
-        value = model(inputs, training=False)
+    def flat_inputs(cells):  # the model's inputs, each COO as its three arrays
+        inputs = _model_inputs(cells, sparse, dense, module.id_maps, reading.rules, combiner, module.crosses,
+                               module.derived)
+        return {name: (v.row_ids, v.col_ids, v.gains) if isinstance(v, ops.Coo) else v for name, v in inputs.items()}
+
+    # Tracing a wide log's parsing and COO conversion costs seconds per feature: serving_text and model_inputs
+    # share one trace of it, and both signatures one trace of the model.
+    text_inputs = tf.function(flat_inputs, input_signature=[text])
+    traced = text_inputs.get_concrete_function().structured_outputs
+    flat_spec = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), traced)
+
+    @tf.function(input_signature=[flat_spec])
+    def scored(flat):
+        from pipelines.model import BATCH_ROWS
+
+        rows = flat[BATCH_ROWS]
+        value = model({name: ops.Coo(*v, rows) if isinstance(v, tuple) else v for name, v in flat.items()},
+                      training=False)
         return {output: tf.sigmoid(value) if output == "probability" else value}
 
-    serve = tf.function(score, input_signature=[typed])
-    serve_text = tf.function(score, input_signature=[text])
+    serve = tf.function(lambda cells: scored(flat_inputs(cells)), input_signature=[typed])
+    serve_text = tf.function(lambda cells: scored(text_inputs(cells)), input_signature=[text])
 
     @tf.function(input_signature=[text])
     def model_inputs(cells):
-        inputs = _model_inputs(cells, sparse, dense, module.id_maps, reading.rules, combiner, module.crosses)
-        return {name: (dict(zip(("row_ids", "col_ids", "gains", "sample_count"),
-                                (v.row_ids, v.col_ids, v.gains, tf.convert_to_tensor(v.sample_count, tf.int32))))
-                       if isinstance(v, ops.Coo) else v)
-                for name, v in inputs.items() if name in text or name in module.crosses.maps}
+        from pipelines.model import BATCH_ROWS
+
+        flat = text_inputs(cells)
+        rows = flat[BATCH_ROWS]
+        return {name: (dict(zip(("row_ids", "col_ids", "gains", "sample_count"), (*v, rows)))
+                       if isinstance(v, tuple) else v)
+                for name, v in flat.items()
+                if name in text or name in module.crosses.maps or name in module.derived.features}
 
     module.serve, module.serve_text, module.model_inputs = serve, serve_text, model_inputs
     return _save(module, model, {"serving_default": serve, "serving_text": serve_text}, export_dir)

@@ -73,6 +73,9 @@ def describe(schema: Schema, name: str) -> str:
 def check_same_id_spaces(reference: Schema, other: Schema, *, other_name: str = "the other data") -> None:
     """Raises IdSpaceMismatch unless every sparse feature of `reference` has the same id space in `other`.
 
+    A dense feature scaled at ingest (schema.json `transform`) must carry the
+    same scale parameters in `other`.
+
     Features are compared by their `id_space` fingerprints; a schema written
     before fingerprints existed is compared by `hash_buckets` and
     `vocabulary_size`, which is the best it allows.
@@ -92,5 +95,13 @@ def check_same_id_spaces(reference: Schema, other: Schema, *, other_name: str = 
             raise IdSpaceMismatch(
                 f"feature {spec.name!r}: {other_name} maps its raw values to other ids "
                 f"({describe(other, spec.name)} vs {describe(reference, spec.name)}); "
+                "ingest it with --vocab_from pointing at the training data"
+            )
+    for spec in reference.dense:
+        # A scaled feature has no ids, but its parameters are part of what the model learned from.
+        scaled = other[spec.name].transform if spec.name in other else None
+        if spec.transform is not None and scaled != spec.transform:
+            raise IdSpaceMismatch(
+                f"feature {spec.name!r}: {other_name} scales it otherwise ({scaled} vs {spec.transform}); "
                 "ingest it with --vocab_from pointing at the training data"
             )

@@ -109,6 +109,9 @@ class FeatureSpec:
       cross_max_per_row: the crosses a row of a cross keeps (list sources multiply).
       shared_vocabulary: the name of the vocabulary (`vocab/<name>.txt`) this feature
         shares with others: one id space, one embedding table.
+      transform: a derived feature's source column and mapping, written by the
+        ingest (`sparse_io.numeric_maps.DerivedFeature.record`): bucket
+        boundaries or scale parameters, applied again by serving.
 
     Example:
       >>> FeatureSpec("C1", "sparse", "string", hash_buckets=1000).is_sparse
@@ -132,6 +135,7 @@ class FeatureSpec:
     cross: tuple[str, ...] | None = None
     cross_max_per_row: int | None = None
     shared_vocabulary: str | None = None
+    transform: dict | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
@@ -163,6 +167,8 @@ class FeatureSpec:
                 f"feature {self.name!r}: history_role {self.history_role!r} is not one of {HISTORY_ROLES}")
         if self.id_space is not None and not isinstance(self.id_space, str):
             raise SchemaError(f"feature {self.name!r}: id_space must be a string, got {self.id_space!r}")
+        if self.transform is not None and not isinstance(self.transform, dict):
+            raise SchemaError(f"feature {self.name!r}: transform must be an object, got {self.transform!r}")
         if not isinstance(self.weighted, bool):
             raise SchemaError(f"feature {self.name!r}: weighted must be true or false, got {self.weighted!r}")
         if self.kind != "sparse" and (self.weighted or self.max_length):

@@ -47,6 +47,10 @@ def _with_unknown(section: str) -> dict:
         config["features"]["user"]["zz_unknown"] = 1
     elif section == "features.<name>.vocabulary":
         config["features"]["user"] = {"vocabulary": {"zz_unknown": 1}}
+    elif section == "features.<derived>":
+        config["features"]["price_z"] = {"source": "price", "scale": "z_score", "zz_unknown": 1}
+    elif section == "features.<derived>.bucketize":
+        config["features"]["price_q"] = {"source": "price", "bucketize": {"quantiles": 4, "zz_unknown": 1}}
     elif section == "features.<cross>":
         config["features"]["user_x_ts"] = {"cross": ["user", "ts"], "hash_buckets": 5, "zz_unknown": 1}
     elif section == "join[]":
@@ -59,7 +63,8 @@ def _with_unknown(section: str) -> dict:
 
 
 @pytest.mark.parametrize("section", ["", "input", "features.<name>", "features.<name>.vocabulary",
-                                     "features.<cross>", "histories", "join[]", "output", "stats", "validation"])
+                                     "features.<derived>", "features.<derived>.bucketize", "features.<cross>",
+                                     "histories", "join[]", "output", "stats", "validation"])
 def test_every_key_a_config_mapping_accepts_is_declared_and_nothing_more(section):
     assert _allowed_in_error(_with_unknown(section)) == _declared(section)
 
@@ -118,6 +123,12 @@ def test_the_formats_a_key_allows_are_the_formats_there_are():
     assert KEY_BY_PATH["input.format"].allowed.split(", ") == list(LOG_FORMATS)
     assert KEY_BY_PATH["join[].format"].allowed.split(", ") == list(LOG_FORMATS)
     assert KEY_BY_PATH["output.format"].allowed.split(", ") == list(SHARD_FORMATS)
+
+
+def test_the_scalings_a_derived_feature_allows_are_the_ones_there_are():
+    from sparse_io.numeric_maps import SCALE_METHODS
+
+    assert KEY_BY_PATH["features.<derived>.scale"].allowed.split(", ") == list(SCALE_METHODS)
 
 
 def test_the_input_format_defaults_to_criteo():

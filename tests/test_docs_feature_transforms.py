@@ -38,3 +38,29 @@ def test_the_shared_vocabulary_example_writes_one_file(tmp_path):
     out = _run(block, tmp_path)
     assert out.strip().splitlines()[-4:] == ["shoes", "hats", "bags", "socks"]
     assert sorted(os.listdir(tmp_path / "shared_demo" / "out" / "vocab")) == ["cate.txt"]
+
+
+@pytest.mark.slow
+def test_the_bucketize_and_scale_example_reuses_the_training_days_parameters(tmp_path):
+    body = DOC.split("## Example\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```(\w+)\n(.*?)```", body, flags=re.S)
+    assert [lang for lang, _ in blocks] == ["python", "bash", "python"]
+    (tmp_path / "pipelines").symlink_to(REPO / "pipelines")  # the commands name the shipped config by its path
+    env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3")
+    printed = []
+    for lang, block in blocks:
+        if lang == "bash":
+            _run(block, tmp_path)
+            continue
+        done = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True, env=env,
+                              timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        printed += done.stdout.splitlines()
+    # One line per derived feature of the shipped config, its recorded transform beside it.
+    import yaml
+
+    config = yaml.safe_load((REPO / "pipelines" / "configs" / "criteo_transforms.yaml").read_text())
+    derived = sorted(name for name, entry in config["features"].items()
+                     if isinstance(entry, dict) and "source" in entry)
+    assert sorted(line.split(" ", 1)[0] for line in printed) == derived
+    assert all("'source'" in line for line in printed)

@@ -55,7 +55,7 @@ def _click_log(path, rows, seed):
 
 
 LOGS = {"criteo.yaml": _criteo_log, "demo.yaml": _criteo_log, "own_logs.yaml": _click_log,
-        "user_history.yaml": _events_log}
+        "user_history.yaml": _events_log, "criteo_transforms.yaml": _criteo_log}
 
 
 def test_every_shipped_config_has_a_log_generator_here():

@@ -20,6 +20,7 @@ import tensorflow as tf
 from sparse_io.crosses import CrossSpec
 from sparse_io.formats import LOG_FORMATS
 from sparse_io.id_maps import HashSpec, VocabularySpec, vocabulary_tokens
+from sparse_io.numeric_maps import DerivedFeature
 from sparse_io.readers import csv_options
 from sparse_io.readers.criteo import check_criteo_schema
 from sparse_io.schema import Schema, criteo_schema
@@ -32,6 +33,7 @@ from transforms.tfdata.crosses import GraphCross
 from transforms.tfdata.ids import GraphIdMap
 from transforms.tfdata.logs.parsing import LineFormat, LineParser
 from transforms.tfdata.logs.source import csv_layout, log_batches, log_compression
+from transforms.tfdata.numeric import derived_columns
 from transforms.tfdata.service import remember
 
 __all__ = ["make_log_dataset", "TEXT_FORMATS"]
@@ -76,6 +78,7 @@ def make_log_dataset(
     lines_per_chunk: int | None = None,
     null_values: Sequence[str] | None = None,
     crosses: Mapping[str, CrossSpec] | None = None,
+    derived: Sequence[DerivedFeature] | None = None,
 ) -> tf.data.Dataset:
     """A `tf.data.Dataset` of `(features, label)` batches parsed from raw log lines.
 
@@ -169,6 +172,11 @@ def make_log_dataset(
         `keras.layers.HashedCrossing`'s int64 ids of the raw values of its
         sources (schema columns, crossed before their own hashing or lookup),
         as the ingest's `cross` features (`transforms.tfdata.crosses.GraphCross`).
+      derived: features bucketized or scaled from a dense column, as an
+        ingest made them (`sparse_io.numeric_maps.derived_features` of its
+        schema.json): each is delivered under its name (one-id sparse int64,
+        or dense float32), computed by the ingest's spec; `features` may
+        name them.
 
     Returns:
       The dataset, with the structure `make_dataset` gives for the same
@@ -240,16 +248,18 @@ def make_log_dataset(
         file_columns, skips = csv_layout(files, schema, fmt.delimiter, header, compression)
     parser = LineParser(schema, file_columns, fmt)
 
+    features, sources, derived_out, add_derived = derived_columns(derived or (), schema, features)
     columns, label_column = select_columns(schema, features, label)
     id_maps = _id_maps(schema, columns, hash_bins, salt, vocabularies, num_oov_indices)
     crossed = _crosses(schema, crosses or {})
     out_columns = [
         Column(c.name, c.kind, "int64" if c.is_sparse and c.name in id_maps else c.dtype, c.weighted) for c in columns
-    ] + [Column(name, "sparse", "int64", False) for name in crossed]
+    ] + [Column(name, "sparse", "int64", False) for name in crossed] + derived_out
     for c in out_columns:
         if c.is_sparse and c.dtype == "string" and output == "coo":
             raise ValueError(f"feature {c.name!r}: string ids need hash_bins or a vocabulary for output='coo'")
     keep = [c.name for c in columns] + [c.weights_name for c in columns if c.is_sparse and c.weighted]
+    keep += [name for name in sources if name not in keep]
     if label_column is not None:
         keep.append(label_column.name)
 
@@ -272,9 +282,10 @@ def make_log_dataset(
         padded_lines=padded_lines,
         lines_per_chunk=lines_per_chunk,
     )
+    to_raw = column_batch(out_columns, label_column, outputs.combiners(out_columns))
     out = finish_batches(
         batches,
-        column_batch(out_columns, label_column, outputs.combiners(out_columns)),
+        (lambda raw: to_raw(add_derived(raw))) if derived else to_raw,
         out_columns,
         batching,
         outputs,

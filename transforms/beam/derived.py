@@ -1,0 +1,171 @@
+"""AnalyzeDerived and ApplyDerived: bucketize and scale number columns at ingest, parameters from the data.
+
+`AnalyzeDerived(plans)` summarises each source column in one combine over
+the record batches (mean and population variance, min and max, a
+`QuantileSketch` for quantile boundaries) and yields one list: the final
+`sparse_io.numeric_maps.DerivedFeature` of every plan, parameters filled in.
+`ApplyDerived` takes that list as a side input and appends each derived
+column to every batch with the spec's Arrow implementation.
+
+A plan is duck-typed (`pipelines.config_derived.DerivedPlan`): `name`,
+`source`, `quantiles`, `scale`, `needs_analysis` and `fixed()`.
+
+Example:
+  >>> import apache_beam as beam
+  >>> from pipelines.config_derived import DerivedPlan
+  >>> plans = [DerivedPlan("x_z", "x", scale="z_score")]
+  >>> with beam.Pipeline() as p:  # doctest: +SKIP
+  ...     batches = p | beam.Create([pa.record_batch({"x": [1.0, 3.0]})])
+  ...     derived = batches | AnalyzeDerived(plans)   # [[DerivedFeature("x_z", "x", ScaleSpec("z_score", 2.0, 1.0))]]
+  ...     out = batches | ApplyDerived(derived)      # x_z: [-1.0, 1.0]
+"""
+
+from __future__ import annotations
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sparse_io.numeric_maps import BucketizeSpec, DerivedFeature, ScaleSpec, float32_boundaries
+from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
+from transforms.beam._quantile_sketch import QuantileSketch
+
+__all__ = ["AnalyzeDerived", "ApplyDerived", "SourceSummary", "derive", "derived_schema_updates"]
+
+
+class SourceSummary:
+    """Mergeable moments, range and (optionally) quantile sketch of one number column's present values.
+
+    The mean and the sum of squared deviations merge by Chan et al.'s
+    pairwise rule, so the population variance is as exact as float64 allows
+    in any merge order.
+    """
+
+    def __init__(self, sketch: bool) -> None:
+        self.count = 0
+        self.mean = 0.0
+        self.m2 = 0.0
+        self.low = np.inf
+        self.high = -np.inf
+        self.sketch = QuantileSketch() if sketch else None
+
+    def add(self, column: pa.Array | pa.ChunkedArray) -> None:
+        values = pc.drop_null(column).to_numpy(zero_copy_only=False).astype(np.float64)
+        values = values[~np.isnan(values)]
+        if values.size == 0:
+            return
+        other = SourceSummary(False)
+        other.count, other.mean = int(values.size), float(values.mean())
+        other.m2 = float(np.square(values - other.mean).sum())
+        other.low, other.high = float(values.min()), float(values.max())
+        self._merge_moments(other)
+        if self.sketch is not None:
+            self.sketch.add(values)
+
+    def merge(self, other: SourceSummary) -> None:
+        self._merge_moments(other)
+        if self.sketch is not None and other.sketch is not None:
+            self.sketch.merge(other.sketch)
+
+    def _merge_moments(self, other: SourceSummary) -> None:
+        if other.count == 0:
+            return
+        total = self.count + other.count
+        delta = other.mean - self.mean
+        self.mean += delta * other.count / total
+        self.m2 += other.m2 + delta * delta * self.count * other.count / total
+        self.count = total
+        self.low, self.high = min(self.low, other.low), max(self.high, other.high)
+
+    @property
+    def std(self) -> float:
+        """The population standard deviation (ddof 0), as tf.Transform's `scale_to_z_score` uses; 0 for none."""
+        return float(np.sqrt(self.m2 / self.count)) if self.count else 0.0
+
+
+def derive(plan, summary: SourceSummary | None) -> DerivedFeature:
+    """The final feature of `plan`: its fixed spec, or one whose parameters come from `summary`.
+
+    No value at all: z_score takes mean 0 and std 0 (the values pass through), min_max takes low = high = 0
+    (the sigmoid, tf.Transform's rule for a single value), quantiles one boundary at 0.
+    """
+    fixed = plan.fixed()
+    if fixed is not None:
+        return fixed
+    if plan.quantiles is not None:
+        if summary.count == 0:
+            return DerivedFeature(plan.name, plan.source, BucketizeSpec((0.0,)), plan.quantiles)
+        cuts = summary.sketch.quantiles(np.arange(1, plan.quantiles) / plan.quantiles)
+        # Ties can give equal cuts; a repeated boundary would only name an empty bucket.
+        boundaries = float32_boundaries(np.unique(cuts.astype(np.float32)))
+        return DerivedFeature(plan.name, plan.source, BucketizeSpec(boundaries), plan.quantiles)
+    if plan.scale == "z_score":
+        mean = summary.mean if summary.count else 0.0
+        return DerivedFeature(plan.name, plan.source, ScaleSpec("z_score", mean=mean, std=summary.std))
+    low, high = (summary.low, summary.high) if summary.count else (0.0, 0.0)
+    return DerivedFeature(plan.name, plan.source, ScaleSpec("min_max", low=low, high=high))
+
+
+class _AnalyzeFn(beam.CombineFn):
+    """One SourceSummary per analysed plan; `extract_output` gives every plan's final feature."""
+
+    def __init__(self, plans):
+        self._plans = list(plans)
+
+    def create_accumulator(self):
+        return {p.name: SourceSummary(p.quantiles is not None) for p in self._plans if p.needs_analysis}
+
+    def add_input(self, accumulator, batch: pa.RecordBatch):
+        for plan in self._plans:
+            if plan.name in accumulator:
+                accumulator[plan.name].add(batch.column(plan.source))
+        return accumulator
+
+    def merge_accumulators(self, accumulators):
+        accumulators = iter(accumulators)
+        merged = next(accumulators)
+        for other in accumulators:
+            for name, summary in other.items():
+                merged[name].merge(summary)
+        return merged
+
+    def extract_output(self, accumulator):
+        return [derive(p, accumulator.get(p.name)) for p in self._plans]
+
+
+class AnalyzeDerived(beam.PTransform):
+    """PCollection[pa.RecordBatch] -> a one-element PCollection: the list of final `DerivedFeature`s, plan order."""
+
+    def __init__(self, plans):
+        super().__init__()
+        self._plans = list(plans)
+
+    def expand(self, batches):
+        if not any(p.needs_analysis for p in self._plans):
+            return batches.pipeline | "Fixed" >> beam.Create([[p.fixed() for p in self._plans]])
+        return batches | "Summarise" >> beam.CombineGlobally(_AnalyzeFn(self._plans))
+
+
+def _appended(batch: pa.RecordBatch, derived: list[DerivedFeature]) -> pa.RecordBatch:
+    for feature in derived:
+        batch = batch.append_column(feature.name, feature.spec.apply_arrow(batch.column(feature.source)))
+    return batch
+
+
+class ApplyDerived(beam.PTransform):
+    """Appends each derived column (name, Arrow spec of its source) to every batch; `derived` is AnalyzeDerived's."""
+
+    def __init__(self, derived):
+        super().__init__()
+        self._derived = derived
+
+    def expand(self, batches):
+        return batches | "Append" >> beam.Map(_appended, beam.pvalue.AsSingleton(self._derived)).with_output_types(
+            pa.RecordBatch)
+
+
+def derived_schema_updates(derived: list[DerivedFeature]):
+    """(feature, schema.json fields) of each final derived feature: its id range, id space and `transform`."""
+    for feature in derived:
+        yield feature.name, feature.schema_fields()
