@@ -28,7 +28,8 @@ def _doc(name: str) -> str:
 
 # Every tagged block a reader meets: the README's, then each guide's; untagged blocks (configs, diagrams) are
 # checked by the tests of their section.
-WALKED = BLOCKS + [block for name in DOCS for block in re.findall(r"```(\w+)\n(.*?)```", _doc(name), flags=re.S)]
+WALKED = [("README.md", *block) for block in BLOCKS] + [
+    (f"docs/{name}", *block) for name in DOCS for block in re.findall(r"```(\w+)\n(.*?)```", _doc(name), flags=re.S)]
 
 
 def _commands(language: str) -> list[str]:
@@ -113,12 +114,12 @@ def walk(tmp_path_factory):
     (home / "pipelines").symlink_to(REPO / "pipelines")
     (home / "docs").symlink_to(REPO / "docs")  # the sample logs the guides read
     steps = []
-    for lang, body in WALKED:
+    for page, lang, body in WALKED:
         if lang == "python" and "def test_" in body:
             continue
         if lang in ("python", "py"):
             (home / "snippet.py").write_text(body)
-            steps.append({**_run("python snippet.py", home), "block": lang})
+            steps.append({**_run("python snippet.py", home), "block": lang, "page": page})
             continue
         for command in _block_commands(body):
             if command == "make test":
@@ -127,7 +128,7 @@ def walk(tmp_path_factory):
                 command = SMALL_DEMO
             elif "DataflowRunner" in command:
                 command += " --validate_only"
-            steps.append({**_run(command, home), "block": lang})
+            steps.append({**_run(command, home), "block": lang, "page": page})
             if steps[-1]["returncode"]:
                 return home, steps  # a reader stops at the first failing step
     return home, steps
@@ -142,7 +143,7 @@ def test_a_reader_following_the_readme_succeeds_at_every_step(walk):
     ingests = [c for c in commands if c.startswith("python -m pipelines.ingest --input demo_output/raw/")]
     assert len(ingests) == 2 and commands.index(ingests[0]) == 1 and "--vocab_from out/train" in ingests[1]
     (train,) = [s for s in steps if s["command"].startswith("python -m pipelines.train --data out/train ")]
-    (snippet,) = [s for s in steps if s["block"] == "python"]
+    (snippet,) = [s for s in steps if s["block"] == "python" and s["page"] == "README.md"]
     (dataflow,) = [s for s in steps if "DataflowRunner" in s["command"]]
     # The order a reader meets them: demo, ingests, train, the snippet reading out/train, Dataflow.
     assert commands.index(train["command"]) < commands.index(snippet["command"]) < commands.index(dataflow["command"])
@@ -277,7 +278,7 @@ def test_plain_direct_runner_control():
 
 
 def test_the_pytest_examples_pass_offline_on_the_direct_runner_without_prism(tmp_path):
-    examples = [body for lang, body in WALKED if lang == "python" and "def test_" in body]
+    examples = [body for _, lang, body in WALKED if lang == "python" and "def test_" in body]
     assert examples, "the README has no pytest example"
     for i, body in enumerate(examples):
         (tmp_path / f"test_readme_example_{i}.py").write_text(body)

@@ -119,8 +119,8 @@ def test_a_recommitted_vocabulary_that_is_not_the_one_schema_json_fingerprinted_
 
 
 def test_a_vocabulary_that_changes_after_the_launch_checked_it_is_refused_by_the_copy(source, tmp_path):
+    from pipelines.config import load_config
     from pipelines.id_spaces import _CopyVocabularyFn, adopt_id_spaces
-    from pipelines.ingest import load_config
     from sparse_io.errors import CorruptFileError
 
     copy = _copy(source, tmp_path)
@@ -129,5 +129,5 @@ def test_a_vocabulary_that_changes_after_the_launch_checked_it_is_refused_by_the
     _swap_two_lines(copy / "vocab" / "C9.txt")
     (tmp_path / "out" / "vocab").mkdir(parents=True)
     with pytest.raises(CorruptFileError, match="C9.txt"):
-        list(_CopyVocabularyFn(str(tmp_path / "out" / "vocab")).process(reused["C9"]))
+        list(_CopyVocabularyFn(str(tmp_path / "out" / "vocab")).process([reused["C9"]]))
     assert not (tmp_path / "out" / "vocab" / "C9.txt").exists()
