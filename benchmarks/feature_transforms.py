@@ -10,14 +10,14 @@ turned into Parquet (ours) or TFRecord (tf.Transform) rows by
          buckets, no shuffle: the ingest without transforms;
   ours   the same plus, for each of I1..I13, `I<k>_q: {source: I<k>,
          bucketize: {quantiles: 10}}` and `I<k>_z: {source: I<k>, scale:
-         z_score}` (26 derived features);
+         z_score}` (26 derived features), and 3 hashed crosses of raw values
+         (C1 x C2, C3 x C4, C5 x C6; `{cross: [a, b], hash_buckets: 2^20}`);
   tft    tf.Transform: `CsvTFXIO` reads the log, `AnalyzeAndTransformDataset`
          runs a preprocessing_fn with `tft.bucketize(I, 10)` and
          `tft.scale_to_z_score(I)` per integer column and
-         `tf.strings.to_hash_bucket_fast(C, 2^20)` per categorical one;
+         `tf.strings.to_hash_bucket_fast(C, 2^20)` per categorical one,
+         `tf.sparse.cross_hashed([a, b], 2^20)` for the same 3 crosses;
          `ExampleProtoCoder` and `WriteToTFRecord` write the rows.
-
-Hashed crosses (issue 40's third analyzer) are not part of this run.
 
 Each contender runs in a fresh child process (its peak RSS is its own) on the
 same in-process Beam runner, alternately, `reps` times per size. Reported:
@@ -50,6 +50,7 @@ _INTS = [f"I{i}" for i in range(1, 14)]
 _CATS = [f"C{i}" for i in range(1, 27)]
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _BUCKETS = 10
+_CROSSES = (("C1", "C2"), ("C3", "C4"), ("C5", "C6"))  # hashed crosses of raw values, both sides
 _HASH_BINS = 1 << 20
 
 
@@ -59,6 +60,8 @@ def _config(transforms: bool) -> str:
         for name in _INTS:
             lines.append(f"  {name}_q: {{source: {name}, bucketize: {{quantiles: {_BUCKETS}}}}}")
             lines.append(f"  {name}_z: {{source: {name}, scale: z_score}}")
+        for a, b in _CROSSES:
+            lines.append(f"  {a}_x_{b}: {{cross: [{a}, {b}], hash_buckets: {_HASH_BINS}}}")
     lines += ["output: {format: parquet, num_shards: 4, shuffle: false}", "stats: {batch_sizes: [4096]}"]
     return "\n".join(lines) + "\n"
 
@@ -115,6 +118,8 @@ def _child_tft(log: str, out: str) -> dict:
             ids = inputs[name]
             outputs[name] = tf.SparseTensor(ids.indices, tf.strings.to_hash_bucket_fast(ids.values, _HASH_BINS),
                                             ids.dense_shape)
+        for a, b in _CROSSES:
+            outputs[f"{a}_x_{b}"] = tf.sparse.cross_hashed([inputs[a], inputs[b]], num_buckets=_HASH_BINS)
         return outputs
 
     shutil.rmtree(out, ignore_errors=True)

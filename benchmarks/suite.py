@@ -29,7 +29,7 @@ __all__ = ["BENCHMARKS", "comparison_row", "normalise", "run_benchmark", "data_s
 # Run order: TensorFlow device set-up happens in the first one, before any module hides GPUs.
 BENCHMARKS = (
     "convert_to_coo", "ops_gpu_stage", "beam_ingest", "io_formats", "tfdata_input", "reader_memory", "ingest_memory",
-    "vocabulary", "reliability", "validation_cost",
+    "vocabulary", "reliability", "validation_cost", "feature_transforms",
 )
 
 
@@ -456,6 +456,37 @@ def _validation_cost(r: dict) -> list[dict]:
     return rows
 
 
+def _feature_transforms(r: dict) -> list[dict]:
+    def triple(figure: dict) -> tuple:
+        return (figure["median"], figure["min"], figure["max"])
+
+    rows = []
+    for size, by in r["by_size"].items():
+        ours, base = by["ours"], by["base"]
+        what = f"{int(size):,} Criteo-like rows: 13 quantile-bucketized + 13 z-scored columns, 3 hashed crosses"
+        cost = ours["seconds"]["median"] / base["seconds"]["median"]
+        check = by["ours_check"]
+        rows.append(comparison_row(
+            "feature_transforms", f"{what}, against the same ingest without them", "the ingest without transforms",
+            "rows/s", True, triple(ours["rows_per_s"]), triple(base["rows_per_s"]),
+            f"target: the transforms add <= 20% ({cost:.2f}x the time); boundaries' worst rank error "
+            f"{check['max_boundary_rank_error']:.4f}, moments' {check['max_moment_relative_error']:.1e}",
+        ))
+        if "tft" in by:
+            peer = by["tft"]
+            rows.append(comparison_row(
+                "feature_transforms", what, "tf.Transform AnalyzeAndTransformDataset (bucketize, scale_to_z_score, "
+                "cross_hashed)", "rows/s", True, triple(ours["rows_per_s"]), triple(peer["rows_per_s"]),
+                f"target >= 20x; tf.Transform's z moments within {by['tft_check']['max_z_moment_error']:.1e}, "
+                f"bucket shares within {by['tft_check']['max_bucket_share_gap']:.3f} of 1/10",
+            ))
+            rows.append(comparison_row(
+                "feature_transforms", f"peak RSS, {what}", "tf.Transform AnalyzeAndTransformDataset", "MiB", False,
+                triple(ours["peak_mib"]), triple(peer["peak_mib"]), "target <= 0.5x the peer's peak (ratio >= 2x)",
+            ))
+    return rows
+
+
 _NORMALISERS = {
     "convert_to_coo": _convert_to_coo,
     "ops_gpu_stage": _ops_gpu_stage,
@@ -467,6 +498,7 @@ _NORMALISERS = {
     "vocabulary": _vocabulary,
     "reliability": _reliability,
     "validation_cost": _validation_cost,
+    "feature_transforms": _feature_transforms,
 }
 
 
@@ -503,6 +535,9 @@ def data_sizes(name: str, r: dict) -> str:
                 f"output (seed {r['seed']})")
     if name == "validation_cost":
         return f"{r['config']['rows']:,} Criteo TSV rows (and a baseline of as many), {r['config']['reps']} reps"
+    if name == "feature_transforms":
+        peer = "with tf.Transform" if r["tft"] else "tf.Transform not installed: its side skipped"
+        return f"{' and '.join(f'{int(s):,}' for s in r['sizes'])} Criteo-like TSV rows, {r['reps']} reps ({peer})"
     if name in ("reader_memory", "ingest_memory"):
         return " and ".join(f"{s:,}" for s in r["sizes"]) + " Criteo TSV rows"
     return ""
