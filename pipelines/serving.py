@@ -251,7 +251,8 @@ def export_serving_model(model, schema: Schema, export_dir: str, *, vocab_dir: s
     # Tracing a wide log's parsing and COO conversion costs seconds per feature: serving_text and model_inputs
     # share one trace of it, and both signatures one trace of the model.
     text_inputs = tf.function(flat_inputs, input_signature=[text])
-    traced = text_inputs.get_concrete_function().structured_outputs
+    with ops.stock_ops_only():  # traced here, before the save: the export must load without the native library
+        traced = text_inputs.get_concrete_function().structured_outputs
     flat_spec = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), traced)
 
     @tf.function(input_signature=[flat_spec])
