@@ -46,6 +46,9 @@ import time
 
 import numpy as np
 
+from benchmarks._rss import peak_mib
+from benchmarks.vocabulary import tft_available
+
 _INTS = [f"I{i}" for i in range(1, 14)]
 _CATS = [f"C{i}" for i in range(1, 27)]
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -64,21 +67,6 @@ def _config(transforms: bool) -> str:
             lines.append(f"  {a}_x_{b}: {{cross: [{a}, {b}], hash_buckets: {_HASH_BINS}}}")
     lines += ["output: {format: parquet, num_shards: 4, shuffle: false}", "stats: {batch_sizes: [4096]}"]
     return "\n".join(lines) + "\n"
-
-
-def tft_available() -> bool:
-    """True where tensorflow_transform can be imported (the `bench` extra)."""
-    import importlib.util
-
-    return importlib.util.find_spec("tensorflow_transform") is not None
-
-
-def _peak_mib() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def _child_ours(log: str, out: str, transforms: bool) -> dict:
@@ -157,7 +145,7 @@ def _child(argv: list[str]) -> None:
         result = _child_tft(log, out)
     else:
         result = _child_ours(log, out, transforms=kind == "ours")
-    result["peak_mib"] = _peak_mib()
+    result["peak_mib"] = peak_mib()
     print(json.dumps(result), flush=True)
     if kind == "tft":
         os._exit(0)  # TensorFlow's extension modules can crash at teardown, after the result is out

@@ -49,6 +49,8 @@ import sys
 import tempfile
 import time
 
+from benchmarks._rss import peak_mib
+
 NUM_CAT = 26
 _CATS = [f"C{i}" for i in range(1, NUM_CAT + 1)]
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -72,14 +74,6 @@ def tft_available() -> bool:
 
 
 # Children -------------------------------------------------------------------------------------------------
-
-
-def _peak_mib() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def _process_age_s() -> float:
@@ -210,7 +204,7 @@ def _child(argv: list[str]) -> None:
     else:
         log, out = argv[1], argv[2]
         result = {"ours": _child_ours, "tft": _child_tft, "small": _child_small}[kind](log, out)
-    result["peak_mib"] = _peak_mib()
+    result["peak_mib"] = peak_mib()
     print(json.dumps(result), flush=True)
     if kind == "tft":
         # TensorFlow and tfx-bsl's extension modules can crash while the interpreter tears them down,
