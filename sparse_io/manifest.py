@@ -40,7 +40,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 
 from sparse_io import output_files
-from sparse_io.locations import is_remote, join, open_binary
+from sparse_io.locations import exists, is_remote, join, open_binary
 from sparse_io.shard_formats import ShardFormat, shard_format_for, suffix_list
 from sparse_io.write_records import WRITE_RECORDS_FILE, parse_write_records
 
@@ -105,15 +105,8 @@ def _list_files(directory: str) -> dict[str, int]:
 
 
 def _directory_exists(path: str) -> bool:
-    if not is_remote(path):
-        return os.path.isdir(path)
-    if "tensorflow" in sys.modules:
-        import tensorflow as tf
-
-        return tf.io.gfile.exists(path)
-    from apache_beam.io.filesystems import FileSystems
-
-    return FileSystems.exists(path)
+    # Locally a file is not a directory; a remote prefix exists as soon as anything is under it.
+    return os.path.isdir(path) if not is_remote(path) else exists(path)
 
 
 # --- checksums and row counts ------------------------------------------------------------------------------
