@@ -32,7 +32,7 @@ import os
 import sys
 
 from sparse_io.output_files import DEAD_LETTERS_FILE, ERRORS_DIR, SCHEMA_FILE, STATS_FILE
-from sparse_io.stats_file import Stats, StatsError
+from sparse_io.stats_file import Stats, StatsError, stats_json
 
 __all__ = ["main", "validate", "load_stats", "load_thresholds", "record_validation", "dead_letters_of",
            "write_comparison_report", "ANOMALIES_EXIT"]
@@ -201,8 +201,8 @@ def record_validation(output_dir: str, baseline_dir: str | None, thresholds=None
     from sparse_io.atomic import atomic_write_text
 
     path = FileSystems.join(output_dir, STATS_FILE)
-    stats = _read_json(path)
-    baseline = _read_json(FileSystems.join(baseline_dir, STATS_FILE)) if baseline_dir else None
+    stats = dict(Stats.load(output_dir).data)
+    baseline = dict(Stats.load(baseline_dir).data) if baseline_dir else None
     schema_path = FileSystems.join(output_dir, SCHEMA_FILE)
     schema = _read_json(schema_path) if FileSystems.exists(schema_path) else {}
     times = {f["name"] for f in schema.get("features", []) if isinstance(f, dict) and f.get("time_unit")}
@@ -210,7 +210,7 @@ def record_validation(output_dir: str, baseline_dir: str | None, thresholds=None
     found = find_anomalies(stats, baseline, thresholds, time_columns=times)
     entry = {"baseline": baseline_dir, "anomalies": [dataclasses.asdict(a) for a in found]}
     stats["validation"] = entry
-    atomic_write_text(path, json.dumps(stats, indent=2) + "\n", output_root=output_dir)
+    atomic_write_text(path, stats_json(stats), output_root=output_dir)
     return entry
 
 

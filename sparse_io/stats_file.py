@@ -29,13 +29,18 @@ from typing import Any
 from sparse_io import locations
 from sparse_io.output_files import STATS_FILE
 
-__all__ = ["Stats", "StatsError", "STATS_FORMAT_VERSION"]
+__all__ = ["Stats", "StatsError", "STATS_FORMAT_VERSION", "stats_json"]
 
 STATS_FORMAT_VERSION = 1
 
 
 class StatsError(ValueError):
     """stats.json cannot be read or is not a stats document; the message names the file."""
+
+
+def stats_json(stats: Mapping[str, Any]) -> str:
+    """stats.json's text for `stats`: every writer of the file uses it, so its bytes follow from the dict alone."""
+    return json.dumps(stats, indent=2, sort_keys=False) + "\n"
 
 
 def _path_of(location: str) -> str:

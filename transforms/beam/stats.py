@@ -37,7 +37,6 @@ summary (each at most ids/(exact_limit+1) below the truth, `top_ids_exact: false
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 import apache_beam as beam
@@ -47,6 +46,7 @@ import pyarrow as pa
 from sparse_io import output_files
 from sparse_io.atomic import atomic_write_text
 from sparse_io.schema import WEIGHTS_SUFFIX
+from sparse_io.stats_file import stats_json
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
 from transforms.beam._columns import feature_names, require_columns
 from transforms.beam._counts import list_values
@@ -277,11 +277,6 @@ def _assemble(found, values, features, sizes, dense, label) -> dict:
     """assemble_stats over the per-key summaries (side-input views, copied before the row count is taken out)."""
     found = dict(found)
     return assemble_stats(found.pop(_ROWS, 0), found, features, sizes, dict(values), dense, label)
-
-
-def stats_json(stats: dict) -> str:
-    """stats.json's text for `stats`: every writer of the file uses it, so its bytes follow from the dict alone."""
-    return json.dumps(stats, indent=2, sort_keys=False) + "\n"
 
 
 def _write_stats(stats: dict, path: str) -> dict:

@@ -48,12 +48,13 @@ from sparse_io.schema import SCHEMA_FILE, Schema
 from sparse_io.shard_formats import shard_format
 from sparse_io.shard_set import write_shard
 from sparse_io.shards import DEFAULT_ROW_GROUP_SIZE, shard_name
+from sparse_io.stats_file import stats_json
 from sparse_io.write_records import WRITE_RECORDS_FILE, take_record, text_record, write_records_text
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
 from transforms.beam._read_ahead import read_ahead
 from transforms.beam.call_once import CallOnce
 from transforms.beam.shard_spill import SpillByKeyRange, sorted_shard_batches
-from transforms.beam.stats import STATS_FILE, ComputeStats, stats_json
+from transforms.beam.stats import STATS_FILE, ComputeStats
 
 __all__ = ["WriteShards", "infer_schema", "default_write_threads", "DEFAULT_STATS_BATCH_SIZES"]
 
