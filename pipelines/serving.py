@@ -248,14 +248,17 @@ def export_serving_model(model, schema: Schema, export_dir: str, *, vocab_dir: s
                                module.derived)
         return {name: (v.row_ids, v.col_ids, v.gains) if isinstance(v, ops.Coo) else v for name, v in inputs.items()}
 
-    # Tracing a wide log's parsing and COO conversion costs seconds per feature: serving_text and model_inputs
-    # share one trace of it, and both signatures one trace of the model.
-    text_inputs = tf.function(flat_inputs, input_signature=[text])
-    with ops.stock_ops_only():  # traced here, before the save: the export must load without the native library
-        traced = text_inputs.get_concrete_function().structured_outputs
-    flat_spec = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), traced)
+    # Tracing a wide log's parsing and COO conversion costs seconds per feature, so it is traced once: on the
+    # typed cells. The text signatures parse their dense cells to those types first (what `flat_inputs` would do
+    # with them), and all signatures share one trace of the model. The save traces them all: a trace made before
+    # it would not be reused (a function's trace cache is keyed by the save's variable policy).
+    typed_inputs = tf.function(flat_inputs, input_signature=[typed])
+    numeric = [s for s in read_dense + sources if not s.is_sparse]
 
-    @tf.function(input_signature=[flat_spec])
+    def typed_cells(cells):
+        return {**cells, **parse_cells({s.name: cells[s.name] for s in numeric}, numeric, reading.rules)}
+
+    @tf.function
     def scored(flat):
         from pipelines.model import BATCH_ROWS
 
@@ -264,14 +267,14 @@ def export_serving_model(model, schema: Schema, export_dir: str, *, vocab_dir: s
                       training=False)
         return {output: tf.sigmoid(value) if output == "probability" else value}
 
-    serve = tf.function(lambda cells: scored(flat_inputs(cells)), input_signature=[typed])
-    serve_text = tf.function(lambda cells: scored(text_inputs(cells)), input_signature=[text])
+    serve = tf.function(lambda cells: scored(typed_inputs(cells)), input_signature=[typed])
+    serve_text = tf.function(lambda cells: scored(typed_inputs(typed_cells(cells))), input_signature=[text])
 
     @tf.function(input_signature=[text])
     def model_inputs(cells):
         from pipelines.model import BATCH_ROWS
 
-        flat = text_inputs(cells)
+        flat = typed_inputs(typed_cells(cells))
         rows = flat[BATCH_ROWS]
         return {name: (dict(zip(("row_ids", "col_ids", "gains", "sample_count"), (*v, rows)))
                        if isinstance(v, tuple) else v)
