@@ -157,4 +157,11 @@ def write_plots(rows: list[dict], results: dict[str, dict], directory: str) -> t
         written.append("batch_size.png")
     else:
         notes.append("batch_size.png not drawn: tfdata_input did not run")
+    if "ingest_scaling" in results:
+        from benchmarks.ingest_scaling import scaling_plot
+
+        scaling_plot(results["ingest_scaling"], os.path.join(directory, "ingest_scaling.png"))
+        written.append("ingest_scaling.png")
+    else:
+        notes.append("ingest_scaling.png not drawn: ingest_scaling did not run")
     return written, notes

@@ -29,7 +29,7 @@ __all__ = ["BENCHMARKS", "comparison_row", "normalise", "run_benchmark", "data_s
 # Run order: TensorFlow device set-up happens in the first one, before any module hides GPUs.
 BENCHMARKS = (
     "convert_to_coo", "ops_gpu_stage", "beam_ingest", "io_formats", "tfdata_input", "reader_memory", "ingest_memory",
-    "vocabulary", "reliability", "validation_cost", "feature_transforms",
+    "vocabulary", "reliability", "validation_cost", "feature_transforms", "ingest_scaling",
 )
 
 
@@ -487,6 +487,31 @@ def _feature_transforms(r: dict) -> list[dict]:
     return rows
 
 
+def _ingest_scaling(r: dict) -> list[dict]:
+    """At the largest size: the history ingest against the plain ingest of the same events, the vocabulary
+    ingest against the hashing one (time and peak RSS), with how each one's time per row and peak moved."""
+    largest, smallest = str(r["sizes"][-1]), str(r["sizes"][0])
+    rows = []
+    for ours, peer, peer_label, log in (("histories", "events", "the same events ingested flat (hashed)",
+                                         "events, one user holding 30%"),
+                                        ("vocabulary", "hashing", "the same log hashed", "Criteo TSV rows")):
+        a, b = r["runs"][ours][largest], r["runs"][peer][largest]
+        a0 = r["runs"][ours][smallest]
+        note = (f"{ours}: {a0['s_per_million']:.1f} s per 1M rows at {int(smallest):,}, {a['s_per_million']:.1f} at "
+                f"{int(largest):,}; peak {a0['peak_mib']:.0f} -> {a['peak_mib']:.0f} MiB")
+        target = r.get("history_target")
+        if ours == "histories" and target:
+            low, high = target["sizes"]
+            note += (f"; {low:,} -> {high:,} events the peak grew {target['excess_mib']:+.0f} MiB more than the flat "
+                     f"ingest's (target <= {target['target_mib']:.0f})")
+        n = int(largest)
+        rows.append(comparison_row("ingest_scaling", f"{ours} ingest, {n:,} {log}", peer_label, "rows/s", True,
+                                   (n / a["seconds"], None, None), (n / b["seconds"], None, None), note))
+        rows.append(comparison_row("ingest_scaling", f"peak RSS, {ours} ingest, {n:,} {log}", peer_label, "MiB",
+                                   False, (a["peak_mib"], None, None), (b["peak_mib"], None, None)))
+    return rows
+
+
 _NORMALISERS = {
     "convert_to_coo": _convert_to_coo,
     "ops_gpu_stage": _ops_gpu_stage,
@@ -499,6 +524,7 @@ _NORMALISERS = {
     "reliability": _reliability,
     "validation_cost": _validation_cost,
     "feature_transforms": _feature_transforms,
+    "ingest_scaling": _ingest_scaling,
 }
 
 
@@ -538,6 +564,9 @@ def data_sizes(name: str, r: dict) -> str:
     if name == "feature_transforms":
         peer = "with tf.Transform" if r["tft"] else "tf.Transform not installed: its side skipped"
         return f"{' and '.join(f'{int(s):,}' for s in r['sizes'])} Criteo-like TSV rows, {r['reps']} reps ({peer})"
+    if name == "ingest_scaling":
+        sizes = ", ".join(f"{int(s):,}" for s in r["sizes"])
+        return f"{sizes} rows each: Criteo TSV (hashing, vocabulary) and event TSV (flat, histories), one run each"
     if name in ("reader_memory", "ingest_memory"):
         return " and ".join(f"{s:,}" for s in r["sizes"]) + " Criteo TSV rows"
     return ""
