@@ -185,9 +185,19 @@ class IngestConfig:
 
     @property
     def read_schema(self) -> Schema:
-        """The columns read from the log: `schema` without the joined columns (which the joins add)."""
+        """The columns read from the log: `schema` without the joined columns (which the joins add).
+
+        In a history ingest the columns grouping consumes carry their `history_role`, so that an event
+        missing one is a bad record (a dead letter) rather than a failed grouping.
+        """
         joined = {c for j in self.joins for c in j.columns}
-        return self.schema.select(n for n in self.schema.names if n not in joined) if joined else self.schema
+        schema = self.schema.select(n for n in self.schema.names if n not in joined) if joined else self.schema
+        h = self.histories
+        if h is None:
+            return schema
+        roles = {h.key: "key", h.item: "item", h.time: "time", **({h.weight: "weight"} if h.weight else {}),
+                 **{name: "item_column" for name in h.item_columns}}
+        return Schema(dataclasses.replace(s, history_role=roles[s.name]) if s.name in roles else s for s in schema)
 
     @property
     def log_format(self) -> str:

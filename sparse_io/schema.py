@@ -35,7 +35,7 @@ DTYPES = ("int64", "int32", "float32", "float64", "string")
 TIME_UNITS = ("s", "ms", "us")
 LABEL_TYPES = ("binary", "integer", "real")
 # What a column of a history ingest is (`history_role`); see `FeatureSpec`.
-HISTORY_ROLES = ("key", "time", "item", "item_column", "event", "target")
+HISTORY_ROLES = ("key", "time", "item", "item_column", "event", "target", "weight")
 WEIGHTS_SUFFIX = "__weights"
 SCHEMA_FILE = output_files.SCHEMA_FILE
 _FORMAT_VERSION = 1
@@ -103,7 +103,10 @@ class FeatureSpec:
         "item_column" (a list parallel to the item list, describing each
         history item), "event" (a value of the example's own event: user or
         context attributes) or "target" (`target_<item>`, `target_<weight>`,
-        `target_<item column>`: the event the example predicts).
+        `target_<item column>`: the event the example predicts). In the schema
+        a history ingest reads its events with, the columns grouping consumes
+        ("key", "time", "item", "weight", "item_column"): an event missing
+        one of them is a bad record.
       cross: a cross's source columns, in order (`sparse_io.crosses`): its ids are
         `keras.layers.HashedCrossing(hash_buckets)` of their raw values.
       cross_max_per_row: the crosses a row of a cross keeps (list sources multiply).

@@ -338,6 +338,10 @@ def _convert(values: pa.Array, spec: FeatureSpec, *, text: bool, hex32: bool = F
 # --- columns ---------------------------------------------------------------------------------------
 
 
+# The columns of a history ingest's events that grouping consumes (`FeatureSpec.history_role`), in words.
+_GROUPED_ROLES = {"key": "key", "time": "time", "item": "item", "weight": "weight", "item_column": "item's value"}
+
+
 def scalar_column(values: pa.Array, spec: FeatureSpec, problems: RowProblems, *, text: bool) -> pa.Array:
     """A dense or label column; nulls are missing values (a missing label is a bad row)."""
     if isinstance(values.type, (pa.ListType, pa.LargeListType, pa.FixedSizeListType, pa.StructType)):
@@ -349,6 +353,11 @@ def scalar_column(values: pa.Array, spec: FeatureSpec, problems: RowProblems, *,
     if spec.kind == "label":
         problems.add(
             ~values.is_valid().to_numpy(zero_copy_only=False), lambda r: f"{spec.name}: missing label"
+        )
+    elif spec.history_role in _GROUPED_ROLES:  # histories are grouped, ordered and listed by these
+        problems.add(
+            ~values.is_valid().to_numpy(zero_copy_only=False),
+            lambda r: f"{spec.name}: missing (every event of a history needs its {_GROUPED_ROLES[spec.history_role]})",
         )
         if spec.binary_label:
             check_binary_label(typed, spec, problems)
