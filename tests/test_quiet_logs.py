@@ -22,12 +22,14 @@ LIBRARY_LINE = re.compile(
 )
 
 
-def _run(*args, cwd):
+def _run(*args, cwd, with_stdout=False):
     env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "SPARSEFLOW_DEBUG")}
     env["PYTHONPATH"] = REPO
     done = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, cwd=cwd, env=env,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+    if with_stdout:
+        return done.stdout, done.stderr.replace("\r", "\n")
     return done.stderr.replace("\r", "\n")
 
 
@@ -78,8 +80,15 @@ def test_train_with_v_shows_the_tensorflow_lines(work, ingested):
 
 
 @pytest.mark.slow
-def test_the_demo_is_quiet_by_default(work):
-    err = _run("pipelines.demo", "--output", "demo", "--rows", "300", "--eval_rows", "150", "--steps", "2",
-               "--batch_size", "64", cwd=work)
+def test_the_demo_is_quiet_by_default_says_the_task_once_and_trains_only_in_its_rounds(work):
+    out, err = _run("pipelines.demo", "--output", "demo", "--rows", "800", "--eval_rows", "300", "--steps", "16",
+                    "--batch_size", "64", cwd=work, with_stdout=True)
     assert _library_lines(err) == [], err
     assert "evaluating on" in err and "exporting the SavedModel" in err
+    rounds = re.findall(r"step +\d+: training loss", out)  # early stopping: one line per round
+    assert rounds and "sparseflow demo done" in out
+    assert len(re.findall(r"\btask ctr: ", err)) == 1, err[-3000:]
+    # The last run restores the best round and exports it: it trains nothing and says nothing of training.
+    assert err.count("training on ") == len(rounds), err[-3000:]
+    assert err.rindex("training on ") < err.index("exporting the SavedModel")
+    assert "resumed from" not in err and "resumes its input" not in err, err[-3000:]
