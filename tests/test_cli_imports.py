@@ -78,7 +78,7 @@ BAD_ARGUMENTS = {
     "benchmarks.gpu_kernels": [["--bogus"]],
     "benchmarks.convert_to_coo": [["--bogus"]],
     "benchmarks.gpu": [["--reps", "many"]],
-    "benchmarks.ops_gpu_stage": [["--bogus"]],
+    "benchmarks.embedding_bag_and_block_sparse": [["--bogus"]],
     "benchmarks.service_sharding": [["--files", "many"]],
     "benchmarks.feature_transforms": [["--bogus"]],
     "benchmarks.validation_cost": [["--bogus"]],
