@@ -44,10 +44,11 @@ from apache_beam.transforms.window import GlobalWindows
 from sparse_io.atomic import atomic_write_text, remove_stale_temporaries
 from sparse_io.formats import DEFAULT_SHARD_CODEC, SHARD_FORMATS, SHARD_SUFFIX, check_shard_codec
 from sparse_io.hashing import hash_strings
+from sparse_io.output_files import shard_name
 from sparse_io.schema import SCHEMA_FILE, Schema
+from sparse_io.shard_batches import DEFAULT_ROW_GROUP_SIZE
 from sparse_io.shard_formats import shard_format
 from sparse_io.shard_set import write_shard
-from sparse_io.shards import DEFAULT_ROW_GROUP_SIZE, shard_name
 from sparse_io.stats_file import stats_json
 from sparse_io.write_records import WRITE_RECORDS_FILE, take_record, text_record, write_records_text
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
