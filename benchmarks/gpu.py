@@ -53,7 +53,7 @@ import tensorflow as tf
 
 import ops
 from benchmarks._timing import alternate, markdown_table, noisy, ratio
-from benchmarks.ops_gpu_stage import blocking
+from benchmarks.embedding_bag_and_block_sparse import blocking
 
 SKIP_MESSAGE = "no GPU visible to TensorFlow: skipping GPU timings"
 

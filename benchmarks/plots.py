@@ -147,11 +147,13 @@ def write_plots(rows: list[dict], results: dict[str, dict], directory: str) -> t
         written.append("throughput.png")
     else:
         notes.append("throughput.png not drawn: no rate figures in this run")
-    if "ops_gpu_stage" in results:
-        block_sparse_plot(results["ops_gpu_stage"]["block_sparse"], os.path.join(directory, "block_sparse.png"))
+    if "embedding_bag_and_block_sparse" in results:
+        block_sparse_plot(
+            results["embedding_bag_and_block_sparse"]["block_sparse"], os.path.join(directory, "block_sparse.png")
+        )
         written.append("block_sparse.png")
     else:
-        notes.append("block_sparse.png not drawn: ops_gpu_stage did not run")
+        notes.append("block_sparse.png not drawn: embedding_bag_and_block_sparse did not run")
     if results.get("tfdata_input", {}).get("batch_sweep"):
         batch_size_plot(results["tfdata_input"]["batch_sweep"], os.path.join(directory, "batch_size.png"))
         written.append("batch_size.png")

@@ -28,8 +28,8 @@ __all__ = ["BENCHMARKS", "comparison_row", "normalise", "run_benchmark", "data_s
 
 # Run order: TensorFlow device set-up happens in the first one, before any module hides GPUs.
 BENCHMARKS = (
-    "convert_to_coo", "ops_gpu_stage", "beam_ingest", "io_formats", "tfdata_input", "reader_memory", "ingest_memory",
-    "vocabulary", "reliability", "validation_cost", "feature_transforms", "ingest_scaling",
+    "convert_to_coo", "embedding_bag_and_block_sparse", "beam_ingest", "io_formats", "tfdata_input", "reader_memory",
+    "ingest_memory", "vocabulary", "reliability", "validation_cost", "feature_transforms", "ingest_scaling",
 )
 
 
@@ -116,7 +116,7 @@ def _convert_to_coo(r: dict) -> list[dict]:
     return rows
 
 
-def _ops_gpu_stage(r: dict) -> list[dict]:
+def _embedding_bag_and_block_sparse(r: dict) -> list[dict]:
     rows = []
     for row in r["embedding_bag"]["rows"]:
         ids = row["ids_per_call"]
@@ -124,7 +124,7 @@ def _ops_gpu_stage(r: dict) -> list[dict]:
         copy_rate = ids / (row["copy_limit_ms"] / 1e3) / 1e6
         rows.append(
             comparison_row(
-                "ops_gpu_stage",
+                "embedding_bag_and_block_sparse",
                 f"embedding_bag {row['ids']} ids, {weights}, {row['pass']}",
                 "tf.nn.embedding_lookup_sparse",
                 "M ids/s",
@@ -137,7 +137,7 @@ def _ops_gpu_stage(r: dict) -> list[dict]:
         if "native_ms" in row:
             rows.append(
                 comparison_row(
-                    "ops_gpu_stage",
+                    "embedding_bag_and_block_sparse",
                     f"embedding_bag native {row['ids']} ids, {weights}, {row['pass']}",
                     "tf.nn.embedding_lookup_sparse",
                     "M ids/s",
@@ -155,7 +155,11 @@ def _ops_gpu_stage(r: dict) -> list[dict]:
         if "gemm_floor_ms" in row:
             limit += f"; its batched GEMMs alone {row['gemm_floor_ms']:.1f} ms"
         dense = (row["dense_ms"], *row["dense_spread_ms"])
-        rows.append(comparison_row("ops_gpu_stage", what, "dense tf.linalg.matmul", "ms", False, ours, dense, limit))
+        rows.append(
+            comparison_row(
+                "embedding_bag_and_block_sparse", what, "dense tf.linalg.matmul", "ms", False, ours, dense, limit
+            )
+        )
         if "native_ms" in row:
             native_what = f"block-sparse matmul native {row['pass']}, density {row['density']:.2f}"
             native = (row["native_ms"], *row["native_spread_ms"])
@@ -165,13 +169,16 @@ def _ops_gpu_stage(r: dict) -> list[dict]:
             )
             rows.append(
                 comparison_row(
-                    "ops_gpu_stage", native_what, "dense tf.linalg.matmul", "ms", False, native, dense, native_limit
+                    "embedding_bag_and_block_sparse", native_what, "dense tf.linalg.matmul", "ms", False, native, dense,
+                    native_limit,
                 )
             )
         if "scipy_bsr_ms" in row:
             scipy = (row["scipy_bsr_ms"], *row["scipy_bsr_spread_ms"])
             rows.append(
-                comparison_row("ops_gpu_stage", what, "scipy.sparse.bsr_matrix", "ms", False, ours, scipy, limit)
+                comparison_row(
+                    "embedding_bag_and_block_sparse", what, "scipy.sparse.bsr_matrix", "ms", False, ours, scipy, limit
+                )
             )
     floor = r.get("torch", {}).get("unique_gather")
     for row in r.get("torch", {}).get("rows", []):
@@ -185,7 +192,7 @@ def _ops_gpu_stage(r: dict) -> list[dict]:
             )
         rows.append(
             comparison_row(
-                "ops_gpu_stage",
+                "embedding_bag_and_block_sparse",
                 f"embedding_bag uniform ids, weighted, {row['pass']}",
                 "torch embedding_bag",
                 "ms",
@@ -199,7 +206,7 @@ def _ops_gpu_stage(r: dict) -> list[dict]:
         if "native_ms" in row:
             rows.append(
                 comparison_row(
-                    "ops_gpu_stage",
+                    "embedding_bag_and_block_sparse",
                     f"embedding_bag native uniform ids, weighted, {row['pass']}",
                     "torch embedding_bag",
                     "ms",
@@ -514,7 +521,7 @@ def _ingest_scaling(r: dict) -> list[dict]:
 
 _NORMALISERS = {
     "convert_to_coo": _convert_to_coo,
-    "ops_gpu_stage": _ops_gpu_stage,
+    "embedding_bag_and_block_sparse": _embedding_bag_and_block_sparse,
     "beam_ingest": _beam_ingest,
     "io_formats": _io_formats,
     "tfdata_input": _tfdata_input,
@@ -537,7 +544,7 @@ def data_sizes(name: str, r: dict) -> str:
     """The generated data a benchmark ran on, in words."""
     if name == "convert_to_coo":
         return f"batch {r['batch']} x {r['features']} features; variants: {', '.join(r['variants'])}"
-    if name == "ops_gpu_stage":
+    if name == "embedding_bag_and_block_sparse":
         e, b = r["embedding_bag"], r["block_sparse"]
         return (
             f"embedding batch {e['batch']}, vocab {e['vocab']:,}, dim {e['dim']}; "

@@ -40,8 +40,20 @@ def execute(name: str) -> nbformat.NotebookNode:
 
 
 def main(argv: list[str]) -> int:
-    """Runs and saves the notebooks named in `argv` (all of them when empty); returns the exit status."""
-    for name in argv or NAMES:
+    """Runs and saves the notebooks named in `argv` (all of them when empty); returns the exit status.
+
+    A name that is not one of `NAMES` is a usage error (exit 2) before any kernel starts.
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python notebooks/regenerate.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", metavar="NOTEBOOK",
+                        help=f"notebooks to run (default: all of {', '.join(NAMES)})")
+    names = parser.parse_args(argv).names
+    unknown = [name for name in names if name not in NAMES]
+    if unknown:
+        parser.error(f"no notebook {unknown[0]!r} (choose from {', '.join(NAMES)})")
+    for name in names or NAMES:
         nb = execute(name)
         nbformat.validate(nb)
         nbformat.write(nb, NOTEBOOKS / name)

@@ -49,7 +49,7 @@ _LOGGER = logging.getLogger("sparseflow.convert")
 def _parser() -> argparse.ArgumentParser:
     from pipelines import cli
     from sparse_io.formats import SHARD_FORMATS
-    from sparse_io.shards import DEFAULT_ROW_GROUP_SIZE
+    from sparse_io.shard_batches import DEFAULT_ROW_GROUP_SIZE
 
     p = cli.parser(
         "pipelines.convert",
@@ -162,9 +162,9 @@ def _convert(source: str, destination: str, shard_format: str, compression: str 
     from sparse_io.manifest import commit_directory, read_manifest
     from sparse_io.pins import pin_shards
     from sparse_io.schema import SCHEMA_FILE, Schema
+    from sparse_io.shard_batches import DEFAULT_ROW_GROUP_SIZE
     from sparse_io.shard_formats import shard_format as shard_format_named
     from sparse_io.shard_set import read_shard, write_shard
-    from sparse_io.shards import DEFAULT_ROW_GROUP_SIZE
     from sparse_io.write_records import mark
 
     manifest = read_manifest(source)

@@ -93,9 +93,16 @@ from pipelines.progress import LogProgress
 from sparse_io.errors import CorruptFileError, LayoutError
 from sparse_io.formats import SHARD_SUFFIX
 from sparse_io.manifest import LOCK_FILE, MANIFEST_FILE, commit_directory
-from sparse_io.output_files import DEAD_LETTERS_FILE, ERRORS_DIR, REPORT_FILE, STATS_FILE, VOCAB_DIR
+from sparse_io.output_files import (
+    DEAD_LETTERS_FILE,
+    ERRORS_DIR,
+    REPORT_FILE,
+    STATS_FILE,
+    VOCAB_DIR,
+    parse_shard_name,
+    shard_name,
+)
 from sparse_io.schema import SCHEMA_FILE, Schema
-from sparse_io.shards import parse_shard_name, shard_name
 from sparse_io.write_records import load_write_records, mark, take_record
 from transforms.beam.histories import TARGET_PREFIX
 

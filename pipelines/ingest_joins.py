@@ -29,8 +29,8 @@ __all__ = ["join_side_tables", "size_join_tables", "join_stats_entry"]
 
 
 def join_stats_entry(index: int, join: JoinSpec, counts: dict) -> tuple[str, dict]:
-    """The late update (`transforms.beam.write_shards.STATS_SECTIONS`) holding join `index`'s counts."""
-    from transforms.beam.write_shards import STATS_SECTIONS
+    """The late update (`transforms.beam.late_updates.STATS_SECTIONS`) holding join `index`'s counts."""
+    from transforms.beam.late_updates import STATS_SECTIONS
 
     entry = {"join": index, "table": join.table, "key": join.key, "columns": list(join.columns),
              "way": "side_input" if join.side_input else "co_group_by_key", **counts}

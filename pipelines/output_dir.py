@@ -29,7 +29,7 @@ from pipelines.errors import UsageError
 from sparse_io.atomic import TMP_PREFIX
 from sparse_io.formats import SHARD_SUFFIXES
 from sparse_io.manifest import LOCK_FILE, MANIFEST_FILE, ManifestError, read_manifest
-from sparse_io.shards import parse_shard_name
+from sparse_io.output_files import parse_shard_name
 
 __all__ = [
     "prepare_output",

@@ -12,10 +12,11 @@ from sparse_io.errors import CorruptFileError
 from sparse_io.example_encoding import encode_examples
 from sparse_io.formats import LOG_FORMATS, SHARD_FORMATS, shard_format_of
 from sparse_io.manifest import ManifestError, commit_directory, verify_directory
+from sparse_io.output_files import shard_name
+from sparse_io.parquet_shards import PARQUET_CODECS, read_parquet_shard, write_parquet_shard
 from sparse_io.readers import FORMATS, read_file, read_logs
 from sparse_io.schema import FeatureSpec, Schema, SchemaError, criteo_schema, weights_column
 from sparse_io.shard_set import ShardReport, SkippedShard, iter_shards
-from sparse_io.shards import PARQUET_CODECS, read_parquet_shard, shard_name, write_parquet_shard
 from sparse_io.tfrecord import read_tfrecord_shard, write_tfrecord_shard
 
 _TF_BRIDGES = ("csr_to_ragged", "csr_to_sparse", "csr_from_ragged", "csr_from_sparse")

@@ -28,7 +28,7 @@ reader copies each batch's ids once, into a 64-byte-aligned arena.
 Example:
   >>> import os, tempfile
   >>> from sparse_io.schema import FeatureSpec, Schema
-  >>> from sparse_io.shards import shard_name
+  >>> from sparse_io.output_files import shard_name
   >>> schema = Schema([FeatureSpec("label", "label"), FeatureSpec("C1")])
   >>> batches = [pa.record_batch({"label": [1, 0], "C1": [[7], [3, 5]]}, schema=schema.arrow_schema())]
   >>> path = os.path.join(tempfile.mkdtemp(), shard_name(0, 1, ".arrow"))
@@ -54,7 +54,7 @@ from sparse_io.errors import CorruptFileError, damage_is_corruption
 from sparse_io.ipc_alignment import AlignedIpcSink
 from sparse_io.locations import is_remote
 from sparse_io.schema import Schema
-from sparse_io.shards import DEFAULT_ROW_GROUP_SIZE, fixed_size_tables
+from sparse_io.shard_batches import DEFAULT_ROW_GROUP_SIZE, fixed_size_tables
 
 __all__ = [
     "ARROW_CODECS",

@@ -35,7 +35,8 @@ from collections.abc import Sequence
 
 from sparse_io.errors import CorruptFileError
 from sparse_io.locations import is_remote
-from sparse_io.manifest import ManifestError, read_manifest
+from sparse_io.manifest_format import ManifestError
+from sparse_io.manifest_verify import read_manifest
 
 __all__ = ["ChangedFileError", "ShardPin", "pin_shards"]
 

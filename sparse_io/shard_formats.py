@@ -144,30 +144,30 @@ def _codec(fmt: ShardFormat, compression: str | None) -> str:
 
 
 class _ParquetFormat(ShardFormat):
-    """Parquet shards: list columns, zstd pages with checksums, read in row groups (`sparse_io.shards`)."""
+    """Parquet shards: list columns, zstd pages with checksums, read in row groups (`sparse_io.parquet_shards`)."""
 
     name, title, suffix, read_suffixes, unit = "parquet", "Parquet", ".parquet", (".parquet",), "row group"
 
     @property
     def codecs(self) -> tuple[str, ...]:
-        from sparse_io.shards import PARQUET_CODECS
+        from sparse_io.parquet_shards import PARQUET_CODECS
 
         return PARQUET_CODECS
 
     @property
     def default_codec(self) -> str | None:
-        from sparse_io.shards import DEFAULT_PARQUET_CODEC
+        from sparse_io.parquet_shards import DEFAULT_PARQUET_CODEC
 
         return DEFAULT_PARQUET_CODEC
 
     def write(self, path, batches, schema, *, row_group_size, compression=None, output_root=None) -> int:
-        from sparse_io.shards import write_parquet_shard
+        from sparse_io.parquet_shards import write_parquet_shard
 
         return write_parquet_shard(path, batches, schema, row_group_size=row_group_size,
                                    compression=_codec(self, compression), output_root=output_root)
 
     def read(self, path, schema=None) -> pa.Table:
-        from sparse_io.shards import read_parquet_shard
+        from sparse_io.parquet_shards import read_parquet_shard
 
         return read_parquet_shard(path, schema)
 

@@ -79,7 +79,7 @@ def shard_paths(directory_or_files: str | os.PathLike | Sequence[str]) -> list[s
     """
     from apache_beam.io.filesystems import FileSystems
 
-    from sparse_io.manifest import is_directory
+    from sparse_io.locations import is_directory
     from sparse_io.readers._source import expand_paths, is_local
 
     if isinstance(directory_or_files, (str, os.PathLike)):
@@ -201,7 +201,9 @@ def iter_shards(
       >>> report.skipped  # a SkippedShard(path, reason) for each damaged shard
       []
     """
-    from sparse_io.manifest import check_verify_level, is_directory, verify_directory, verify_paths
+    from sparse_io.locations import is_directory
+    from sparse_io.manifest_format import check_verify_level
+    from sparse_io.manifest_verify import verify_directory, verify_paths
     from sparse_io.pins import pin_shards
 
     check_verify_level(verify)

@@ -24,7 +24,7 @@ from sparse_io.atomic import atomic_output
 from sparse_io.errors import CorruptFileError
 from sparse_io.example_encoding import _concat, _from_lengths, _Ragged
 from sparse_io.schema import Schema, weights_column
-from sparse_io.shards import conform_batch
+from sparse_io.shard_batches import conform_batch
 
 __all__ = ["encode_tfrecords", "frame_records", "write_tfrecord_shard", "read_tfrecord_shard"]
 

@@ -50,5 +50,5 @@ def test_the_native_series_is_drawn_at_its_own_times(monkeypatch, tmp_path):
 
 def test_the_committed_results_hold_native_times_for_the_plot():
     results = json.loads((REPO / "benchmarks" / "results.json").read_text())["results"]
-    rows = results["ops_gpu_stage"]["block_sparse"]["rows"]
+    rows = results["embedding_bag_and_block_sparse"]["block_sparse"]["rows"]
     assert {r["pass"] for r in rows if r.get("native_ms") is not None} == {"fwd", "fwd+bwd"}

@@ -78,13 +78,15 @@ BAD_ARGUMENTS = {
     "benchmarks.gpu_kernels": [["--bogus"]],
     "benchmarks.convert_to_coo": [["--bogus"]],
     "benchmarks.gpu": [["--reps", "many"]],
-    "benchmarks.ops_gpu_stage": [["--bogus"]],
+    "benchmarks.embedding_bag_and_block_sparse": [["--bogus"]],
     "benchmarks.service_sharding": [["--files", "many"]],
+    "benchmarks.feature_transforms": [["--bogus"]],
+    "benchmarks.validation_cost": [["--bogus"]],
+    "ops.build": [["--bogus"]],
     "ops/_native_build.py": [["--bogus"]],
     "ops/cuda/build_tf_ops.py": [["--bogus"]],
+    "notebooks/regenerate.py": [["--bogus"], ["no_such.ipynb"]],
 }
-# `python -m ops.build` imports the ops package, which imports TensorFlow, before any of its code runs; the
-# build script it wraps (what `make native` runs) is checked as a file instead.
 
 
 def _probe(cases: list[tuple[str, list[str]]]) -> list[dict]:

@@ -7,7 +7,7 @@ import os
 import pytest
 
 import pipelines.ingest as ingest_module
-import sparse_io.manifest as manifest_module
+import sparse_io.manifest_entries as entries_module
 from sparse_io.manifest import MANIFEST_FILE, ManifestError, build_manifest, commit_directory, read_manifest
 from sparse_io.write_records import WRITE_RECORDS_FILE
 from transforms.testing import ingest_in_memory
@@ -24,7 +24,7 @@ def _lines(n):
 def _traced_commit(monkeypatch):
     """Wraps the ingest's commit: the paths it opens for reading, the entries it describes by reading, rchar read."""
     seen = {"opened": [], "described": [], "rchar": None}
-    real_commit, real_describe, real_open = ingest_module.commit_directory, manifest_module._describe, builtins.open
+    real_commit, real_describe, real_open = ingest_module.commit_directory, entries_module.describe, builtins.open
 
     def describe(directory, relative):
         seen["described"].append(relative)
@@ -37,7 +37,7 @@ def _traced_commit(monkeypatch):
 
     def commit(*args, **kwargs):
         with monkeypatch.context() as m:
-            m.setattr(manifest_module, "_describe", describe)
+            m.setattr(entries_module, "describe", describe)
             m.setattr(builtins, "open", opened)
             m.setattr(io, "open", opened)
             before = _rchar()
@@ -93,8 +93,8 @@ def test_commit_directory_uses_the_records_write_shards_left_and_refuses_a_shard
     out = str(tmp_path / "out")
     _write_shards(out)
     described = []
-    real = manifest_module._describe
-    monkeypatch.setattr(manifest_module, "_describe", lambda d, r: described.append(r) or real(d, r))
+    real = entries_module.describe
+    monkeypatch.setattr(entries_module, "describe", lambda d, r: described.append(r) or real(d, r))
     manifest = commit_directory(out)
     assert described == []  # the shards, schema.json and stats.json: the writer recorded them all
     assert WRITE_RECORDS_FILE not in os.listdir(out) and sum(e["rows"] for e in manifest["shards"]) == 12
@@ -119,8 +119,8 @@ def test_convert_commits_from_what_it_wrote_without_reading_the_destination_back
     _write_shards(source)
     commit_directory(source)
     described = []
-    real = manifest_module._describe
-    monkeypatch.setattr(manifest_module, "_describe", lambda d, r: described.append((d, r)) or real(d, r))
+    real = entries_module.describe
+    monkeypatch.setattr(entries_module, "describe", lambda d, r: described.append((d, r)) or real(d, r))
     destination = str(tmp_path / "tfrecord")
     manifest = convert_output(source, destination, "tfrecord")
     assert not [r for d, r in described if d == destination], described

@@ -179,9 +179,9 @@ elif phase == "spill":
 
     SpillByKeyRange._write = spill
 elif phase in ("shard", "renames"):
-    import transforms.beam.write_shards as write_shards
+    import transforms.beam.shard_writer as shard_writer
 
-    real_write = write_shards._write
+    real_write = shard_writer.write_shard_file
 
     def cut_short(batches):
         for i, batch in enumerate(batches):
@@ -196,7 +196,7 @@ elif phase in ("shard", "renames"):
         pause()  # this shard has its final name; the others do not yet
         return rows
 
-    write_shards._write = write
+    shard_writer.write_shard_file = write
 elif phase == "manifest":
     import sparse_io.atomic as atomic
 

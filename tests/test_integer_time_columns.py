@@ -11,7 +11,8 @@ import pytest
 
 from sparse_io import DeadLetterSink, FeatureSpec, Schema, commit_directory, read_file
 from sparse_io.arrow_shards import write_arrow_shard
-from sparse_io.shards import shard_name, write_parquet_shard
+from sparse_io.output_files import shard_name
+from sparse_io.parquet_shards import write_parquet_shard
 from sparse_io.tfrecord import write_tfrecord_shard
 
 SCHEMA = Schema([

@@ -33,6 +33,19 @@ def test_open_binary_and_exists_read_local_files(tmp_path):
     assert locations.exists(str(tmp_path / "a.txt")) and not locations.exists(str(tmp_path / "b.txt"))
 
 
+def test_split_list_sizes_is_directory_and_remove_on_a_local_directory(tmp_path):
+    (tmp_path / "vocab").mkdir()
+    (tmp_path / "vocab" / "C1.txt").write_bytes(b"a\nb\n")
+    (tmp_path / "schema.json").write_bytes(b"{}")
+    assert locations.split(str(tmp_path / "schema.json")) == (str(tmp_path), "schema.json")
+    assert locations.split("gs://b/out/part-00000-of-00001.parquet") == ("gs://b/out", "part-00000-of-00001.parquet")
+    assert locations.list_sizes(str(tmp_path)) == {"vocab/C1.txt": 4, "schema.json": 2}
+    assert locations.is_directory(str(tmp_path / "vocab")) and not locations.is_directory(str(tmp_path / "schema.json"))
+    locations.remove(str(tmp_path / "schema.json"))
+    locations.remove(str(tmp_path / "schema.json"))  # nothing there: nothing to do
+    assert locations.list_sizes(str(tmp_path)) == {"vocab/C1.txt": 4}
+
+
 def _string_constants(path: pathlib.Path):
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):

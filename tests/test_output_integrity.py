@@ -149,15 +149,15 @@ def test_a_run_over_budget_leaves_no_output_its_dead_letters_in_place_and_counts
 
 
 def test_a_run_that_raises_leaves_no_output_and_its_dead_letters_in_place(log, tmp_path, monkeypatch):
-    import transforms.beam.write_shards as write_shards
+    import transforms.beam.shard_writer as shard_writer
 
-    real_write = write_shards._write
+    real_write = shard_writer.write_shard_file
 
     def write_then_fail(path, *args):
         real_write(path, *args)
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(write_shards, "_write", write_then_fail)
+    monkeypatch.setattr(shard_writer, "write_shard_file", write_then_fail)
     out = tmp_path / "out"
     with pytest.raises(Exception, match="disk full"):
         _ingest(log, out, _config(tmp_path))

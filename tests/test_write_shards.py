@@ -14,7 +14,7 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from sparse_io import FeatureSpec, Schema, read_parquet_shard, read_tfrecord_shard, shard_name
-from transforms.beam import WriteShards, in_process_options, infer_schema, write_shards
+from transforms.beam import WriteShards, in_process_options, infer_schema, shard_writer
 
 SCHEMA = Schema(
     [
@@ -191,7 +191,7 @@ def test_shards_encoded_concurrently_are_the_shards_written_one_at_a_time(tmp_pa
     # Two writes must be under way at once to pass the barrier: one at a time, it times out.
     meet = threading.Barrier(2, timeout=30)
     threads = set()
-    real_write = write_shards._write
+    real_write = shard_writer.write_shard_file
 
     def write_meeting_another(path, *args):
         threads.add(threading.current_thread().name)
@@ -199,7 +199,7 @@ def test_shards_encoded_concurrently_are_the_shards_written_one_at_a_time(tmp_pa
             meet.wait()
         return real_write(path, *args)
 
-    monkeypatch.setattr(write_shards, "_write", write_meeting_another)
+    monkeypatch.setattr(shard_writer, "write_shard_file", write_meeting_another)
     # The counter is read from the bundle's thread: counted in the writing threads, it would read 0.
     assert _write_counted(threaded, batches, write_threads=2, **options) == 300
     assert len(threads) == 2 and all(t.startswith("sparseflow-write-shard") for t in threads)

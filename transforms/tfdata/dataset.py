@@ -29,7 +29,8 @@ from collections.abc import Mapping, Sequence
 import tensorflow as tf
 
 from sparse_io.formats import SHARD_FORMATS, SHARD_SUFFIXES
-from sparse_io.manifest import check_verify_level, verify_directory, verify_paths
+from sparse_io.manifest_format import check_verify_level
+from sparse_io.manifest_verify import verify_directory, verify_paths
 from sparse_io.pins import pin_shards
 from sparse_io.schema import Schema
 from sparse_io.shard_files import COLUMNAR_FORMATS

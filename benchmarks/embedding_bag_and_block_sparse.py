@@ -1,6 +1,6 @@
-"""Benchmark of the GPU-stage ops on this machine: embedding bag and block-sparse matmul against their peers.
+"""Embedding bag and block-sparse matmul against their peers, on this machine's CPU (`benchmarks.gpu` on a GPU).
 
-    python -m benchmarks.ops_gpu_stage [--quick] [--json PATH]
+    python -m benchmarks.embedding_bag_and_block_sparse [--quick] [--json PATH]
 
 Embedding bag (64-dim, multi-valued ids: 1-19 per sample, about 10): ours
 (`ops.embedding_bag` over COO; "ours" is its stock-op composition

@@ -1,16 +1,25 @@
-"""Shard files: names, and Parquet shards with list columns (zstd by default), written atomically.
+"""Parquet shards: list columns (zstd by default) in fixed-size row groups, written atomically, read checked.
 
-A shard directory holds `part-00000-of-00004.parquet` ... (or `.tfrecord`),
-`schema.json` and `stats.json`. A shard appears under its final name only
-once complete (`sparse_io.atomic`), so a reader globbing `part-*` never sees
-a partial one, and writing a shard again replaces it.
+A shard appears under its final name (`sparse_io.output_files.shard_name`)
+only once complete (`sparse_io.atomic`), so a reader globbing `part-*` never
+sees a partial one, and writing a shard again replaces it. Pages carry
+checksums, so a reader tells a corrupted page from data.
+
+Example:
+  >>> from sparse_io import FeatureSpec, Schema
+  >>> schema = Schema([FeatureSpec("ids")])
+  >>> import os, tempfile, pyarrow as pa
+  >>> path = os.path.join(tempfile.mkdtemp(), "part-00000-of-00001.parquet")
+  >>> write_parquet_shard(path, [pa.table({"ids": pa.array([[1, 2], []], pa.list_(pa.int64()))})], schema)
+  2
+  >>> read_parquet_shard(path, schema).column("ids").to_pylist()
+  [[1, 2], []]
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -18,20 +27,15 @@ import pyarrow.parquet as pq
 from sparse_io.atomic import atomic_output
 from sparse_io.errors import damage_is_corruption
 from sparse_io.schema import Schema
+from sparse_io.shard_batches import DEFAULT_ROW_GROUP_SIZE, fixed_size_tables
 
 __all__ = [
-    "shard_name",
-    "parse_shard_name",
-    "conform_batch",
-    "fixed_size_tables",
     "write_parquet_shard",
     "read_parquet_shard",
-    "DEFAULT_ROW_GROUP_SIZE",
     "DEFAULT_PARQUET_CODEC",
     "PARQUET_CODECS",
 ]
 
-DEFAULT_ROW_GROUP_SIZE = 65536
 # A column chunk falls back from dictionary to plain encoding once its dictionary passes this
 # (8,192 distinct int64 ids). Hashed ids with more distinct values per row group repeat too
 # little for a dictionary to pay: on a shard of Criteo-like hashed ids, 64 KiB against pyarrow's
@@ -41,105 +45,6 @@ DICTIONARY_PAGE_LIMIT = 1 << 16
 # (The Parquet format object, sparse_io.shard_formats, offers these.)
 PARQUET_CODECS = ("zstd", "lz4", "snappy", "none")
 DEFAULT_PARQUET_CODEC = "zstd"
-
-
-def shard_name(index: int, num_shards: int, suffix: str) -> str:
-    """The file name of shard `index` of `num_shards`.
-
-    Example:
-      >>> shard_name(0, 4, ".parquet")
-      'part-00000-of-00004.parquet'
-      >>> shard_name(3, 4, "tfrecord")
-      'part-00003-of-00004.tfrecord'
-
-    Raises:
-      ValueError: `index` not in [0, num_shards).
-    """
-    if not (
-        isinstance(num_shards, int) and num_shards > 0 and isinstance(index, int) and 0 <= index < num_shards
-    ):
-        raise ValueError(
-            f"shard index must be in [0, num_shards), got index={index!r} num_shards={num_shards!r}"
-        )
-    if suffix and not suffix.startswith("."):
-        suffix = "." + suffix
-    return f"part-{index:05d}-of-{num_shards:05d}{suffix}"
-
-
-_SHARD_NAME = re.compile(r"part-(\d{5,})-of-(\d{5,})(\.[a-z]+)")
-
-
-def parse_shard_name(name: str) -> tuple[int, int, str] | None:
-    """(index, num_shards, suffix) of a name `shard_name` writes, or None for any other name.
-
-    Example:
-      >>> parse_shard_name("part-00003-of-00004.arrow")
-      (3, 4, '.arrow')
-      >>> parse_shard_name("part-time-schedule.xlsx") is None
-      True
-    """
-    found = _SHARD_NAME.fullmatch(name)
-    if found is None:
-        return None
-    index, count = int(found.group(1)), int(found.group(2))
-    if not 0 <= index < count or shard_name(index, count, found.group(3)) != name:
-        return None
-    return index, count, found.group(3)
-
-
-def conform_batch(batch: pa.RecordBatch | pa.Table, schema: Schema) -> pa.RecordBatch | pa.Table:
-    """`batch` with exactly `schema.arrow_schema()`: its columns selected, in order, cast if needed.
-
-    Raises:
-      ValueError: a column is missing or cannot be cast (naming it).
-    """
-    target = schema.arrow_schema()
-    if batch.schema.equals(target):
-        return batch
-    arrays = []
-    for field in target:
-        if field.name not in batch.schema.names:
-            raise ValueError(f"feature {field.name!r}: column missing; the batch has {batch.schema.names}")
-        column = batch.column(field.name)
-        if column.type != field.type:
-            try:
-                column = column.cast(field.type)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                raise ValueError(
-                    f"feature {field.name!r}: cannot cast {column.type} to {field.type}: {e}"
-                ) from None
-        arrays.append(column)
-    make = pa.Table.from_arrays if isinstance(batch, pa.Table) else pa.RecordBatch.from_arrays
-    return make(arrays, schema=target)
-
-
-def fixed_size_tables(
-    batches: Iterable[pa.RecordBatch | pa.Table], schema: Schema, size: int
-) -> Iterator[pa.Table]:
-    """The rows of `batches`, conformed to `schema` (`conform_batch`), as tables of `size` rows, the last fewer.
-
-    Whatever the sizes of the incoming batches, so a writer's row groups (or
-    record batches) have one size; no rows give no table.
-
-    Raises:
-      ValueError: as `conform_batch`.
-    """
-    target = schema.arrow_schema()
-    pending: list[pa.RecordBatch] = []
-    pending_rows = 0
-    for batch in batches:
-        batch = conform_batch(batch, schema)
-        for part in batch.to_batches() if isinstance(batch, pa.Table) else [batch]:
-            if part.num_rows:
-                pending.append(part)
-                pending_rows += part.num_rows
-        while pending_rows >= size:
-            table = pa.Table.from_batches(pending, schema=target)
-            yield table.slice(0, size)
-            rest = table.slice(size)
-            pending, pending_rows = rest.to_batches(), rest.num_rows
-    if pending_rows:
-        yield pa.Table.from_batches(pending, schema=target)
 
 
 def write_parquet_shard(

@@ -19,7 +19,7 @@ from sparse_io import (
     shard_name,
     write_parquet_shard,
 )
-from sparse_io.shards import DICTIONARY_PAGE_LIMIT, PARQUET_CODECS
+from sparse_io.parquet_shards import DICTIONARY_PAGE_LIMIT, PARQUET_CODECS
 
 
 def test_shard_name_format():
