@@ -11,6 +11,7 @@
 #include <string>
 
 #include "embedding_bag_kernels.h"
+#include "huge_pages.h"
 #include "tensorflow/core/framework/resource_mgr.h"
 #include "tensorflow/core/framework/resource_var.h"
 #include "tf_binding.h"
@@ -201,6 +202,7 @@ class EmbeddingBagOp : public OpKernel {
                 errors::InvalidArgument(row_message_, "; first offending position: ", groups.bad_row));
     Tensor* out = nullptr;
     OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({samples, dim}), &out));
+    AdviseHugePages(table.tensor_data().data(), static_cast<int64_t>(table.TotalBytes()));
     EmbeddingBagForward(table.flat<T>().data(), dim, cols, gains.flat<T>().data(), groups, samples,
                         out->flat<T>().data(), WorkersOf(context));
   }
@@ -270,6 +272,7 @@ class EmbeddingBagGainsGradOp : public OpKernel {
     }
     Tensor* d_gains = nullptr;
     OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({n}), &d_gains));
+    AdviseHugePages(table.tensor_data().data(), static_cast<int64_t>(table.TotalBytes()));
     EmbeddingBagGainsGrad(d_out.flat<T>().data(), table.flat<T>().data(), d_out.dim_size(1), rows, cols, n, samples,
                           d_gains->flat<T>().data(), WorkersOf(context));
   }
