@@ -89,8 +89,8 @@ class EmulatedKernels(Kernels):
         self.lib.cuda_on_cpu_launches(text, size + 1)
         rows = []
         for line in text.value.decode().splitlines():
-            name, _, shape = line.partition(" ")
-            grid, _, block = shape.rpartition(" ") if shape else ("", "", "")
+            name, _, shape = line.partition("\t")
+            grid, _, block = shape.partition("\t")
             dims = (tuple(int(v) for v in grid.split(",")) if grid else (),
                     tuple(int(v) for v in block.split(",")) if block else ())
             rows.append((name, *dims))

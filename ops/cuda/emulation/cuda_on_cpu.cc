@@ -288,7 +288,7 @@ bool run_block(Runtime& r) {
 
 void append_log(Runtime& r, const char* name, const LaunchShape& s) {
   char text[160];
-  std::snprintf(text, sizeof text, " %u,%u,%u %u,%u,%u\n", s.grid.x, s.grid.y, s.grid.z, s.block.x, s.block.y,
+  std::snprintf(text, sizeof text, "\t%u,%u,%u\t%u,%u,%u\n", s.grid.x, s.grid.y, s.grid.z, s.block.x, s.block.y,
                 s.block.z);
   r.log += name;
   r.log += text;

@@ -305,7 +305,7 @@ T atomicXor(T* address, T value) { return std::atomic_ref<T>(*address).fetch_xor
 extern "C" {
 // Clears the launch log, the last and sticky errors and the fault message.
 void cuda_on_cpu_reset(void);
-// The kernels launched since the last reset, one "name grid.x,y,z block.x,y,z" line each (CUB's device-wide
+// The kernels launched since the last reset, one "name<TAB>grid.x,y,z<TAB>block.x,y,z" line each (CUB's device-wide
 // calls as "cub::...") into buffer (NUL-terminated, truncated to size); returns the full length.
 size_t cuda_on_cpu_launches(char* buffer, size_t size);
 // Why the last faulting launch stopped; "" when none did.
