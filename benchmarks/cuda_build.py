@@ -121,11 +121,14 @@ def rewrite_launches(source: str, path: str) -> str:
     return f'#line 1 "{path}"\n' + rewritten
 
 
-def build_emulated_library(directory: str | os.PathLike | None = None, compiler: str | None = None) -> pathlib.Path:
+def build_emulated_library(
+    directory: str | os.PathLike | None = None, compiler: str | None = None, sources=None
+) -> pathlib.Path:
     """Compiles the `.cu` kernels for the CPU emulation (`ops/cuda/emulation/cuda_on_cpu.h`) into a shared library.
 
     The library exports the C interface of `sparseflow_kernels.h` (host pointers stand in for device pointers)
-    and the emulation's `cuda_on_cpu_*` controls. Built once per directory and sources' hash.
+    and the emulation's `cuda_on_cpu_*` controls. `sources` (paths of .cu files) replaces the kernels of
+    `ops/cuda/` when given. Built once per directory and sources' hash.
 
     Raises:
       RuntimeError: no C++ compiler, a launch the rewrite does not understand, or the compiler's error output.
@@ -135,20 +138,20 @@ def build_emulated_library(directory: str | os.PathLike | None = None, compiler:
         raise RuntimeError("no C++ compiler found (g++, c++ or $CXX)")
     directory = pathlib.Path(directory or tempfile.mkdtemp(prefix="sparseflow-emulated-"))
     directory.mkdir(parents=True, exist_ok=True)
-    digest = _digest(CUDA_SOURCES, "emulated")
+    paths = [pathlib.Path(p).resolve() for p in sources] if sources else [CUDA_DIR / n for n in CUDA_SOURCES]
+    digest = _digest((), "emulated", *(f"{p}\n{p.read_text()}" for p in paths))
     target = directory / f"libsparseflow_emulated-{digest}.so"
     if target.exists():
         return target
-    sources = []
-    for name in CUDA_SOURCES:
-        path = CUDA_DIR / name
+    compiled = []
+    for path in paths:
         rewritten = directory / f"{digest}-{path.stem}.cc"
         rewritten.write_text(rewrite_launches(path.read_text(), str(path)))
-        sources.append(str(rewritten))
+        compiled.append(str(rewritten))
     partial = directory / f"{target.name}.{os.getpid()}.tmp"
     command = [compiler, "-std=c++20", "-O1", "-pthread", "-fPIC", "-shared", "-Wl,-Bsymbolic"]
     command += [f"-I{EMULATION_DIR / 'include'}", f"-I{CUDA_DIR}", "-include", str(EMULATION_DIR / "cuda_on_cpu.h")]
-    command += ["-o", str(partial), *sources, str(EMULATION_DIR / "cuda_on_cpu.cc")]
+    command += ["-o", str(partial), *compiled, str(EMULATION_DIR / "cuda_on_cpu.cc")]
     _run(command, "C++ build of the emulated kernels")
     partial.replace(target)  # whole or absent, should two processes build at once
     return target
