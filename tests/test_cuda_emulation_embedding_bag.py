@@ -22,6 +22,10 @@ def _bag(name):
         return Bag(rng, 37, 50, 12, 6, padding=5)
     if name == "dim 3":
         return Bag(rng, 29, 20, 3, 4, padding=2)
+    if name == "wide odd rows":  # more values than a warp has lanes: every lane strides, all 32 shares count
+        return Bag(rng, 13, 25, 67, 4, padding=2)
+    if name == "wide rows":
+        return Bag(rng, 7, 25, 200, 4)
     if name == "hot id":
         bag = Bag(rng, 9, 40, 8, 120)
         bag.cols[: bag.n * 2 // 3] = 17  # one id in most entries, across blocks of the grid
@@ -40,7 +44,10 @@ def _bag(name):
     raise KeyError(name)
 
 
-SORTED_CASES = ["odd sizes, empty bags, padding", "dim 3", "hot id", "bad ids and rows", "no entries", "only padding"]
+SORTED_CASES = [
+    "odd sizes, empty bags, padding", "dim 3", "wide odd rows", "wide rows", "hot id", "bad ids and rows",
+    "no entries", "only padding",
+]
 FORWARD = [
     pytest.param(case, mode, kernels, id=f"{'+'.join(kernels) or 'no kernel'}-{case}-rows_sorted={mode}")
     for case in [*SORTED_CASES, "unsorted rows, padding"]
