@@ -7,7 +7,8 @@ buffers filled with 0xFF bytes, NaN as float32, so an output a kernel fails to w
 Example:
     kernels = EmulatedKernels(build_emulated_library())
     memory = HostMemory()
-    kernels.bag_check(memory.put(rows), memory.put(cols), n, samples, vocab, first := memory.empty(16))
+    first_bad = memory.empty(16)
+    kernels.bag_check(memory.put(rows), memory.put(cols), n, samples, vocab, first_bad)
     kernels.launched()  # ["fill_first_bad", "check_entries"]
 """
 
