@@ -37,6 +37,8 @@ EMULATION_FILES = tuple(
 )
 # `kernel<<<config>>>(`, the kernel a name with optional template arguments.
 _LAUNCH = re.compile(r"([A-Za-z_][\w:]*(?:<[^<>;{}]*>)?)\s*<<<(.*?)>>>\s*\(", re.S)
+# `__shared__ [__align__(n)] type name[dims];`: the variable is registered so each block starts with it poisoned.
+_SHARED = re.compile(r"__shared__(\s+(?:__align__\(\d+\)\s+)?[\w:<>, ]+?\s+(\w+)\s*(?:\[[^\]\n]+\]\s*)*;)")
 
 
 def find_nvcc() -> str | None:
@@ -105,19 +107,27 @@ def build_host_library(directory: str | os.PathLike | None = None, compiler: str
 
 
 def rewrite_launches(source: str, path: str) -> str:
-    """A .cu source with each `kernel<<<grid, block, smem, stream>>>(args)` made a call of the emulated launcher.
+    """A .cu source with each `kernel<<<grid, block, smem, stream>>>(args)` made a call of the emulated launcher,
+    and each `__shared__` variable registered with the emulation (which fills it with 0xFF bytes, NaN as float,
+    before every block, as a GPU leaves it undefined).
 
     The result starts with a `#line` naming `path`, and keeps the line count, so compiler messages point into the
     original file.
 
     Raises:
-      RuntimeError: a `<<<` or `>>>` is left that is not a launch of the form above.
+      RuntimeError: a `<<<`, `>>>` or `__shared__` is left that is not of the forms above (`extern __shared__`,
+        dynamic shared memory, is not emulated).
     """
     rewritten = _LAUNCH.sub(lambda m: f"::cuda_on_cpu::launch<&{m.group(1)}>({m.group(2)})(", source)
-    for marker in ("<<<", ">>>"):
+    rewritten = _SHARED.sub(
+        lambda m: f"__SHARED_VARIABLE__{m.group(1)} ::cuda_on_cpu::register_shared({m.group(2)}, sizeof {m.group(2)});",
+        rewritten,
+    )
+    for marker, what in (("<<<", "launch"), (">>>", "launch"), ("__shared__", "shared variable")):
         if marker in rewritten:
             line = rewritten[: rewritten.index(marker)].count("\n") + 1
-            raise RuntimeError(f"{path}:{line}: a {marker} the launch rewrite does not understand")
+            raise RuntimeError(f"{path}:{line}: a {marker} the {what} rewrite does not understand")
+    rewritten = rewritten.replace("__SHARED_VARIABLE__", "__shared__")
     return f'#line 1 "{path}"\n' + rewritten
 
 

@@ -53,6 +53,14 @@ __global__ void shared_reverse(const int* in, int* out) {
   out[block * 64 + t] = tile[63 - t];
 }
 
+// Threads below 32 write their block's index, all 64 read: the upper half is what the block never wrote.
+__global__ void shared_half_written(unsigned* out) {
+  __shared__ unsigned tile[64];
+  if (threadIdx.x < 32) tile[threadIdx.x] = blockIdx.x;
+  __syncthreads();
+  out[blockIdx.x * 64 + threadIdx.x] = tile[threadIdx.x];
+}
+
 // d = a @ b + c for one 16x16x16 tile, the fragments loaded with the given layouts.
 template <typename T, typename LayoutA, typename LayoutB>
 __global__ void wmma_tile(const T* a, const T* b, const float* c, float* d, int c_row_major) {
@@ -126,6 +134,11 @@ int probe_atomics(float* sum, unsigned long long* least, int* count, int blocks,
 
 int probe_shared_reverse(const int* in, int* out) {
   shared_reverse<<<dim3(3, 2), dim3(16, 4)>>>(in, out);
+  return static_cast<int>(cudaGetLastError());
+}
+
+int probe_shared_half_written(unsigned* out, int blocks) {
+  shared_half_written<<<blocks, 64>>>(out);
   return static_cast<int>(cudaGetLastError());
 }
 

@@ -76,6 +76,16 @@ def test_shared_memory_is_per_block_in_two_dimensional_grids_and_blocks(descendi
     np.testing.assert_array_equal(out.reshape(6, 64), values.reshape(6, 64)[:, ::-1])
 
 
+def test_every_block_starts_with_its_shared_memory_poisoned():
+    lib = probes()
+    out = np.zeros(3 * 64, np.uint32)
+    for _ in range(2):  # a second launch of the kernel sees no values left by the first either
+        assert lib.probe_shared_half_written(_a(out), 3) == 0
+        blocks = out.reshape(3, 64)
+        np.testing.assert_array_equal(blocks[:, :32], np.repeat(np.arange(3, dtype=np.uint32)[:, None], 32, 1))
+        assert (blocks[:, 32:] == 0xFFFFFFFF).all()
+
+
 @pytest.mark.parametrize(("dtype", "layouts"), [(1, 0), (1, 1), (1, 2), (1, 7), (2, 0), (2, 4)])
 def test_wmma_fragments_multiply_as_documented_for_each_layout(dtype, layouts):
     lib = probes()
@@ -180,6 +190,17 @@ def test_launches_are_rewritten_in_place_keeping_lines():
         " y);",
         "::cuda_on_cpu::launch<&k2>(1, 1)();",
     ]
+
+
+def test_shared_variables_are_registered_and_dynamic_shared_memory_refused():
+    source = "  __shared__ __align__(16) unsigned char smem[A > B ? A : B];\n  __shared__ float t[4][8 + 1];\n"
+    assert rewrite_launches(source, "x.cu").splitlines()[1:] == [
+        "  __shared__ __align__(16) unsigned char smem[A > B ? A : B];"
+        " ::cuda_on_cpu::register_shared(smem, sizeof smem);",
+        "  __shared__ float t[4][8 + 1]; ::cuda_on_cpu::register_shared(t, sizeof t);",
+    ]
+    with pytest.raises(RuntimeError, match=r"x\.cu:1: a __shared__"):
+        rewrite_launches("extern __shared__ float dynamic[];\n", "x.cu")
 
 
 def test_a_launch_the_rewrite_does_not_understand_is_refused():

@@ -48,6 +48,7 @@ struct Runtime {
   cudaError_t sticky_error = cudaSuccess;
   std::string log;
   bool descending = false;
+  std::vector<std::pair<void*, size_t>> shared;  // the registered __shared__ variables
 };
 
 Runtime& runtime() {
@@ -242,6 +243,7 @@ void set_indices(Runtime& r, int t) {
 
 // Runs one block to completion; false with r.fault set when it faults.
 bool run_block(Runtime& r) {
+  for (const auto& [address, bytes] : r.shared) std::memset(address, 0xFF, bytes);
   for (int t = 0; t < r.count; ++t) {
     Fiber& f = r.fibers[t];
     char* stack = stack_for(f);
@@ -324,6 +326,15 @@ void fault(const char* message) {
   Runtime& r = runtime();
   r.fault = where(r.current) + ": " + message;
   while (true) yield_to_scheduler();  // never resumed: the scheduler abandons the block
+}
+
+void register_shared(void* address, size_t bytes) {
+  Runtime& r = runtime();
+  for (const auto& known : r.shared) {
+    if (known.first == address) return;
+  }
+  r.shared.emplace_back(address, bytes);
+  std::memset(address, 0xFF, bytes);  // the first thread to declare it has not written it yet
 }
 
 void log_call(const char* name) {

@@ -13,7 +13,7 @@
 // shuffle reading an exited lane, mismatched masks or WMMA arguments): the launch stops and the sticky error
 // cudaErrorLaunchFailure is reported by cudaGetLastError, with the reason in cuda_on_cpu_fault().
 // `__shared__` variables are function-local statics: one block runs at a time, so each block has them to
-// itself (their contents carry over from the previous block, where a GPU leaves them undefined).
+// itself; the build registers each one, and every block starts with it filled with 0xFF bytes (NaN as float).
 // The device code path is compiled (__CUDA_ARCH__ 800: compute capability 8.0, the tensor-core kernels' bodies).
 // Not provided: dynamic shared memory (`extern __shared__`), cooperative groups, textures, printf.
 #ifndef SPARSEFLOW_CUDA_ON_CPU_H_
@@ -317,6 +317,9 @@ void cuda_on_cpu_set_order(int descending);
 namespace cuda_on_cpu {
 // Records a device-wide library call (CUB) in the launch log.
 void log_call(const char* name);
+// Registers a __shared__ variable (the build's rewrite calls this after each declaration): it is filled with
+// 0xFF bytes now if new, and before every later block, so reading what the block did not write shows up.
+void register_shared(void* address, size_t bytes);
 }  // namespace cuda_on_cpu
 
 #endif  // SPARSEFLOW_CUDA_ON_CPU_H_
