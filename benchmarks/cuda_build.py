@@ -62,7 +62,10 @@ def _digest(names, *extra: str) -> str:
 
 
 def _run(command: list[str], what: str) -> None:
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+    except OSError as error:  # the compiler named is not there
+        raise RuntimeError(f"{what} failed: {error}") from error
     if done.returncode != 0:
         raise RuntimeError(f"{what} failed ({' '.join(command[:3])} ...):\n{done.stderr[-4000:]}")
 
@@ -155,13 +158,18 @@ def build_emulated_library(
         return target
     compiled = []
     for path in paths:
-        rewritten = directory / f"{digest}-{path.stem}.cc"
+        rewritten = directory / f"{digest}-{path.stem}.{os.getpid()}.cc"  # two builders never share a file
         rewritten.write_text(rewrite_launches(path.read_text(), str(path)))
         compiled.append(str(rewritten))
     partial = directory / f"{target.name}.{os.getpid()}.tmp"
     command = [compiler, "-std=c++20", "-O1", "-pthread", "-fPIC", "-shared", "-Wl,-Bsymbolic"]
     command += [f"-I{EMULATION_DIR / 'include'}", f"-I{CUDA_DIR}", "-include", str(EMULATION_DIR / "cuda_on_cpu.h")]
     command += ["-o", str(partial), *compiled, str(EMULATION_DIR / "cuda_on_cpu.cc")]
-    _run(command, "C++ build of the emulated kernels")
-    partial.replace(target)  # whole or absent, should two processes build at once
+    try:
+        _run(command, "C++ build of the emulated kernels")
+        partial.replace(target)  # whole or absent, should two processes build at once
+    finally:
+        for name in compiled:
+            pathlib.Path(name).unlink(missing_ok=True)
+        partial.unlink(missing_ok=True)
     return target

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import pathlib
 import tempfile
 
@@ -16,12 +17,14 @@ from benchmarks.cuda_build import build_emulated_library
 __all__ = ["HostMemory", "emulated_kernels", "probes"]
 
 PROBES = pathlib.Path(__file__).with_name("cuda_emulation_probes.cu")
+# Outside the repository, keyed by the sources' hash inside: test workers and later runs share one build.
+CACHE = pathlib.Path(tempfile.gettempdir()) / f"sparseflow-emulated-{os.getuid()}"
 
 
 @functools.cache
 def _library(sources: tuple[str, ...] | None = None):
     try:
-        return build_emulated_library(tempfile.mkdtemp(prefix="sparseflow-emulated-"), sources=sources)
+        return build_emulated_library(CACHE, sources=sources)
     except RuntimeError as error:
         return error
 
