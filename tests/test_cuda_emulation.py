@@ -14,7 +14,8 @@ import pytest
 
 from benchmarks import kernel_references as ref
 from benchmarks.cuda_build import rewrite_launches
-from tests._cuda_emulation import probes
+from benchmarks.gpu_kernel_checks import Checks, check_block_sparse, check_embedding_bag
+from tests._cuda_emulation import HostMemory, emulated_kernels, probes
 
 LAUNCH_FAILURE, INVALID_CONFIGURATION, INVALID_VALUE = 719, 9, 1
 
@@ -206,3 +207,13 @@ def test_shared_variables_are_registered_and_dynamic_shared_memory_refused():
 def test_a_launch_the_rewrite_does_not_understand_is_refused():
     with pytest.raises(RuntimeError, match=r"x\.cu:2: a <<<"):
         rewrite_launches("a();\n(*table[i])<<<1, 1>>>();\n", "x.cu")
+
+
+def test_the_gpu_harness_device_checks_pass_on_the_emulation():
+    # benchmarks.gpu_kernels runs these on a GPU; here the same code meets the kernels before any GPU does.
+    kernels, memory, checks = emulated_kernels(), HostMemory(), Checks()
+    check_embedding_bag(kernels, memory, checks, np.random.default_rng(1))
+    check_block_sparse(kernels, memory, checks, np.random.default_rng(2))
+    assert checks.failed == 0, [row for row in checks.rows if not row["ok"]]
+    assert {row["kernel"] for row in checks.rows} >= {"embedding_bag check", "block-sparse grad w"}
+    assert {"product_wmma<__nv_bfloat16, 64>", "weight_grad_simt<__half, 8>"} <= set(kernels.launched())
