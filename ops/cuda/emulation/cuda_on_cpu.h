@@ -3,7 +3,8 @@
 // (build_emulated_library) force-includes this header, puts emulation/include/ (cuda_runtime_api.h, cuda_fp16.h,
 // cuda_bf16.h, mma.h, cub/cub.cuh) first on the include path, and rewrites each launch
 // `kernel<<<grid, block, smem, stream>>>(args)` into `::cuda_on_cpu::launch<&kernel>(grid, block, smem,
-// stream)(args)`; the .cu files themselves are compiled unchanged.
+// stream)(args)` and registers each `__shared__` variable (register_shared) in a copy; the .cu files
+// themselves are compiled unchanged.
 //
 // Execution model (cuda_on_cpu.cc): a launch runs its blocks one after another; a block's threads are
 // fibers on the calling thread, each run until it reaches a synchronisation point (__syncthreads, a warp
