@@ -1,0 +1,2 @@
+// __half of the CPU emulation (see ../cuda_on_cpu_half.h).
+#include "../cuda_on_cpu_half.h"

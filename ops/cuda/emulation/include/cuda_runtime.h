@@ -1,0 +1,2 @@
+// The CUDA runtime of the CPU emulation (see ../cuda_on_cpu.h).
+#include "../cuda_on_cpu.h"
