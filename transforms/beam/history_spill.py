@@ -55,7 +55,9 @@ __all__ = ["SpillByPartition", "spilled_batches", "remove_spilled", "DEFAULT_SPI
 
 DEFAULT_SPILL_BYTES = 32 << 20  # of events a worker buffers before writing them out by partition
 SPILL_PREFIX = TMP_PREFIX + "histories-"
-SPILL_BATCH_ROWS = 16_384  # rows per record batch in a spill file: what the build reads at a time
+# About this much per record batch of a spill file: what the build reads at a time, and so how far past its
+# memory budget a partition's events go before a sorted run is written.
+SPILL_BATCH_BYTES = 128 << 10
 _WRITE_BUFFER = 1 << 20
 
 
@@ -135,7 +137,8 @@ class SpillByPartition(beam.DoFn):
             # The IPC writer makes a few small writes per column per batch: buffered, they reach the file in 1 MiB.
             sink = pa.BufferedOutputStream(pa.PythonFile(f, mode="w"), buffer_size=_WRITE_BUFFER)
             with pa.ipc.new_file(sink, table.schema) as writer:
-                for batch in table.to_batches(max_chunksize=SPILL_BATCH_ROWS):
+                rows = max(1, SPILL_BATCH_BYTES * table.num_rows // max(1, table.nbytes))
+                for batch in table.to_batches(max_chunksize=rows):
                     writer.write_batch(batch)
             sink.flush()
         return path
