@@ -77,9 +77,8 @@ def test_batch_for_batch_the_same_as_the_in_memory_path(tmp_path):
         out.mkdir()
         with test_pipeline() as p:
             _ = (p | beam.Create(events.to_batches(max_chunksize=64), reshuffle=False)
-                 | GroupHistories("user", "movie", "ts", "rating", max_length=3, examples_per_event=True, num_partitions=4,
-                                  batch_size=50,
-                                  **spill)
+                 | GroupHistories("user", "movie", "ts", "rating", max_length=3, examples_per_event=True,
+                                  num_partitions=4, batch_size=50, **spill)
                  | beam.Map(_save, str(out)))
         return {f.name: f.read_bytes() for f in out.iterdir()}
 
