@@ -25,7 +25,7 @@ Example:
   >>> fn.start_bundle()
   >>> list(fn.process(pa.record_batch({"u": [1, 2, 1], "i": [7, 8, 9]})))
   []
-  >>> spilled = sorted(fn._flush())
+  >>> spilled = sorted(v.value for v in fn.finish_bundle())
   >>> [p for p, _ in spilled], all(os.path.basename(f).startswith(".tmp-histories-") for _, f in spilled)
   ([0, 1], True)
   >>> sum(b.num_rows for _, f in spilled for b in spilled_batches([f]))
