@@ -16,6 +16,18 @@ partition (`transforms.beam.history_spill`), and the build reads a
 partition's files back a batch at a time, then deletes them. Without one, the
 events' sub-batches themselves, which Beam's in-process runner holds in
 memory until the grouping is done: memory then grows with the log.
+
+Example:
+  >>> import os, tempfile
+  >>> from transforms.testing import test_pipeline
+  >>> spill = tempfile.mkdtemp()
+  >>> events = pa.record_batch({"user": [1, 2, 1], "item": [10, 20, 30], "ts": [2, 1, 1]})
+  >>> with test_pipeline() as p:
+  ...     _ = (p | beam.Create([events]) | GroupHistories("user", "item", "ts", num_partitions=1, spill_dir=spill)
+  ...          | beam.Map(lambda b: print(b.select(["user", "item"]).to_pylist())))
+  [{'user': 1, 'item': [30, 10]}, {'user': 2, 'item': [20]}]
+  >>> os.listdir(spill)  # the spill files are gone once the histories are built
+  []
 """
 
 from __future__ import annotations
