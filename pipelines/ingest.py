@@ -196,6 +196,8 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
             item_columns=h.item_columns, event_columns=h.event_columns(config.schema),
             context_column=context_column, batch_size=config.read_batch_size,
             num_partitions=h.num_partitions, memory_budget=h.memory_budget_mb << 20,
+            # The events wait on disk, as temporaries of this output, not in the runner's memory.
+            spill_dir=output_dir, hold_for_count=keeps_pcollections_in_memory(pipeline.options),
         )
         schema = None  # the grouped columns differ from the events'; WriteShards infers them
     from pipelines.id_spaces import CopyVocabularies, CountOovIds, adopt_id_spaces, hash_updates, vocabulary_updates

@@ -1,13 +1,33 @@
 """GroupHistories: per key (e.g. user), the time-ordered list of items as list columns.
 
 Events are not grouped one element per key: each input batch is split by a
-hash of the key into `num_partitions` sub-batches, a GroupByKey brings each
-partition's sub-batches together, and the histories of a partition are built
-by sorting and slicing Arrow/numpy arrays: at once while its events fit in
-`memory_budget`, else through sorted runs spilled to disk, merged, and a
-streaming window per key (transforms.beam.history_stream), so no partition
-and no key is ever held whole. Elements stay batch-sized whatever the number
-of keys, and the output is the same either way.
+hash of the key into `num_partitions` partitions (`history_partitions`), a
+GroupByKey brings each partition's events together, and the histories of a
+partition are built by sorting and slicing Arrow/numpy arrays: at once while
+its events fit in `memory_budget`, else through sorted runs spilled to disk,
+merged, and a streaming window per key (transforms.beam.history_stream), so
+no partition and no key is ever held whole. Elements stay batch-sized
+whatever the number of keys, and the output is the same either way.
+
+What goes through the GroupByKey: with a `spill_dir` (the ingest passes its
+output directory), only file names: a worker buffers up to `spill_bytes` of
+events and writes them out, one `.tmp-histories-*` Arrow IPC file per
+partition (`transforms.beam.history_spill`), and the build reads a
+partition's files back a batch at a time, then deletes them. Without one, the
+events' sub-batches themselves, which Beam's in-process runner holds in
+memory until the grouping is done: memory then grows with the log.
+
+Example:
+  >>> import os, tempfile
+  >>> from transforms.testing import test_pipeline
+  >>> spill = tempfile.mkdtemp()
+  >>> events = pa.record_batch({"user": [1, 2, 1], "item": [10, 20, 30], "ts": [2, 1, 1]})
+  >>> with test_pipeline() as p:
+  ...     _ = (p | beam.Create([events]) | GroupHistories("user", "item", "ts", num_partitions=1, spill_dir=spill)
+  ...          | beam.Map(lambda b: print(b.select(["user", "item"]).to_pylist())))
+  [{'user': 1, 'item': [30, 10]}, {'user': 2, 'item': [20]}]
+  >>> os.listdir(spill)  # the spill files are gone once the histories are built
+  []
 """
 
 from __future__ import annotations
@@ -18,40 +38,15 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
-from sparse_io.hashing import fingerprint64
 from sparse_io.schema import weights_column
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
 from transforms.beam._columns import require_columns
 from transforms.beam.histories_build import TARGET_PREFIX, build_histories
+from transforms.beam.history_partitions import partition_of, partitions_for
+from transforms.beam.history_spill import DEFAULT_SPILL_BYTES, SpillByPartition, remove_spilled, spilled_batches
 from transforms.beam.history_stream import DEFAULT_MEMORY_BUDGET, partition_histories
 
 __all__ = ["GroupHistories", "build_histories", "partition_of", "partitions_for", "TARGET_PREFIX"]
-
-MIN_PARTITIONS = 32  # partitions of a log of up to EVENTS_PER_PARTITION * 32 events
-EVENTS_PER_PARTITION = 1_000_000  # past MIN_PARTITIONS, one more partition per this many events
-
-
-def partitions_for(events: int, events_per_partition: int = EVENTS_PER_PARTITION) -> int:
-    """The key partitions of a log of `events` events: 32, and one per `events_per_partition` past that.
-
-    Example:
-      >>> partitions_for(0), partitions_for(32_000_000), partitions_for(32_000_001)
-      (32, 32, 33)
-    """
-    return max(MIN_PARTITIONS, -(-events // events_per_partition))
-
-
-def partition_of(keys: pa.Array, num_partitions: int) -> np.ndarray:
-    """int64 partition of each key in `[0, num_partitions)`, stable across workers and runs."""
-    if pa.types.is_integer(keys.type):
-        x = keys.to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
-        # splitmix64's finaliser: consecutive ids spread over all partitions.
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        x ^= x >> np.uint64(31)
-    else:
-        x = fingerprint64(keys if not pa.types.is_dictionary(keys.type) else keys.dictionary_decode())
-    return (x % np.uint64(num_partitions)).astype(np.int64)
 
 
 class _SplitByPartitionFn(beam.DoFn):
@@ -75,19 +70,26 @@ class _SplitByPartitionFn(beam.DoFn):
 
 
 class _BuildHistoriesFn(beam.DoFn):
-    def __init__(self, options: dict, batch_size: int, memory_budget: int):
+    """(partition, its events' batches or spill files) -> the partition's histories."""
+
+    def __init__(self, options: dict, batch_size: int, memory_budget: int, spilled: bool):
         self._options = options
         self._batch_size = batch_size
         self._memory_budget = memory_budget
+        self._spilled = spilled
         self._rows = beam.metrics.Metrics.counter("sparseflow.GroupHistories", "rows_out")
 
-    def process(self, element: tuple[int, typing.Iterable[pa.RecordBatch]]):
-        _, batches = element
-        # The grouped batches are iterated once, never listed: a runner may page them in.
+    def process(self, element: tuple[int, typing.Iterable]):
+        _, grouped = element
+        # Batches are iterated once, never listed (a runner may page them in); file names are few.
+        paths = list(grouped) if self._spilled else []
+        batches = spilled_batches(paths) if self._spilled else grouped
         for out in partition_histories(batches, self._options, batch_size=self._batch_size,
                                        memory_budget=self._memory_budget):
             self._rows.inc(out.num_rows)
             yield out
+        # Only once every history is out: a retried bundle reads the files again.
+        remove_spilled(paths)
 
 
 class GroupHistories(beam.PTransform):
@@ -119,6 +121,19 @@ class GroupHistories(beam.PTransform):
         32M events and one more per 1M past that (the events are counted first).
       memory_budget: bytes of one partition's events a worker holds in memory;
         past it, sorted runs spill to the worker's temporary directory.
+      spill_dir: where the events wait for their grouping, as `.tmp-histories-*`
+        Arrow IPC files (any Beam filesystem; `transforms.beam.history_spill`),
+        so that only file names go through the GroupByKey; each partition's
+        files are deleted once its histories are built. None: the events
+        themselves go through the GroupByKey, which a distributed runner
+        shuffles on disk but Beam's in-process runner holds in memory, all of them.
+      spill_bytes: with `spill_dir`, bytes of events a worker buffers before
+        writing them out, one file per partition present.
+      hold_for_count: with `spill_dir` and `num_partitions` None, the events
+        also wait on disk (`transforms.beam.held_batches`) while they are
+        counted: a step whose side input is computed from its own input
+        otherwise has that input held whole by a local runner
+        (`transforms.beam.runner.keeps_pcollections_in_memory`).
       batch_size: rows per output RecordBatch at most.
 
     Ties in time are broken by item, then weight, then the scalar item and
@@ -154,6 +169,9 @@ class GroupHistories(beam.PTransform):
         batch_size: int = 8192,
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
         target_prefix: str = TARGET_PREFIX,
+        spill_dir: str | None = None,
+        spill_bytes: int = DEFAULT_SPILL_BYTES,
+        hold_for_count: bool = False,
     ):
         super().__init__()
         item_columns, event_columns = list(item_columns), list(event_columns)
@@ -178,6 +196,7 @@ class GroupHistories(beam.PTransform):
             ("num_partitions", num_partitions, 1),
             ("batch_size", batch_size, 1),
             ("memory_budget", memory_budget, 1),
+            ("spill_bytes", spill_bytes, 1),
         ):
             if value is None and name in ("max_length", "num_partitions"):
                 continue
@@ -188,6 +207,13 @@ class GroupHistories(beam.PTransform):
         self._num_partitions = num_partitions
         self._batch_size = batch_size
         self._memory_budget = memory_budget
+        if spill_dir is not None and (not isinstance(spill_dir, str) or not spill_dir):
+            raise ValueError(f"GroupHistories: spill_dir must be a directory path or None, got {spill_dir!r}")
+        if hold_for_count and spill_dir is None:
+            raise ValueError("GroupHistories: hold_for_count needs a spill_dir to hold the events in")
+        self._spill_dir = spill_dir
+        self._spill_bytes = spill_bytes
+        self._hold_for_count = hold_for_count
         self._options = dict(
             key=key,
             item=item,
@@ -204,7 +230,7 @@ class GroupHistories(beam.PTransform):
         )
 
     def expand(self, batches):
-        split = _SplitByPartitionFn(self._columns, self._key, self._num_partitions)
+        side = []
         if self._num_partitions is None:
             # More events, more partitions: the grouping's parallelism grows with the log.
             counted = (
@@ -213,15 +239,25 @@ class GroupHistories(beam.PTransform):
                 | "SumEvents" >> beam.CombineGlobally(sum)
                 | "Partitions" >> beam.Map(partitions_for)
             )
-            step = beam.ParDo(split, beam.pvalue.AsSingleton(counted))
+            side = [beam.pvalue.AsSingleton(counted)]
+            if self._hold_for_count:
+                from transforms.beam.held_batches import HoldBatches, ReleaseBatches
+
+                batches = (
+                    batches
+                    | "HoldForCount" >> HoldBatches(typing.cast(str, self._spill_dir))
+                    | "ReleaseCounted" >> ReleaseBatches([counted])
+                )
+        if self._spill_dir is None:
+            split = beam.ParDo(_SplitByPartitionFn(self._columns, self._key, self._num_partitions), *side)
+            keyed = batches | "SplitByKeyHash" >> split.with_output_types(tuple[int, pa.RecordBatch])
         else:
-            step = beam.ParDo(split)
+            spill = SpillByPartition(self._spill_dir, self._columns, self._key, self._num_partitions,
+                                     self._spill_bytes)
+            keyed = batches | "SpillByKeyHash" >> beam.ParDo(spill, *side).with_output_types(tuple[int, str])
+        build = _BuildHistoriesFn(self._options, self._batch_size, self._memory_budget, self._spill_dir is not None)
         return (
-            batches
-            | "SplitByKeyHash" >> step.with_output_types(tuple[int, pa.RecordBatch])
+            keyed
             | "GroupPartitions" >> beam.GroupByKey()
-            | "Build"
-            >> beam.ParDo(_BuildHistoriesFn(self._options, self._batch_size, self._memory_budget)).with_output_types(
-                pa.RecordBatch
-            )
+            | "Build" >> beam.ParDo(build).with_output_types(pa.RecordBatch)
         )
