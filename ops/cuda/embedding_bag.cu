@@ -135,24 +135,30 @@ struct GradWorkspace {
 
 size_t align_up(size_t bytes) { return (bytes + 255) & ~static_cast<size_t>(255); }
 
-size_t cub_temp_bytes(int n, int64_t vocab) {
+// CUB's temporary storage for n entries: the largest of the sort's, the encode's and the scan's, each queried
+// with CUB's two-phase protocol; the first failed query's error (no workspace is sized from a failed query).
+cudaError_t cub_temp_bytes(int n, int64_t vocab, size_t* bytes) {
   size_t sort = 0, encode = 0, scan = 0;
-  cub::DeviceRadixSort::SortPairs(nullptr, sort, static_cast<const uint64_t*>(nullptr), static_cast<uint64_t*>(nullptr),
-                                  static_cast<const int64_t*>(nullptr), static_cast<int64_t*>(nullptr), n, 0,
-                                  key_bits(vocab));
-  cub::DeviceRunLengthEncode::Encode(nullptr, encode, static_cast<const uint64_t*>(nullptr),
-                                     static_cast<uint64_t*>(nullptr), static_cast<int64_t*>(nullptr),
-                                     static_cast<int64_t*>(nullptr), n);
-  cub::DeviceScan::ExclusiveSum(nullptr, scan, static_cast<const int64_t*>(nullptr), static_cast<int64_t*>(nullptr), n);
-  size_t most = sort > encode ? sort : encode;
-  return most > scan ? most : scan;
+  cudaError_t error = cub::DeviceRadixSort::SortPairs(
+      nullptr, sort, static_cast<const uint64_t*>(nullptr), static_cast<uint64_t*>(nullptr),
+      static_cast<const int64_t*>(nullptr), static_cast<int64_t*>(nullptr), n, 0, key_bits(vocab));
+  if (error != cudaSuccess) return error;
+  error = cub::DeviceRunLengthEncode::Encode(nullptr, encode, static_cast<const uint64_t*>(nullptr),
+                                             static_cast<uint64_t*>(nullptr), static_cast<int64_t*>(nullptr),
+                                             static_cast<int64_t*>(nullptr), n);
+  if (error != cudaSuccess) return error;
+  error = cub::DeviceScan::ExclusiveSum(nullptr, scan, static_cast<const int64_t*>(nullptr),
+                                        static_cast<int64_t*>(nullptr), n);
+  if (error != cudaSuccess) return error;
+  const size_t most = sort > encode ? sort : encode;
+  *bytes = align_up(most > scan ? most : scan);
+  return cudaSuccess;
 }
 
-size_t workspace_bytes(int64_t n, int64_t vocab) {
-  return 6 * align_up(static_cast<size_t>(n) * 8) + align_up(8) + align_up(cub_temp_bytes(static_cast<int>(n), vocab));
-}
+size_t arrays_bytes(int64_t n) { return 6 * align_up(static_cast<size_t>(n) * 8) + align_up(8); }
 
-GradWorkspace carve(void* base, int64_t n, int64_t vocab) {
+// The workspace's arrays, then `temp_bytes` of CUB's temporary storage.
+GradWorkspace carve(void* base, int64_t n, size_t temp_bytes) {
   char* p = static_cast<char*>(base);
   const size_t array = align_up(static_cast<size_t>(n) * 8);
   GradWorkspace w;
@@ -163,8 +169,8 @@ GradWorkspace carve(void* base, int64_t n, int64_t vocab) {
   w.counts = reinterpret_cast<int64_t*>(p + 4 * array);
   w.starts = reinterpret_cast<int64_t*>(p + 5 * array);
   w.runs = reinterpret_cast<int64_t*>(p + 6 * array);
-  w.temp = p + 6 * array + align_up(8);
-  w.temp_bytes = align_up(cub_temp_bytes(static_cast<int>(n), vocab));
+  w.temp = p + arrays_bytes(n);
+  w.temp_bytes = temp_bytes;
   return w;
 }
 
@@ -229,7 +235,10 @@ extern "C" int sparseflow_embedding_bag_check(const int32_t* row_ids, const int6
 
 extern "C" int sparseflow_embedding_bag_grad_workspace(int64_t n, int64_t vocab, size_t* bytes) {
   if (n < 0 || n >= (int64_t{1} << 31) || vocab < 0 || bytes == nullptr) return SPARSEFLOW_E_ARGUMENT;
-  *bytes = workspace_bytes(n, vocab);
+  size_t temp = 0;
+  const cudaError_t error = cub_temp_bytes(static_cast<int>(n), vocab, &temp);
+  if (error != cudaSuccess) return static_cast<int>(error);
+  *bytes = arrays_bytes(n) + temp;
   return 0;
 }
 
@@ -238,8 +247,11 @@ extern "C" int sparseflow_embedding_bag_grad_ids(const int32_t* row_ids, const i
                                                  size_t workspace_bytes_given, int64_t* unique_ids,
                                                  int64_t* num_unique, cudaStream_t stream) {
   if (n < 0 || n >= (int64_t{1} << 31) || vocab < 0 || sample_count < 0) return SPARSEFLOW_E_ARGUMENT;
-  if (workspace_bytes_given < workspace_bytes(n, vocab)) return SPARSEFLOW_E_WORKSPACE;
-  GradWorkspace w = carve(workspace, n, vocab);
+  size_t temp_needed = 0;
+  cudaError_t error = cub_temp_bytes(static_cast<int>(n), vocab, &temp_needed);
+  if (error != cudaSuccess) return static_cast<int>(error);
+  if (workspace_bytes_given < arrays_bytes(n) + temp_needed) return SPARSEFLOW_E_WORKSPACE;
+  GradWorkspace w = carve(workspace, n, temp_needed);
   if (n == 0) {
     cudaMemsetAsync(w.runs, 0, sizeof(int64_t), stream);
     cudaMemsetAsync(num_unique, 0, sizeof(int64_t), stream);
@@ -247,14 +259,19 @@ extern "C" int sparseflow_embedding_bag_grad_ids(const int32_t* row_ids, const i
   }
   const int count = static_cast<int>(n);
   make_keys<<<blocks_for(n), kThreads, 0, stream>>>(row_ids, col_ids, n, sample_count, vocab, w.keys_in, w.order_in);
+  // Each CUB call's own error (a failed launch or a too small storage) is returned, before anything reads its output.
   size_t temp = w.temp_bytes;
-  cub::DeviceRadixSort::SortPairs(w.temp, temp, w.keys_in, w.keys_sorted, w.order_in, w.order_sorted, count, 0,
-                                  key_bits(vocab), stream);
+  error = cub::DeviceRadixSort::SortPairs(w.temp, temp, w.keys_in, w.keys_sorted, w.order_in, w.order_sorted, count,
+                                          0, key_bits(vocab), stream);
+  if (error != cudaSuccess) return static_cast<int>(error);
   temp = w.temp_bytes;
   auto* unique_keys = reinterpret_cast<uint64_t*>(unique_ids);
-  cub::DeviceRunLengthEncode::Encode(w.temp, temp, w.keys_sorted, unique_keys, w.counts, w.runs, count, stream);
+  error = cub::DeviceRunLengthEncode::Encode(w.temp, temp, w.keys_sorted, unique_keys, w.counts, w.runs, count,
+                                             stream);
+  if (error != cudaSuccess) return static_cast<int>(error);
   temp = w.temp_bytes;
-  cub::DeviceScan::ExclusiveSum(w.temp, temp, w.counts, w.starts, count, stream);
+  error = cub::DeviceScan::ExclusiveSum(w.temp, temp, w.counts, w.starts, count, stream);
+  if (error != cudaSuccess) return static_cast<int>(error);
   count_unique<<<1, 1, 0, stream>>>(w.runs, unique_keys, vocab, num_unique);
   return status();
 }
@@ -264,10 +281,10 @@ extern "C" int sparseflow_embedding_bag_grad_rows(const float* out_grad, int64_t
                                                   size_t workspace_bytes_given, const int64_t* num_unique,
                                                   int64_t max_unique, float* d_rows, cudaStream_t stream) {
   if (dim <= 0 || n < 0 || n >= (int64_t{1} << 31) || max_unique < 0) return SPARSEFLOW_E_ARGUMENT;
-  if (workspace_bytes_given < 6 * align_up(static_cast<size_t>(n) * 8) + align_up(8)) return SPARSEFLOW_E_WORKSPACE;
+  if (workspace_bytes_given < arrays_bytes(n)) return SPARSEFLOW_E_WORKSPACE;
   if (n == 0 || max_unique == 0) return 0;
   // The layout of the arrays does not depend on vocab (only CUB's temporary storage does, and it is last).
-  GradWorkspace w = carve(const_cast<void*>(workspace), n, 1);
+  GradWorkspace w = carve(const_cast<void*>(workspace), n, 0);
   const bool vec = vectorisable(out_grad, dim) && vectorisable(d_rows, dim);
   const int lanes = lanes_per_row(vec ? dim / 4 : dim);
   const int64_t threads = (max_unique < n ? max_unique : n) * lanes;
