@@ -67,3 +67,36 @@ def test_every_failed_cub_call_is_the_gradient_ids_error():
     failed = _failed_then_succeeded(statuses, CUDA_ERROR_MEMORY_ALLOCATION)
     launched = [name for name in emulated.launched() if name.startswith("cub::")]
     assert failed >= len(launched) >= 2  # every launch's failure (and any query's) came back
+
+
+@pytest.mark.parametrize("descending", [False, True], ids=["ascending", "descending"])
+def test_the_segment_starts_read_only_the_counts_the_encode_wrote(descending):
+    # Entries over 9 ids and padding: the encode writes at most 10 runs (the padding's sentinel run included)
+    # into a counts array of n slots; nothing after it may read the slots past the runs (0xFF bytes here).
+    emulated, memory = emulated_kernels(), HostMemory()
+    bag = Bag(np.random.default_rng(6), 12, 9, 8, 10, padding=4)
+    n, v, s = bag.n, bag.vocab, bag.sample_count
+    workspace = memory.empty(emulated.grad_workspace_bytes(n, v))
+    ids, count = memory.empty(8 * n), memory.empty(8)
+    emulated.reset(descending)
+    emulated.grad_ids(memory.put(bag.rows), memory.put(bag.cols), n, s, v, workspace, ids, count)
+    keys = np.where((bag.rows >= 0) & (bag.rows < s) & (bag.cols >= 0) & (bag.cols < v), bag.cols, v)
+    runs = len(np.unique(keys))
+    assert runs < n
+    log = emulated.launches()
+    encode = [name for name, _, _ in log].index("cub::DeviceRunLengthEncode::Encode")
+    for name, grid, _ in log[encode + 1:]:
+        if name.startswith("cub::"):
+            assert grid[0] <= runs, f"{name} ran over {grid[0]} counts, {runs} written"
+    # The starts the rows' gradient reads: the first sorted position of each distinct id.
+    unique = int(memory.get(count, np.int64, (1,))[0])
+    want = np.searchsorted(np.sort(keys), np.unique(keys))[:unique]
+    got = _starts(memory, workspace, n)[:unique]
+    np.testing.assert_array_equal(got, want)
+
+
+def _starts(memory, workspace, n):
+    """The segment starts in the gradient's workspace (the sixth of its 256-byte aligned arrays of n int64)."""
+    array = (n * 8 + 255) // 256 * 256
+    return memory.get(workspace, np.int64, (6 * array // 8,))[5 * array // 8 : 5 * array // 8 + n]
+

@@ -6,8 +6,10 @@
 // falls back to one thread per (entry, chunk) adding atomically.
 //
 // Backward: radix sort of (id, entry) pairs over the bits vocab needs, run-length encoding of the sorted
-// ids (the distinct ids and their entry counts), a scan of the counts (segment starts), then a lane group
-// per distinct id summing gains[k] * out_grad[row_ids[k]] over its segment, in entry order.
+// ids (the distinct ids and their entry counts), each run's start found by a binary search of its id in the
+// sorted ids (for the runs the encode counted on the device: the counts past them are never written, so no
+// scan over n slots), then a lane group per distinct id summing gains[k] * out_grad[row_ids[k]] over its
+// segment, in entry order.
 #include <cub/cub.cuh>
 
 #include "bag_logic.h"
@@ -88,6 +90,20 @@ __global__ void make_keys(const int32_t* __restrict__ rows, const int64_t* __res
   order[k] = k;
 }
 
+// starts[u] = the first position of run u's key in the sorted keys, for the *runs runs the encode wrote.
+__global__ void segment_starts(const uint64_t* __restrict__ keys_sorted, int64_t n,
+                               const uint64_t* __restrict__ unique_keys, const int64_t* runs, int64_t* starts) {
+  const int64_t u = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (u >= *runs) return;
+  const uint64_t key = unique_keys[u];
+  int64_t low = 0, high = n;
+  while (low < high) {
+    const int64_t mid = low + (high - low) / 2;
+    if (keys_sorted[mid] < key) low = mid + 1; else high = mid;
+  }
+  starts[u] = low;
+}
+
 // The run of sentinel keys (entries that do not count), when present, is the last run: drop it.
 __global__ void count_unique(const int64_t* runs, const uint64_t* unique_keys, int64_t vocab, int64_t* num_unique) {
   int64_t count = *runs;
@@ -135,10 +151,10 @@ struct GradWorkspace {
 
 size_t align_up(size_t bytes) { return (bytes + 255) & ~static_cast<size_t>(255); }
 
-// CUB's temporary storage for n entries: the largest of the sort's, the encode's and the scan's, each queried
+// CUB's temporary storage for n entries: the larger of the sort's and the encode's, each queried
 // with CUB's two-phase protocol; the first failed query's error (no workspace is sized from a failed query).
 cudaError_t cub_temp_bytes(int n, int64_t vocab, size_t* bytes) {
-  size_t sort = 0, encode = 0, scan = 0;
+  size_t sort = 0, encode = 0;
   cudaError_t error = cub::DeviceRadixSort::SortPairs(
       nullptr, sort, static_cast<const uint64_t*>(nullptr), static_cast<uint64_t*>(nullptr),
       static_cast<const int64_t*>(nullptr), static_cast<int64_t*>(nullptr), n, 0, key_bits(vocab));
@@ -147,11 +163,7 @@ cudaError_t cub_temp_bytes(int n, int64_t vocab, size_t* bytes) {
                                              static_cast<uint64_t*>(nullptr), static_cast<int64_t*>(nullptr),
                                              static_cast<int64_t*>(nullptr), n);
   if (error != cudaSuccess) return error;
-  error = cub::DeviceScan::ExclusiveSum(nullptr, scan, static_cast<const int64_t*>(nullptr),
-                                        static_cast<int64_t*>(nullptr), n);
-  if (error != cudaSuccess) return error;
-  const size_t most = sort > encode ? sort : encode;
-  *bytes = align_up(most > scan ? most : scan);
+  *bytes = align_up(sort > encode ? sort : encode);
   return cudaSuccess;
 }
 
@@ -269,9 +281,7 @@ extern "C" int sparseflow_embedding_bag_grad_ids(const int32_t* row_ids, const i
   error = cub::DeviceRunLengthEncode::Encode(w.temp, temp, w.keys_sorted, unique_keys, w.counts, w.runs, count,
                                              stream);
   if (error != cudaSuccess) return static_cast<int>(error);
-  temp = w.temp_bytes;
-  error = cub::DeviceScan::ExclusiveSum(w.temp, temp, w.counts, w.starts, count, stream);
-  if (error != cudaSuccess) return static_cast<int>(error);
+  segment_starts<<<blocks_for(n), kThreads, 0, stream>>>(w.keys_sorted, n, unique_keys, w.runs, w.starts);
   count_unique<<<1, 1, 0, stream>>>(w.runs, unique_keys, vocab, num_unique);
   return status();
 }
