@@ -100,3 +100,77 @@ def _starts(memory, workspace, n):
     array = (n * 8 + 255) // 256 * 256
     return memory.get(workspace, np.int64, (6 * array // 8,))[5 * array // 8 : 5 * array // 8 + n]
 
+
+SPARSEFLOW_E_PLAN = -4
+LAYOUT = np.array([[1, 0, 1, 1], [0, 0, 1, 0], [1, 0, 0, 1]], bool)  # 3 x 4 blocks, 6 of them, column 1 empty
+
+
+def _check_plan(emulated, offsets, partners, slots, outputs, a_blocks, w_blocks):
+    offsets, partners, slots = (np.ascontiguousarray(v, np.int32) for v in (offsets, partners, slots))
+    function = emulated.lib.sparseflow_block_sparse_check_plan
+    function.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int32] * 4
+    return function(offsets.ctypes.data, partners.ctypes.data, slots.ctypes.data, len(partners), outputs, a_blocks,
+                    w_blocks)
+
+
+def _well_formed(emulated, by_column):
+    from benchmarks._cuda_kernels import block_plan
+
+    offsets, partners, slots = block_plan(emulated.lib, LAYOUT, by_column)
+    return [offsets.copy(), partners.copy(), slots.copy()]
+
+
+MALFORMED_PLANS = {
+    "offsets not starting at 0": lambda p: p[0].__setitem__(0, 1),
+    "offsets decreasing": lambda p: p[0].__setitem__(2, p[0][1] - 1),
+    "offsets past the members": lambda p: p[0].__setitem__(-1, len(p[1]) + 1),
+    "fewer members than blocks": lambda p: p[0].__setitem__(-1, len(p[1]) - 1),
+    "negative partner": lambda p: p[1].__setitem__(2, -1),
+    "partner past a's blocks": lambda p: p[1].__setitem__(0, 3),
+    "slot past w's blocks": lambda p: p[2].__setitem__(1, 6),
+    "negative slot": lambda p: p[2].__setitem__(5, -7),
+}
+
+
+@pytest.mark.parametrize("by_column", [True, False], ids=["by column", "by row"])
+@pytest.mark.parametrize("case", list(MALFORMED_PLANS))
+def test_a_malformed_plan_is_refused_before_any_launch(case, by_column):
+    emulated = emulated_kernels()
+    plan = _well_formed(emulated, by_column)
+    outputs, a_blocks = (4, 3) if by_column else (3, 4)
+    assert _check_plan(emulated, *plan, outputs, a_blocks, 6) == 0
+    if case == "partner past a's blocks":
+        plan[1][0] = a_blocks
+    else:
+        MALFORMED_PLANS[case](plan)
+    assert _check_plan(emulated, *plan, outputs, a_blocks, 6) == SPARSEFLOW_E_PLAN
+    assert emulated.launched() == []
+
+
+def test_a_plan_for_other_shapes_is_refused():
+    emulated = emulated_kernels()
+    plan = _well_formed(emulated, True)
+    assert _check_plan(emulated, *plan, 4, 3, 6) == 0
+    assert _check_plan(emulated, *plan, 4, 3, 7) == SPARSEFLOW_E_PLAN  # w holds another number of blocks
+    assert _check_plan(emulated, *plan, 4, 2, 6) == SPARSEFLOW_E_PLAN  # a has fewer block columns than partners
+    assert _check_plan(emulated, *plan[:1], plan[1][:5], plan[2][:5], 4, 3, 6) == SPARSEFLOW_E_PLAN  # short arrays
+
+
+BLOCK_LISTS = {
+    "well formed": ([[0, 0], [0, 2], [2, 3]], 0),
+    "row past x's blocks": ([[0, 0], [3, 2]], SPARSEFLOW_E_PLAN),
+    "column past dy's blocks": ([[0, 4]], SPARSEFLOW_E_PLAN),
+    "negative row": ([[-1, 0]], SPARSEFLOW_E_PLAN),
+    "negative column": ([[1, 1], [0, -3]], SPARSEFLOW_E_PLAN),
+}
+
+
+@pytest.mark.parametrize("case", list(BLOCK_LISTS))
+def test_weight_gradient_blocks_outside_the_shapes_are_refused(case):
+    emulated = emulated_kernels()
+    blocks, want = BLOCK_LISTS[case]
+    blocks = np.ascontiguousarray(blocks, np.int32)
+    function = emulated.lib.sparseflow_block_sparse_check_blocks
+    function.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32]
+    assert function(blocks.ctypes.data, len(blocks), 3, 4) == want
+    assert emulated.launched() == []

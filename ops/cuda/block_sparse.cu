@@ -358,3 +358,28 @@ extern "C" int32_t sparseflow_block_plan(const uint8_t* layout, int32_t k_blocks
                                          int32_t* offsets, int32_t* partners, int32_t* slots) {
   return build_block_plan(layout, k_blocks, n_blocks, by_column != 0, offsets, partners, slots);
 }
+
+extern "C" int sparseflow_block_sparse_check_plan(const int32_t* offsets, const int32_t* partners,
+                                                  const int32_t* slots, int32_t members, int32_t outputs,
+                                                  int32_t a_blocks, int32_t w_blocks) {
+  if (offsets == nullptr || outputs <= 0 || members < 0 || a_blocks <= 0 || w_blocks < 0) return SPARSEFLOW_E_PLAN;
+  if (offsets[0] != 0 || offsets[outputs] != w_blocks || w_blocks > members) return SPARSEFLOW_E_PLAN;
+  for (int32_t o = 0; o < outputs; ++o) {
+    if (offsets[o + 1] < offsets[o]) return SPARSEFLOW_E_PLAN;
+  }
+  if (w_blocks > 0 && (partners == nullptr || slots == nullptr)) return SPARSEFLOW_E_PLAN;
+  for (int32_t e = 0; e < w_blocks; ++e) {
+    if (partners[e] < 0 || partners[e] >= a_blocks || slots[e] < 0 || slots[e] >= w_blocks) return SPARSEFLOW_E_PLAN;
+  }
+  return 0;
+}
+
+extern "C" int sparseflow_block_sparse_check_blocks(const int32_t* blocks, int32_t nnz, int32_t k_blocks,
+                                                    int32_t n_blocks) {
+  if (nnz < 0 || (nnz > 0 && blocks == nullptr)) return SPARSEFLOW_E_PLAN;
+  for (int32_t i = 0; i < nnz; ++i) {
+    const int32_t r = blocks[2 * i], c = blocks[2 * i + 1];
+    if (r < 0 || r >= k_blocks || c < 0 || c >= n_blocks) return SPARSEFLOW_E_PLAN;
+  }
+  return 0;
+}

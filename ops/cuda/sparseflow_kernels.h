@@ -20,6 +20,7 @@ extern "C" {
 #define SPARSEFLOW_E_ARGUMENT (-1)   /* a size, block size or dtype the kernels do not take */
 #define SPARSEFLOW_E_WORKSPACE (-2)  /* the workspace is smaller than the *_workspace function asked for */
 #define SPARSEFLOW_E_ALIGNMENT (-3)  /* a pointer not aligned to its element size */
+#define SPARSEFLOW_E_PLAN (-4)       /* a block-sparse plan or block list that does not fit the shapes */
 
 /* Value types of the block-sparse kernels (accumulation is always float32). */
 #define SPARSEFLOW_FLOAT32 0
@@ -88,6 +89,17 @@ int sparseflow_block_sparse_product(int dtype, const void* a, int64_t m, int32_t
 int sparseflow_block_sparse_weight_grad(int dtype, const void* x, const void* dy, int64_t m, int32_t k_blocks,
                                         int32_t n_blocks, int32_t block, const int32_t* blocks, int32_t nnz,
                                         void* dw, cudaStream_t stream);
+
+/* Host side, before a product: 0 when the plan (host arrays; partners and slots of `members` entries each)
+ * fits the shapes, else SPARSEFLOW_E_PLAN: offsets [outputs + 1] start at 0, never decrease and end at
+ * w_blocks <= members (every block of w a member once); partners in [0, a_blocks); slots in [0, w_blocks).
+ * The product reads the plan unchecked, so run this on any plan not built by sparseflow_block_plan. */
+int sparseflow_block_sparse_check_plan(const int32_t* offsets, const int32_t* partners, const int32_t* slots,
+                                       int32_t members, int32_t outputs, int32_t a_blocks, int32_t w_blocks);
+
+/* Host side, before a weight gradient: 0 when every block (r, c) of blocks [nnz, 2] (host) has r in
+ * [0, k_blocks) and c in [0, n_blocks), else SPARSEFLOW_E_PLAN. */
+int sparseflow_block_sparse_check_blocks(const int32_t* blocks, int32_t nnz, int32_t k_blocks, int32_t n_blocks);
 
 /* Host side: fills a plan from a layout (see block_plan.h); returns the number of blocks. */
 int32_t sparseflow_block_plan(const uint8_t* layout, int32_t k_blocks, int32_t n_blocks, int by_column,
