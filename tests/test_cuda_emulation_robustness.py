@@ -174,3 +174,22 @@ def test_weight_gradient_blocks_outside_the_shapes_are_refused(case):
     function.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32]
     assert function(blocks.ctypes.data, len(blocks), 3, 4) == want
     assert emulated.launched() == []
+
+
+CUDA_ERROR_NO_DEVICE = 100
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_a_failed_device_query_on_the_tensor_core_path_is_a_cuda_error(dtype):
+    from benchmarks._cuda_kernels import DTYPE_CODES, block_plan
+
+    emulated, memory = emulated_kernels(), HostMemory()
+    plan = [memory.put(p) for p in block_plan(emulated.lib, LAYOUT, True)]
+    a, w, out = memory.empty(2 * 4 * 3 * 16), memory.empty(2 * 6 * 16 * 16), memory.empty(2 * 4 * 4 * 16)
+    emulated.lib.cuda_on_cpu_fail_device_query.argtypes = [ctypes.c_int]
+    emulated.lib.cuda_on_cpu_fail_device_query(CUDA_ERROR_NO_DEVICE)
+    status = emulated.lib.sparseflow_block_sparse_product(DTYPE_CODES[dtype], a.ptr, 4, 3, 4, 16, w.ptr, plan[0].ptr,
+                                                          plan[1].ptr, plan[2].ptr, 0, out.ptr, None)
+    assert status == CUDA_ERROR_NO_DEVICE  # the runtime's error, not SPARSEFLOW_E_ARGUMENT ("bad argument")
+    assert emulated.launched() == []
+

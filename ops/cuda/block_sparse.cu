@@ -299,12 +299,14 @@ int weight_grad_for_type(int32_t block, const void* x, const void* dy, int64_t m
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // The tensor-core kernels are compiled for compute capability 8.0 and up only (bfloat16 WMMA); on an older
-// device their bodies are empty, so they are refused rather than run.
-bool has_tensor_core_kernels() {
+// device their bodies are empty, so they are refused rather than run. 0 when they run here,
+// SPARSEFLOW_E_ARGUMENT on an older device, the runtime's error when the device cannot be queried.
+int tensor_core_kernels_status() {
   int device = 0, major = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return false;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
-  return major >= 8;
+  cudaError_t error = cudaGetDevice(&device);
+  if (error == cudaSuccess) error = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  if (error != cudaSuccess) return static_cast<int>(error);
+  return major >= 8 ? 0 : SPARSEFLOW_E_ARGUMENT;
 }
 
 }  // namespace
@@ -326,7 +328,10 @@ extern "C" int sparseflow_block_sparse_product(int dtype, const void* a, int64_t
     case SPARSEFLOW_BFLOAT16:
       // The tensor-core path stages 16-byte pieces of a and w.
       if (!aligned16(a) || !aligned16(w)) return SPARSEFLOW_E_ALIGNMENT;
-      if (block != 8 && !has_tensor_core_kernels()) return SPARSEFLOW_E_ARGUMENT;
+      if (block != 8) {
+        const int supported = tensor_core_kernels_status();
+        if (supported != 0) return supported;
+      }
       return dtype == SPARSEFLOW_FLOAT16
                  ? product_for_type<__half>(block, a, m, a_blocks, outputs, w, offsets, partners, slots,
                                             transpose_blocks, out, stream)

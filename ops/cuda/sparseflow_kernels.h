@@ -79,7 +79,8 @@ int sparseflow_embedding_bag_grad_gains(const float* out_grad, const float* tabl
  * a [m, a_blocks * block], out [m, outputs * block], both of `dtype`. With the by-column plan and
  * transpose_blocks 0 it is y = x @ W; with the by-row plan and transpose_blocks 1, dx = dy @ W^T.
  * block: 8, 16, 32 or 64. float16/bfloat16 run on tensor cores (block >= 16; compute capability 8.0 and
- * up, else SPARSEFLOW_E_ARGUMENT), float32 and 8-blocks on CUDA cores. */
+ * up, else SPARSEFLOW_E_ARGUMENT; the runtime's error when the device cannot be queried), float32 and
+ * 8-blocks on CUDA cores. */
 int sparseflow_block_sparse_product(int dtype, const void* a, int64_t m, int32_t a_blocks, int32_t outputs,
                                     int32_t block, const void* w, const int32_t* offsets, const int32_t* partners,
                                     const int32_t* slots, int transpose_blocks, void* out, cudaStream_t stream);

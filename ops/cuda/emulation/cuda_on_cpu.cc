@@ -50,6 +50,7 @@ struct Runtime {
   bool descending = false;
   int cub_calls_before_failure = -1;  // set by cuda_on_cpu_fail_cub_call; -1: no failure planned
   cudaError_t cub_failure = cudaSuccess;
+  cudaError_t device_query_error = cudaSuccess;  // set by cuda_on_cpu_fail_device_query
   std::vector<std::pair<void*, size_t>> shared;  // the registered __shared__ variables
 };
 
@@ -427,6 +428,7 @@ const char* cudaGetErrorString(cudaError_t error) {
 }
 
 cudaError_t cudaGetDevice(int* device) {
+  if (runtime().device_query_error != cudaSuccess) return runtime().device_query_error;
   *device = 0;
   return cudaSuccess;
 }
@@ -472,6 +474,7 @@ void cuda_on_cpu_reset(void) {
   r.fault_message.clear();
   r.last_error = r.sticky_error = cudaSuccess;
   r.cub_calls_before_failure = -1;
+  r.device_query_error = cudaSuccess;
 }
 
 size_t cuda_on_cpu_launches(char* buffer, size_t size) {
@@ -487,6 +490,10 @@ size_t cuda_on_cpu_launches(char* buffer, size_t size) {
 const char* cuda_on_cpu_fault(void) { return cuda_on_cpu::runtime().fault_message.c_str(); }
 
 void cuda_on_cpu_set_order(int descending) { cuda_on_cpu::runtime().descending = descending != 0; }
+
+void cuda_on_cpu_fail_device_query(int error) {
+  cuda_on_cpu::runtime().device_query_error = static_cast<cudaError_t>(error);
+}
 
 void cuda_on_cpu_fail_cub_call(int calls_before, int error) {
   cuda_on_cpu::Runtime& r = cuda_on_cpu::runtime();

@@ -316,6 +316,8 @@ void cuda_on_cpu_set_order(int descending);
 // Makes the CUB call after the next `calls_before` ones (temporary-storage queries count) return `error`, as a
 // failed device query or launch would; cleared by cuda_on_cpu_reset.
 void cuda_on_cpu_fail_cub_call(int calls_before, int error);
+// Makes cudaGetDevice return `error` (as with no usable device) until cuda_on_cpu_reset.
+void cuda_on_cpu_fail_device_query(int error);
 }
 
 namespace cuda_on_cpu {

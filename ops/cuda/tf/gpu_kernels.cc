@@ -98,7 +98,7 @@ class EmbeddingBagOp : public OpKernel {
 
  private:
   int rows_sorted_ = -1;
-  bool validate_ = true;
+  bool validate_ = false;
 };
 
 class EmbeddingBagGradOp : public OpKernel {
