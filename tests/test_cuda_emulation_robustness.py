@@ -193,3 +193,36 @@ def test_a_failed_device_query_on_the_tensor_core_path_is_a_cuda_error(dtype):
     assert status == CUDA_ERROR_NO_DEVICE  # the runtime's error, not SPARSEFLOW_E_ARGUMENT ("bad argument")
     assert emulated.launched() == []
 
+
+def _forward(emulated, memory, bag, rows_sorted, deterministic, descending):
+    emulated.reset(descending)
+    out = memory.empty(4 * bag.sample_count * bag.dim)
+    emulated.bag_forward(memory.put(bag.table), bag.vocab, bag.dim, memory.put(bag.rows), memory.put(bag.cols),
+                         memory.put(bag.gains), bag.n, bag.sample_count, rows_sorted, memory.empty(4), out,
+                         deterministic=deterministic)
+    return memory.get(out, np.float32, (bag.sample_count, bag.dim)), emulated.launched()
+
+
+@pytest.mark.parametrize("rows_sorted", [1, 0, -1])
+@pytest.mark.parametrize("shuffle", [False, True], ids=["sorted rows", "unsorted rows"])
+def test_the_deterministic_forward_never_adds_atomically_and_repeats_bit_for_bit(shuffle, rows_sorted):
+    from benchmarks import kernel_references as ref
+
+    if shuffle and rows_sorted == 1:
+        pytest.skip("rows_sorted=1 promises sorted rows")
+    emulated, memory = emulated_kernels(), HostMemory()
+    # Up to 90 entries per bag with gains over two decades: summed in another order, float32 sums differ.
+    bag = Bag(np.random.default_rng(12), 7, 40, 6, 90, padding=5, shuffle=shuffle, gain_range=(0.1, 10.0))
+    ascending, launched = _forward(emulated, memory, bag, rows_sorted, True, descending=False)
+    descending, launched_descending = _forward(emulated, memory, bag, rows_sorted, True, descending=True)
+    assert "bag_forward_atomic" not in launched and launched == launched_descending
+    assert ascending.tobytes() == descending.tobytes()
+    want, bound = ref.embedding_bag(bag.table, bag.rows, bag.cols, bag.gains, bag.sample_count)
+    ref.check_close(ascending, want, bound, "float32", "deterministic forward")
+    # The atomic path on the same data does depend on the order: the comparison above can see it.
+    atomic_ascending, launched_atomic = _forward(emulated, memory, bag, 0, False, descending=False)
+    atomic_descending, _ = _forward(emulated, memory, bag, 0, False, descending=True)
+    assert "bag_forward_atomic" in launched_atomic and atomic_ascending.tobytes() != atomic_descending.tobytes()
+    if not shuffle:  # the same sums, in the same (entry) order, as the sorted kernel's
+        sorted_out, _ = _forward(emulated, memory, bag, 1, False, descending=False)
+        assert ascending.tobytes() == sorted_out.tobytes()

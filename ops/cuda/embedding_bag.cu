@@ -3,7 +3,8 @@
 // Forward on a row-sorted COO: a group of L lanes per bag (L = the dim's 16-byte chunks, rounded up to a
 // power of two, at most 32), each lane summing its chunks of the bag's rows with 16-byte loads; the bag's
 // entry range comes from two binary searches in row_ids, so no offsets pass is needed. Unsorted input
-// falls back to one thread per (entry, chunk) adding atomically.
+// falls back to one thread per (entry, chunk) adding atomically, or, when determinism is asked for, to a
+// lane group per bag scanning all entries for its row in entry order (slower: every bag reads all row ids).
 //
 // Backward: radix sort of (id, entry) pairs over the bits vocab needs, run-length encoding of the sorted
 // ids (the distinct ids and their entry counts), each run's start found by a binary search of its id in the
@@ -61,6 +62,27 @@ __global__ void bag_forward_atomic(const float* __restrict__ table, int64_t voca
   const int64_t col = cols[k];
   if (!entry_counts(row, col, sample_count, vocab)) return;
   atomicAdd(out + static_cast<int64_t>(row) * dim + d, gains[k] * table[col * dim + d]);
+}
+
+// The deterministic forward of unsorted rows: bag = a lane group, summing its row's entries in entry order
+// (the order bag_forward_sorted sums in), every value of the bag written.
+__global__ void bag_forward_rows_scan(const float* __restrict__ table, int64_t vocab, int64_t dim,
+                                      const int32_t* __restrict__ rows, const int64_t* __restrict__ cols,
+                                      const float* __restrict__ gains, int64_t n, int32_t sample_count, int lanes,
+                                      const int32_t* unsorted, float* __restrict__ out) {
+  if (unsorted != nullptr && !*unsorted) return;
+  const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t bag = thread / lanes;
+  if (bag >= sample_count) return;
+  for (int64_t c = thread % lanes; c < dim; c += lanes) {
+    float acc = 0.0f;
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t col = cols[k];
+      if (rows[k] != bag || col < 0 || col >= vocab) continue;
+      acc += gains[k] * table[col * dim + c];
+    }
+    out[bag * dim + c] = acc;
+  }
 }
 
 __global__ void zero_if_unsorted(float* out, int64_t size, const int32_t* unsorted) {
@@ -199,8 +221,8 @@ using namespace sparseflow;
 
 extern "C" int sparseflow_embedding_bag_forward(const float* table, int64_t vocab, int64_t dim, const int32_t* row_ids,
                                                 const int64_t* col_ids, const float* gains, int64_t n,
-                                                int32_t sample_count, int rows_sorted, int32_t* scratch, float* out,
-                                                cudaStream_t stream) {
+                                                int32_t sample_count, int rows_sorted, int deterministic,
+                                                int32_t* scratch, float* out, cudaStream_t stream) {
   if (vocab < 0 || dim <= 0 || n < 0 || sample_count < 0 || rows_sorted < -1 || rows_sorted > 1) {
     return SPARSEFLOW_E_ARGUMENT;
   }
@@ -224,7 +246,12 @@ extern "C" int sparseflow_embedding_bag_forward(const float* table, int64_t voca
                                                                             sample_count, lanes, unsorted, out);
     }
   }
-  if (rows_sorted != 1) {
+  if (rows_sorted != 1 && deterministic) {
+    const int lanes = lanes_per_row(dim);
+    const int64_t threads = static_cast<int64_t>(sample_count) * lanes;
+    bag_forward_rows_scan<<<blocks_for(threads), kThreads, 0, stream>>>(table, vocab, dim, row_ids, col_ids, gains, n,
+                                                                       sample_count, lanes, unsorted, out);
+  } else if (rows_sorted != 1) {
     const int64_t size = static_cast<int64_t>(sample_count) * dim;
     zero_if_unsorted<<<blocks_for(size), kThreads, 0, stream>>>(out, size, unsorted);
     if (n > 0) {

@@ -36,10 +36,13 @@ extern "C" {
  * rows_sorted: 1 when the caller knows row_ids is non-decreasing (one kernel, a warp group per bag,
  * deterministic); 0 when it is not (zeroes out, then adds entries atomically, not deterministic in
  * the last bits); -1 when unknown (checked on the device, no host synchronisation, both kernels
- * launched). scratch: one device int32, used when rows_sorted is -1. */
+ * launched). deterministic: nonzero to never add atomically (TensorFlow's op determinism): unsorted rows
+ * then take a kernel that sums each bag's entries in entry order (every bag reads all n row ids; slower), so
+ * results repeat bit for bit. scratch: one device int32, used when rows_sorted is -1. */
 int sparseflow_embedding_bag_forward(const float* table, int64_t vocab, int64_t dim, const int32_t* row_ids,
                                      const int64_t* col_ids, const float* gains, int64_t n, int32_t sample_count,
-                                     int rows_sorted, int32_t* scratch, float* out, cudaStream_t stream);
+                                     int rows_sorted, int deterministic, int32_t* scratch, float* out,
+                                     cudaStream_t stream);
 
 /* Writes into first_bad (device, 2 int64): [0] the first position k with col_ids[k] outside
  * [0, vocab), [1] the first position with row_ids[k] outside [0, sample_count] (sample_count itself is

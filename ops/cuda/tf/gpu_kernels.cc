@@ -11,6 +11,7 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/register_types.h"
 #include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/util/determinism.h"
 
 #include "../sparseflow_kernels.h"
 #include "op_names.h"
@@ -91,8 +92,9 @@ class EmbeddingBagOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_INT32, TensorShape({1}), &scratch));
     const int status = sparseflow_embedding_bag_forward(
         table.flat<float>().data(), vocab, dim, rows.flat<int32_t>().data(), cols.flat<int64_t>().data(),
-        gains.flat<float>().data(), n, sample_count, rows_sorted_, scratch.flat<int32_t>().data(),
-        out->flat<float>().data(), stream);
+        gains.flat<float>().data(), n, sample_count, rows_sorted_,
+        tensorflow::OpDeterminismRequired() ? 1 : 0,  // tf.config.experimental.enable_op_determinism(): no atomics
+        scratch.flat<int32_t>().data(), out->flat<float>().data(), stream);
     OP_REQUIRES(ctx, status == 0, errors::Internal(launch_error("sparseflow_embedding_bag_forward", status)));
   }
 
