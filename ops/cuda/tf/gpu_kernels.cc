@@ -1,12 +1,17 @@
 // TensorFlow GPU kernels of the sparseflow ops (op_defs.cc), calling the CUDA kernels' C interface
 // (ops/cuda/sparseflow_kernels.h) on the op's CUDA stream. Built by `make gpu-ops` (TensorFlow with CUDA,
 // nvcc); the ops' inputs stay on the device except sample_count, a host scalar, and the block-sparse plans and
-// block lists, which are small and checked on the host against the shapes before a kernel reads them.
+// block lists, which are small and checked on the host against the shapes before a kernel reads them (their
+// device copies are kept while they do not change).
 #define EIGEN_USE_GPU
 
 #include <cuda_runtime_api.h>
 
+#include <initializer_list>
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/register_types.h"
@@ -168,17 +173,43 @@ constexpr int dtype_code<tensorflow::bfloat16>() { return SPARSEFLOW_BFLOAT16; }
 
 bool valid_block(int block) { return block == 8 || block == 16 || block == 32 || block == 64; }
 
-// A device copy of a checked host int32 tensor (the plan's arrays, the block list) on the op's stream.
-void to_device(OpKernelContext* ctx, const Tensor& host, Tensor* device) {
-  const int64_t count = host.NumElements() > 0 ? host.NumElements() : 1;
-  OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_INT32, TensorShape({count}), device));
-  if (host.NumElements() == 0) return;
-  OP_REQUIRES(ctx,
-              cudaMemcpyAsync(device->flat<int32_t>().data(), host.flat<int32_t>().data(),
-                              host.NumElements() * sizeof(int32_t), cudaMemcpyHostToDevice,
-                              stream_of(ctx)) == cudaSuccess,
-              errors::Internal("BlockSparseMatMul: copying the plan to the device failed"));
-}
+// The device copy of an op's checked host int32 inputs (a plan's three arrays, a block list), kept by the
+// kernel: plans are usually constants, so the copy from pageable host memory (which waits for the stream) is
+// made only when their contents change, not every step.
+class DeviceCopyCache {
+ public:
+  // The device copy of the parts, concatenated in order; nullptr with ctx's status set on failure.
+  const int32_t* Get(OpKernelContext* ctx, std::initializer_list<const Tensor*> parts) {
+    std::vector<int32_t> now;
+    for (const Tensor* part : parts) {
+      const int32_t* data = part->flat<int32_t>().data();
+      now.insert(now.end(), data, data + part->NumElements());
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!device_.IsInitialized() || now != host_) {
+      Tensor device;
+      const int64_t count = now.empty() ? 1 : static_cast<int64_t>(now.size());
+      const auto allocated = ctx->allocate_temp(tensorflow::DT_INT32, TensorShape({count}), &device);
+      if (!allocated.ok()) {
+        ctx->SetStatus(allocated);
+        return nullptr;
+      }
+      if (!now.empty() && cudaMemcpyAsync(device.flat<int32_t>().data(), now.data(), now.size() * sizeof(int32_t),
+                                          cudaMemcpyHostToDevice, stream_of(ctx)) != cudaSuccess) {
+        ctx->SetStatus(errors::Internal("BlockSparseMatMul: copying the plan to the device failed"));
+        return nullptr;
+      }
+      device_ = device;
+      host_ = std::move(now);
+    }
+    return device_.flat<int32_t>().data();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<int32_t> host_;
+  Tensor device_;  // holds its buffer; ops of a device share its compute stream, so a replaced one is free to reuse
+};
 
 template <typename T>
 class BlockSparseMatMulOp : public OpKernel {
@@ -217,18 +248,17 @@ class BlockSparseMatMulOp : public OpKernel {
                 errors::InvalidArgument("BlockSparseMatMul: check plan_fits failed: offsets must start at 0, never "
                                         "decrease and end at w's ", w_blocks, " blocks, partners must be in [0, ",
                                         a_blocks, ") and slots in [0, ", w_blocks, ")"));
-    Tensor device_offsets, device_partners, device_slots;
-    to_device(ctx, offsets, &device_offsets);
-    to_device(ctx, partners, &device_partners);
-    to_device(ctx, slots, &device_slots);
-    if (!ctx->status().ok()) return;
+    const int32_t* plan = plan_.Get(ctx, {&offsets, &partners, &slots});
+    if (plan == nullptr) return;
+    const int32_t* device_offsets = plan;
+    const int32_t* device_partners = plan + offsets.NumElements();
+    const int32_t* device_slots = device_partners + partners.NumElements();
     const int64_t m = a.dim_size(0);
     Tensor* out = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({m, static_cast<int64_t>(outputs_) * block_}), &out));
     const int status = sparseflow_block_sparse_product(
         dtype_code<T>(), a.flat<T>().data(), m, a_blocks, outputs_, block_, w.flat<T>().data(),
-        device_offsets.flat<int32_t>().data(), device_partners.flat<int32_t>().data(),
-        device_slots.flat<int32_t>().data(), transpose_ ? 1 : 0, out->flat<T>().data(), stream_of(ctx));
+        device_offsets, device_partners, device_slots, transpose_ ? 1 : 0, out->flat<T>().data(), stream_of(ctx));
     OP_REQUIRES(ctx, status == 0, errors::Internal(launch_error("sparseflow_block_sparse_product", status)));
   }
 
@@ -236,6 +266,7 @@ class BlockSparseMatMulOp : public OpKernel {
   int block_ = 0;
   int outputs_ = 0;
   bool transpose_ = false;
+  DeviceCopyCache plan_;
 };
 
 template <typename T>
@@ -264,19 +295,19 @@ class BlockSparseWeightGradOp : public OpKernel {
     OP_REQUIRES(ctx, sparseflow_block_sparse_check_blocks(blocks.flat<int32_t>().data(), nnz, k_blocks, n_blocks) == 0,
                 errors::InvalidArgument("BlockSparseMatMul weight gradient: check blocks_in_range failed: every block "
                                         "(r, c) needs r in [0, ", k_blocks, ") and c in [0, ", n_blocks, ")"));
-    Tensor device_blocks;
-    to_device(ctx, blocks, &device_blocks);
-    if (!ctx->status().ok()) return;
+    const int32_t* device_blocks = blocks_.Get(ctx, {&blocks});
+    if (device_blocks == nullptr) return;
     Tensor* dw = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({nnz, block_, block_}), &dw));
     const int status = sparseflow_block_sparse_weight_grad(
         dtype_code<T>(), x.flat<T>().data(), dy.flat<T>().data(), x.dim_size(0), k_blocks, n_blocks, block_,
-        device_blocks.flat<int32_t>().data(), nnz, dw->flat<T>().data(), stream_of(ctx));
+        device_blocks, nnz, dw->flat<T>().data(), stream_of(ctx));
     OP_REQUIRES(ctx, status == 0, errors::Internal(launch_error("sparseflow_block_sparse_weight_grad", status)));
   }
 
  private:
   int block_ = 0;
+  DeviceCopyCache blocks_;
 };
 
 }  // namespace
