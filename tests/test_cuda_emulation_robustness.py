@@ -1,12 +1,14 @@
 """Robustness of the CUDA kernels' C entry points, run on the CPU emulation: CUB's status is returned,
-scans read only what was written, malformed block-sparse plans are refused, the forward honours the
-determinism switch."""
+scans read only what was written, malformed block-sparse plans are refused, a failed device query is a
+CUDA error, the forward honours the determinism switch."""
 
 import ctypes
 
 import numpy as np
 import pytest
 
+from benchmarks import kernel_references as ref
+from benchmarks._cuda_kernels import DTYPE_CODES, block_plan
 from benchmarks.gpu_kernel_data import Bag
 from tests._cuda_emulation import HostMemory, emulated_kernels
 
@@ -114,8 +116,6 @@ def _check_plan(emulated, offsets, partners, slots, outputs, a_blocks, w_blocks)
 
 
 def _well_formed(emulated, by_column):
-    from benchmarks._cuda_kernels import block_plan
-
     offsets, partners, slots = block_plan(emulated.lib, LAYOUT, by_column)
     return [offsets.copy(), partners.copy(), slots.copy()]
 
@@ -181,8 +181,6 @@ CUDA_ERROR_NO_DEVICE = 100
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_a_failed_device_query_on_the_tensor_core_path_is_a_cuda_error(dtype):
-    from benchmarks._cuda_kernels import DTYPE_CODES, block_plan
-
     emulated, memory = emulated_kernels(), HostMemory()
     plan = [memory.put(p) for p in block_plan(emulated.lib, LAYOUT, True)]
     a, w, out = memory.empty(2 * 4 * 3 * 16), memory.empty(2 * 6 * 16 * 16), memory.empty(2 * 4 * 4 * 16)
@@ -211,8 +209,6 @@ def _forward(emulated, memory, bag, rows_sorted, deterministic, descending):
     ],
 )
 def test_the_deterministic_forward_never_adds_atomically_and_repeats_bit_for_bit(shuffle, rows_sorted):
-    from benchmarks import kernel_references as ref
-
     emulated, memory = emulated_kernels(), HostMemory()
     # Up to 90 entries per bag with gains over two decades: summed in another order, float32 sums differ.
     bag = Bag(np.random.default_rng(12), 7, 40, 6, 90, padding=5, shuffle=shuffle, gain_range=(0.1, 10.0))
