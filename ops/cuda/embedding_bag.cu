@@ -230,7 +230,8 @@ extern "C" int sparseflow_embedding_bag_forward(const float* table, int64_t voca
   if (sample_count == 0) return 0;
   const int32_t* unsorted = nullptr;
   if (rows_sorted == -1) {
-    cudaMemsetAsync(scratch, 0, sizeof(int32_t), stream);
+    const cudaError_t error = cudaMemsetAsync(scratch, 0, sizeof(int32_t), stream);
+    if (error != cudaSuccess) return static_cast<int>(error);
     if (n > 1) find_unsorted<<<blocks_for(n), kThreads, 0, stream>>>(row_ids, n, scratch);
     unsorted = scratch;
   }
@@ -292,9 +293,9 @@ extern "C" int sparseflow_embedding_bag_grad_ids(const int32_t* row_ids, const i
   if (workspace_bytes_given < arrays_bytes(n) + temp_needed) return SPARSEFLOW_E_WORKSPACE;
   GradWorkspace w = carve(workspace, n, temp_needed);
   if (n == 0) {
-    cudaMemsetAsync(w.runs, 0, sizeof(int64_t), stream);
-    cudaMemsetAsync(num_unique, 0, sizeof(int64_t), stream);
-    return status();
+    error = cudaMemsetAsync(w.runs, 0, sizeof(int64_t), stream);
+    if (error == cudaSuccess) error = cudaMemsetAsync(num_unique, 0, sizeof(int64_t), stream);
+    return error != cudaSuccess ? static_cast<int>(error) : status();
   }
   const int count = static_cast<int>(n);
   make_keys<<<blocks_for(n), kThreads, 0, stream>>>(row_ids, col_ids, n, sample_count, vocab, w.keys_in, w.order_in);
