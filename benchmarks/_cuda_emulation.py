@@ -84,7 +84,7 @@ class EmulatedKernels(Kernels):
         self.lib.cuda_on_cpu_set_order(int(descending))
 
     def launches(self) -> list[tuple[str, tuple[int, ...], tuple[int, ...]]]:
-        """(kernel, grid, block) of each launch since the last reset; CUB calls have empty grid and block."""
+        """(kernel, grid, block) of each launch since the last reset; a CUB call's grid is (items it ran over,)."""
         size = self.lib.cuda_on_cpu_launches(None, 0)
         text = ctypes.create_string_buffer(size + 1)
         self.lib.cuda_on_cpu_launches(text, size + 1)

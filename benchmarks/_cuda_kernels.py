@@ -16,7 +16,7 @@ DTYPE_CODES = {"float32": 0, "float16": 1, "bfloat16": 2}
 
 _i64, _i32, _int, _p, _size = ctypes.c_int64, ctypes.c_int32, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t
 _SIGNATURES = {
-    "sparseflow_embedding_bag_forward": [_p, _i64, _i64, _p, _p, _p, _i64, _i32, _int, _p, _p, _p],
+    "sparseflow_embedding_bag_forward": [_p, _i64, _i64, _p, _p, _p, _i64, _i32, _int, _int, _p, _p, _p],
     "sparseflow_embedding_bag_check": [_p, _p, _i64, _i32, _i64, _p, _p],
     "sparseflow_embedding_bag_grad_workspace": [_i64, _i64, ctypes.POINTER(_size)],
     "sparseflow_embedding_bag_grad_ids": [_p, _p, _i64, _i32, _i64, _p, _size, _p, _p, _p],
@@ -47,9 +47,10 @@ class Kernels:
         if status != 0:
             raise RuntimeError(f"{name} returned status {status}")
 
-    def bag_forward(self, table, vocab, dim, rows, cols, gains, n, sample_count, rows_sorted, scratch, out):
+    def bag_forward(self, table, vocab, dim, rows, cols, gains, n, sample_count, rows_sorted, scratch, out,
+                    deterministic=False):
         self._call("sparseflow_embedding_bag_forward", table.ptr, vocab, dim, rows.ptr, cols.ptr, gains.ptr, n,
-                   sample_count, rows_sorted, _ptr(scratch), out.ptr, None)
+                   sample_count, rows_sorted, int(deterministic), _ptr(scratch), out.ptr, None)
 
     def bag_check(self, rows, cols, n, sample_count, vocab, first_bad):
         self._call("sparseflow_embedding_bag_check", rows.ptr, cols.ptr, n, sample_count, vocab, first_bad.ptr, None)

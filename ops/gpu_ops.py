@@ -4,6 +4,8 @@ Loading them, and the block plan tables their block-sparse ops take.
 
 The ops, registered for `DEVICE_GPU` only (names in `ops/cuda/tf/op_names.h`):
   - `SparseflowGpuEmbeddingBag(table, row_ids int32, col_ids int64, gains, sample_count; rows_sorted, validate)`
+    (`validate=False` by default: the entries' check costs a host synchronisation each step; turn it on
+    while debugging input, or check the COO on the CPU once, e.g. with `convert_to_coo(..., validate=True)`)
   - `SparseflowGpuEmbeddingBagGrad(out_grad, table, row_ids, col_ids, gains) -> (unique_ids, d_rows, d_gains)`
   - `SparseflowGpuBlockSparseMatMul(a, w, offsets, partners, slots; block_size, outputs, transpose_blocks)`
   - `SparseflowGpuBlockSparseWeightGrad(x, dy, blocks; block_size)`

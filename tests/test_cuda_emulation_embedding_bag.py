@@ -114,14 +114,14 @@ def _check(rows, cols, samples, vocab, descending):
 
 
 GRAD_CASES = [*SORTED_CASES, "unsorted rows, padding"]
-CUB = ["cub::DeviceRadixSort::SortPairs", "cub::DeviceRunLengthEncode::Encode", "cub::DeviceScan::ExclusiveSum"]
+CUB = ["cub::DeviceRadixSort::SortPairs", "cub::DeviceRunLengthEncode::Encode"]
 
 
 def _grad_kernels(case):
     bag = _bag(case)
     if bag.n == 0:
         return []
-    return ["make_keys", *CUB, "count_unique", f"grad_rows_kernel<{1 if bag.dim % 4 else 4}>"]
+    return ["make_keys", *CUB, "segment_starts", "count_unique", f"grad_rows_kernel<{1 if bag.dim % 4 else 4}>"]
 
 
 def _kernel_names(launched):

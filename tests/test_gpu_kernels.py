@@ -252,6 +252,18 @@ def test_gpu_ops_build_and_register_gpu_kernels_where_tensorflow_has_cuda(tmp_pa
     for name in OP_NAMES.values():
         devices = {k.device_type for k in kernels.get_registered_kernels_for_op(name).kernel}
         assert devices == {"GPU"}, (name, devices)
+    # Plans and block lists come in host memory, where they are checked against the shapes before any launch.
+    host_memory = {
+        name: {arg for k in kernels.get_registered_kernels_for_op(OP_NAMES[name]).kernel for arg in k.host_memory_arg}
+        for name in ("block_sparse_matmul", "block_sparse_weight_grad")
+    }
+    assert host_memory == {"block_sparse_matmul": {"offsets", "partners", "slots"},
+                           "block_sparse_weight_grad": {"blocks"}}
+    # The entries' check costs a host synchronisation each step: off unless asked for.
+    from tensorflow.python.framework import op_def_registry
+
+    attrs = {a.name: a for a in op_def_registry.get(OP_NAMES["embedding_bag"]).attr}
+    assert attrs["validate"].default_value.b is False
 
 
 def test_loading_unbuilt_gpu_ops_names_the_build_command(tmp_path):

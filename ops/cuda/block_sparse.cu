@@ -299,12 +299,14 @@ int weight_grad_for_type(int32_t block, const void* x, const void* dy, int64_t m
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // The tensor-core kernels are compiled for compute capability 8.0 and up only (bfloat16 WMMA); on an older
-// device their bodies are empty, so they are refused rather than run.
-bool has_tensor_core_kernels() {
+// device their bodies are empty, so they are refused rather than run. 0 when they run here,
+// SPARSEFLOW_E_ARGUMENT on an older device, the runtime's error when the device cannot be queried.
+int tensor_core_kernels_status() {
   int device = 0, major = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return false;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
-  return major >= 8;
+  cudaError_t error = cudaGetDevice(&device);
+  if (error == cudaSuccess) error = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  if (error != cudaSuccess) return static_cast<int>(error);
+  return major >= 8 ? 0 : SPARSEFLOW_E_ARGUMENT;
 }
 
 }  // namespace
@@ -326,7 +328,10 @@ extern "C" int sparseflow_block_sparse_product(int dtype, const void* a, int64_t
     case SPARSEFLOW_BFLOAT16:
       // The tensor-core path stages 16-byte pieces of a and w.
       if (!aligned16(a) || !aligned16(w)) return SPARSEFLOW_E_ALIGNMENT;
-      if (block != 8 && !has_tensor_core_kernels()) return SPARSEFLOW_E_ARGUMENT;
+      if (block != 8) {
+        const int supported = tensor_core_kernels_status();
+        if (supported != 0) return supported;
+      }
       return dtype == SPARSEFLOW_FLOAT16
                  ? product_for_type<__half>(block, a, m, a_blocks, outputs, w, offsets, partners, slots,
                                             transpose_blocks, out, stream)
@@ -357,4 +362,29 @@ extern "C" int sparseflow_block_sparse_weight_grad(int dtype, const void* x, con
 extern "C" int32_t sparseflow_block_plan(const uint8_t* layout, int32_t k_blocks, int32_t n_blocks, int by_column,
                                          int32_t* offsets, int32_t* partners, int32_t* slots) {
   return build_block_plan(layout, k_blocks, n_blocks, by_column != 0, offsets, partners, slots);
+}
+
+extern "C" int sparseflow_block_sparse_check_plan(const int32_t* offsets, const int32_t* partners,
+                                                  const int32_t* slots, int32_t members, int32_t outputs,
+                                                  int32_t a_blocks, int32_t w_blocks) {
+  if (offsets == nullptr || outputs <= 0 || members < 0 || a_blocks <= 0 || w_blocks < 0) return SPARSEFLOW_E_PLAN;
+  if (offsets[0] != 0 || offsets[outputs] != w_blocks || w_blocks > members) return SPARSEFLOW_E_PLAN;
+  for (int32_t o = 0; o < outputs; ++o) {
+    if (offsets[o + 1] < offsets[o]) return SPARSEFLOW_E_PLAN;
+  }
+  if (w_blocks > 0 && (partners == nullptr || slots == nullptr)) return SPARSEFLOW_E_PLAN;
+  for (int32_t e = 0; e < w_blocks; ++e) {
+    if (partners[e] < 0 || partners[e] >= a_blocks || slots[e] < 0 || slots[e] >= w_blocks) return SPARSEFLOW_E_PLAN;
+  }
+  return 0;
+}
+
+extern "C" int sparseflow_block_sparse_check_blocks(const int32_t* blocks, int32_t nnz, int32_t k_blocks,
+                                                    int32_t n_blocks) {
+  if (nnz < 0 || (nnz > 0 && blocks == nullptr)) return SPARSEFLOW_E_PLAN;
+  for (int32_t i = 0; i < nnz; ++i) {
+    const int32_t r = blocks[2 * i], c = blocks[2 * i + 1];
+    if (r < 0 || r >= k_blocks || c < 0 || c >= n_blocks) return SPARSEFLOW_E_PLAN;
+  }
+  return 0;
 }

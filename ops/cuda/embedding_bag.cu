@@ -3,11 +3,14 @@
 // Forward on a row-sorted COO: a group of L lanes per bag (L = the dim's 16-byte chunks, rounded up to a
 // power of two, at most 32), each lane summing its chunks of the bag's rows with 16-byte loads; the bag's
 // entry range comes from two binary searches in row_ids, so no offsets pass is needed. Unsorted input
-// falls back to one thread per (entry, chunk) adding atomically.
+// falls back to one thread per (entry, chunk) adding atomically, or, when determinism is asked for, to a
+// lane group per bag scanning all entries for its row in entry order (slower: every bag reads all row ids).
 //
 // Backward: radix sort of (id, entry) pairs over the bits vocab needs, run-length encoding of the sorted
-// ids (the distinct ids and their entry counts), a scan of the counts (segment starts), then a lane group
-// per distinct id summing gains[k] * out_grad[row_ids[k]] over its segment, in entry order.
+// ids (the distinct ids and their entry counts), each run's start found by a binary search of its id in the
+// sorted ids (for the runs the encode counted on the device: the counts past them are never written, so no
+// scan over n slots), then a lane group per distinct id summing gains[k] * out_grad[row_ids[k]] over its
+// segment, in entry order.
 #include <cub/cub.cuh>
 
 #include "bag_logic.h"
@@ -61,6 +64,27 @@ __global__ void bag_forward_atomic(const float* __restrict__ table, int64_t voca
   atomicAdd(out + static_cast<int64_t>(row) * dim + d, gains[k] * table[col * dim + d]);
 }
 
+// The deterministic forward of unsorted rows: bag = a lane group, summing its row's entries in entry order
+// (the order bag_forward_sorted sums in), every value of the bag written.
+__global__ void bag_forward_rows_scan(const float* __restrict__ table, int64_t vocab, int64_t dim,
+                                      const int32_t* __restrict__ rows, const int64_t* __restrict__ cols,
+                                      const float* __restrict__ gains, int64_t n, int32_t sample_count, int lanes,
+                                      const int32_t* unsorted, float* __restrict__ out) {
+  if (unsorted != nullptr && !*unsorted) return;
+  const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t bag = thread / lanes;
+  if (bag >= sample_count) return;
+  for (int64_t c = thread % lanes; c < dim; c += lanes) {
+    float acc = 0.0f;
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t col = cols[k];
+      if (rows[k] != bag || col < 0 || col >= vocab) continue;
+      acc += gains[k] * table[col * dim + c];
+    }
+    out[bag * dim + c] = acc;
+  }
+}
+
 __global__ void zero_if_unsorted(float* out, int64_t size, const int32_t* unsorted) {
   if (unsorted != nullptr && !*unsorted) return;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -86,6 +110,20 @@ __global__ void make_keys(const int32_t* __restrict__ rows, const int64_t* __res
   if (k >= n) return;
   keys[k] = static_cast<uint64_t>(grad_key(rows[k], cols[k], sample_count, vocab));
   order[k] = k;
+}
+
+// starts[u] = the first position of run u's key in the sorted keys, for the *runs runs the encode wrote.
+__global__ void segment_starts(const uint64_t* __restrict__ keys_sorted, int64_t n,
+                               const uint64_t* __restrict__ unique_keys, const int64_t* runs, int64_t* starts) {
+  const int64_t u = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (u >= *runs) return;
+  const uint64_t key = unique_keys[u];
+  int64_t low = 0, high = n;
+  while (low < high) {
+    const int64_t mid = low + (high - low) / 2;
+    if (keys_sorted[mid] < key) low = mid + 1; else high = mid;
+  }
+  starts[u] = low;
 }
 
 // The run of sentinel keys (entries that do not count), when present, is the last run: drop it.
@@ -135,24 +173,26 @@ struct GradWorkspace {
 
 size_t align_up(size_t bytes) { return (bytes + 255) & ~static_cast<size_t>(255); }
 
-size_t cub_temp_bytes(int n, int64_t vocab) {
-  size_t sort = 0, encode = 0, scan = 0;
-  cub::DeviceRadixSort::SortPairs(nullptr, sort, static_cast<const uint64_t*>(nullptr), static_cast<uint64_t*>(nullptr),
-                                  static_cast<const int64_t*>(nullptr), static_cast<int64_t*>(nullptr), n, 0,
-                                  key_bits(vocab));
-  cub::DeviceRunLengthEncode::Encode(nullptr, encode, static_cast<const uint64_t*>(nullptr),
-                                     static_cast<uint64_t*>(nullptr), static_cast<int64_t*>(nullptr),
-                                     static_cast<int64_t*>(nullptr), n);
-  cub::DeviceScan::ExclusiveSum(nullptr, scan, static_cast<const int64_t*>(nullptr), static_cast<int64_t*>(nullptr), n);
-  size_t most = sort > encode ? sort : encode;
-  return most > scan ? most : scan;
+// CUB's temporary storage for n entries: the larger of the sort's and the encode's, each queried
+// with CUB's two-phase protocol; the first failed query's error (no workspace is sized from a failed query).
+cudaError_t cub_temp_bytes(int n, int64_t vocab, size_t* bytes) {
+  size_t sort = 0, encode = 0;
+  cudaError_t error = cub::DeviceRadixSort::SortPairs(
+      nullptr, sort, static_cast<const uint64_t*>(nullptr), static_cast<uint64_t*>(nullptr),
+      static_cast<const int64_t*>(nullptr), static_cast<int64_t*>(nullptr), n, 0, key_bits(vocab));
+  if (error != cudaSuccess) return error;
+  error = cub::DeviceRunLengthEncode::Encode(nullptr, encode, static_cast<const uint64_t*>(nullptr),
+                                             static_cast<uint64_t*>(nullptr), static_cast<int64_t*>(nullptr),
+                                             static_cast<int64_t*>(nullptr), n);
+  if (error != cudaSuccess) return error;
+  *bytes = align_up(sort > encode ? sort : encode);
+  return cudaSuccess;
 }
 
-size_t workspace_bytes(int64_t n, int64_t vocab) {
-  return 6 * align_up(static_cast<size_t>(n) * 8) + align_up(8) + align_up(cub_temp_bytes(static_cast<int>(n), vocab));
-}
+size_t arrays_bytes(int64_t n) { return 6 * align_up(static_cast<size_t>(n) * 8) + align_up(8); }
 
-GradWorkspace carve(void* base, int64_t n, int64_t vocab) {
+// The workspace's arrays, then `temp_bytes` of CUB's temporary storage.
+GradWorkspace carve(void* base, int64_t n, size_t temp_bytes) {
   char* p = static_cast<char*>(base);
   const size_t array = align_up(static_cast<size_t>(n) * 8);
   GradWorkspace w;
@@ -163,8 +203,8 @@ GradWorkspace carve(void* base, int64_t n, int64_t vocab) {
   w.counts = reinterpret_cast<int64_t*>(p + 4 * array);
   w.starts = reinterpret_cast<int64_t*>(p + 5 * array);
   w.runs = reinterpret_cast<int64_t*>(p + 6 * array);
-  w.temp = p + 6 * array + align_up(8);
-  w.temp_bytes = align_up(cub_temp_bytes(static_cast<int>(n), vocab));
+  w.temp = p + arrays_bytes(n);
+  w.temp_bytes = temp_bytes;
   return w;
 }
 
@@ -181,8 +221,8 @@ using namespace sparseflow;
 
 extern "C" int sparseflow_embedding_bag_forward(const float* table, int64_t vocab, int64_t dim, const int32_t* row_ids,
                                                 const int64_t* col_ids, const float* gains, int64_t n,
-                                                int32_t sample_count, int rows_sorted, int32_t* scratch, float* out,
-                                                cudaStream_t stream) {
+                                                int32_t sample_count, int rows_sorted, int deterministic,
+                                                int32_t* scratch, float* out, cudaStream_t stream) {
   if (vocab < 0 || dim <= 0 || n < 0 || sample_count < 0 || rows_sorted < -1 || rows_sorted > 1) {
     return SPARSEFLOW_E_ARGUMENT;
   }
@@ -190,7 +230,8 @@ extern "C" int sparseflow_embedding_bag_forward(const float* table, int64_t voca
   if (sample_count == 0) return 0;
   const int32_t* unsorted = nullptr;
   if (rows_sorted == -1) {
-    cudaMemsetAsync(scratch, 0, sizeof(int32_t), stream);
+    const cudaError_t error = cudaMemsetAsync(scratch, 0, sizeof(int32_t), stream);
+    if (error != cudaSuccess) return static_cast<int>(error);
     if (n > 1) find_unsorted<<<blocks_for(n), kThreads, 0, stream>>>(row_ids, n, scratch);
     unsorted = scratch;
   }
@@ -206,7 +247,12 @@ extern "C" int sparseflow_embedding_bag_forward(const float* table, int64_t voca
                                                                             sample_count, lanes, unsorted, out);
     }
   }
-  if (rows_sorted != 1) {
+  if (rows_sorted != 1 && deterministic) {
+    const int lanes = lanes_per_row(dim);
+    const int64_t threads = static_cast<int64_t>(sample_count) * lanes;
+    bag_forward_rows_scan<<<blocks_for(threads), kThreads, 0, stream>>>(table, vocab, dim, row_ids, col_ids, gains, n,
+                                                                       sample_count, lanes, unsorted, out);
+  } else if (rows_sorted != 1) {
     const int64_t size = static_cast<int64_t>(sample_count) * dim;
     zero_if_unsorted<<<blocks_for(size), kThreads, 0, stream>>>(out, size, unsorted);
     if (n > 0) {
@@ -229,7 +275,10 @@ extern "C" int sparseflow_embedding_bag_check(const int32_t* row_ids, const int6
 
 extern "C" int sparseflow_embedding_bag_grad_workspace(int64_t n, int64_t vocab, size_t* bytes) {
   if (n < 0 || n >= (int64_t{1} << 31) || vocab < 0 || bytes == nullptr) return SPARSEFLOW_E_ARGUMENT;
-  *bytes = workspace_bytes(n, vocab);
+  size_t temp = 0;
+  const cudaError_t error = cub_temp_bytes(static_cast<int>(n), vocab, &temp);
+  if (error != cudaSuccess) return static_cast<int>(error);
+  *bytes = arrays_bytes(n) + temp;
   return 0;
 }
 
@@ -238,23 +287,29 @@ extern "C" int sparseflow_embedding_bag_grad_ids(const int32_t* row_ids, const i
                                                  size_t workspace_bytes_given, int64_t* unique_ids,
                                                  int64_t* num_unique, cudaStream_t stream) {
   if (n < 0 || n >= (int64_t{1} << 31) || vocab < 0 || sample_count < 0) return SPARSEFLOW_E_ARGUMENT;
-  if (workspace_bytes_given < workspace_bytes(n, vocab)) return SPARSEFLOW_E_WORKSPACE;
-  GradWorkspace w = carve(workspace, n, vocab);
+  size_t temp_needed = 0;
+  cudaError_t error = cub_temp_bytes(static_cast<int>(n), vocab, &temp_needed);
+  if (error != cudaSuccess) return static_cast<int>(error);
+  if (workspace_bytes_given < arrays_bytes(n) + temp_needed) return SPARSEFLOW_E_WORKSPACE;
+  GradWorkspace w = carve(workspace, n, temp_needed);
   if (n == 0) {
-    cudaMemsetAsync(w.runs, 0, sizeof(int64_t), stream);
-    cudaMemsetAsync(num_unique, 0, sizeof(int64_t), stream);
-    return status();
+    error = cudaMemsetAsync(w.runs, 0, sizeof(int64_t), stream);
+    if (error == cudaSuccess) error = cudaMemsetAsync(num_unique, 0, sizeof(int64_t), stream);
+    return error != cudaSuccess ? static_cast<int>(error) : status();
   }
   const int count = static_cast<int>(n);
   make_keys<<<blocks_for(n), kThreads, 0, stream>>>(row_ids, col_ids, n, sample_count, vocab, w.keys_in, w.order_in);
+  // Each CUB call's own error (a failed launch or a too small storage) is returned, before anything reads its output.
   size_t temp = w.temp_bytes;
-  cub::DeviceRadixSort::SortPairs(w.temp, temp, w.keys_in, w.keys_sorted, w.order_in, w.order_sorted, count, 0,
-                                  key_bits(vocab), stream);
+  error = cub::DeviceRadixSort::SortPairs(w.temp, temp, w.keys_in, w.keys_sorted, w.order_in, w.order_sorted, count,
+                                          0, key_bits(vocab), stream);
+  if (error != cudaSuccess) return static_cast<int>(error);
   temp = w.temp_bytes;
   auto* unique_keys = reinterpret_cast<uint64_t*>(unique_ids);
-  cub::DeviceRunLengthEncode::Encode(w.temp, temp, w.keys_sorted, unique_keys, w.counts, w.runs, count, stream);
-  temp = w.temp_bytes;
-  cub::DeviceScan::ExclusiveSum(w.temp, temp, w.counts, w.starts, count, stream);
+  error = cub::DeviceRunLengthEncode::Encode(w.temp, temp, w.keys_sorted, unique_keys, w.counts, w.runs, count,
+                                             stream);
+  if (error != cudaSuccess) return static_cast<int>(error);
+  segment_starts<<<blocks_for(n), kThreads, 0, stream>>>(w.keys_sorted, n, unique_keys, w.runs, w.starts);
   count_unique<<<1, 1, 0, stream>>>(w.runs, unique_keys, vocab, num_unique);
   return status();
 }
@@ -264,10 +319,10 @@ extern "C" int sparseflow_embedding_bag_grad_rows(const float* out_grad, int64_t
                                                   size_t workspace_bytes_given, const int64_t* num_unique,
                                                   int64_t max_unique, float* d_rows, cudaStream_t stream) {
   if (dim <= 0 || n < 0 || n >= (int64_t{1} << 31) || max_unique < 0) return SPARSEFLOW_E_ARGUMENT;
-  if (workspace_bytes_given < 6 * align_up(static_cast<size_t>(n) * 8) + align_up(8)) return SPARSEFLOW_E_WORKSPACE;
+  if (workspace_bytes_given < arrays_bytes(n)) return SPARSEFLOW_E_WORKSPACE;
   if (n == 0 || max_unique == 0) return 0;
   // The layout of the arrays does not depend on vocab (only CUB's temporary storage does, and it is last).
-  GradWorkspace w = carve(const_cast<void*>(workspace), n, 1);
+  GradWorkspace w = carve(const_cast<void*>(workspace), n, 0);
   const bool vec = vectorisable(out_grad, dim) && vectorisable(d_rows, dim);
   const int lanes = lanes_per_row(vec ? dim / 4 : dim);
   const int64_t threads = (max_unique < n ? max_unique : n) * lanes;

@@ -20,6 +20,7 @@ extern "C" {
 #define SPARSEFLOW_E_ARGUMENT (-1)   /* a size, block size or dtype the kernels do not take */
 #define SPARSEFLOW_E_WORKSPACE (-2)  /* the workspace is smaller than the *_workspace function asked for */
 #define SPARSEFLOW_E_ALIGNMENT (-3)  /* a pointer not aligned to its element size */
+#define SPARSEFLOW_E_PLAN (-4)       /* a block-sparse plan or block list that does not fit the shapes */
 
 /* Value types of the block-sparse kernels (accumulation is always float32). */
 #define SPARSEFLOW_FLOAT32 0
@@ -35,10 +36,13 @@ extern "C" {
  * rows_sorted: 1 when the caller knows row_ids is non-decreasing (one kernel, a warp group per bag,
  * deterministic); 0 when it is not (zeroes out, then adds entries atomically, not deterministic in
  * the last bits); -1 when unknown (checked on the device, no host synchronisation, both kernels
- * launched). scratch: one device int32, used when rows_sorted is -1. */
+ * launched). deterministic: nonzero to never add atomically (TensorFlow's op determinism): unsorted rows
+ * then take a kernel that sums each bag's entries in entry order (every bag reads all n row ids; slower), so
+ * results repeat bit for bit. scratch: one device int32, used when rows_sorted is -1. */
 int sparseflow_embedding_bag_forward(const float* table, int64_t vocab, int64_t dim, const int32_t* row_ids,
                                      const int64_t* col_ids, const float* gains, int64_t n, int32_t sample_count,
-                                     int rows_sorted, int32_t* scratch, float* out, cudaStream_t stream);
+                                     int rows_sorted, int deterministic, int32_t* scratch, float* out,
+                                     cudaStream_t stream);
 
 /* Writes into first_bad (device, 2 int64): [0] the first position k with col_ids[k] outside
  * [0, vocab), [1] the first position with row_ids[k] outside [0, sample_count] (sample_count itself is
@@ -78,7 +82,8 @@ int sparseflow_embedding_bag_grad_gains(const float* out_grad, const float* tabl
  * a [m, a_blocks * block], out [m, outputs * block], both of `dtype`. With the by-column plan and
  * transpose_blocks 0 it is y = x @ W; with the by-row plan and transpose_blocks 1, dx = dy @ W^T.
  * block: 8, 16, 32 or 64. float16/bfloat16 run on tensor cores (block >= 16; compute capability 8.0 and
- * up, else SPARSEFLOW_E_ARGUMENT), float32 and 8-blocks on CUDA cores. */
+ * up, else SPARSEFLOW_E_ARGUMENT; the runtime's error when the device cannot be queried), float32 and
+ * 8-blocks on CUDA cores. */
 int sparseflow_block_sparse_product(int dtype, const void* a, int64_t m, int32_t a_blocks, int32_t outputs,
                                     int32_t block, const void* w, const int32_t* offsets, const int32_t* partners,
                                     const int32_t* slots, int transpose_blocks, void* out, cudaStream_t stream);
@@ -88,6 +93,17 @@ int sparseflow_block_sparse_product(int dtype, const void* a, int64_t m, int32_t
 int sparseflow_block_sparse_weight_grad(int dtype, const void* x, const void* dy, int64_t m, int32_t k_blocks,
                                         int32_t n_blocks, int32_t block, const int32_t* blocks, int32_t nnz,
                                         void* dw, cudaStream_t stream);
+
+/* Host side, before a product: 0 when the plan (host arrays; partners and slots of `members` entries each)
+ * fits the shapes, else SPARSEFLOW_E_PLAN: offsets [outputs + 1] start at 0, never decrease and end at
+ * w_blocks <= members (every block of w a member once); partners in [0, a_blocks); slots in [0, w_blocks).
+ * The product reads the plan unchecked, so run this on any plan not built by sparseflow_block_plan. */
+int sparseflow_block_sparse_check_plan(const int32_t* offsets, const int32_t* partners, const int32_t* slots,
+                                       int32_t members, int32_t outputs, int32_t a_blocks, int32_t w_blocks);
+
+/* Host side, before a weight gradient: 0 when every block (r, c) of blocks [nnz, 2] (host) has r in
+ * [0, k_blocks) and c in [0, n_blocks), else SPARSEFLOW_E_PLAN. */
+int sparseflow_block_sparse_check_blocks(const int32_t* blocks, int32_t nnz, int32_t k_blocks, int32_t n_blocks);
 
 /* Host side: fills a plan from a layout (see block_plan.h); returns the number of blocks. */
 int32_t sparseflow_block_plan(const uint8_t* layout, int32_t k_blocks, int32_t n_blocks, int by_column,

@@ -48,6 +48,9 @@ struct Runtime {
   cudaError_t sticky_error = cudaSuccess;
   std::string log;
   bool descending = false;
+  int cub_calls_before_failure = -1;  // set by cuda_on_cpu_fail_cub_call; -1: no failure planned
+  cudaError_t cub_failure = cudaSuccess;
+  cudaError_t device_query_error = cudaSuccess;  // set by cuda_on_cpu_fail_device_query
   std::vector<std::pair<void*, size_t>> shared;  // the registered __shared__ variables
 };
 
@@ -337,10 +340,17 @@ void register_shared(void* address, size_t bytes) {
   std::memset(address, 0xFF, bytes);  // the first thread to declare it has not written it yet
 }
 
-void log_call(const char* name) {
+void log_call(const char* name, int64_t items) {
   Runtime& r = runtime();
   r.log += name;
-  r.log += "\n";
+  r.log += "\t" + std::to_string(items) + "\t\n";
+}
+
+cudaError_t cub_planned_error() {
+  Runtime& r = runtime();
+  if (r.cub_calls_before_failure < 0) return cudaSuccess;
+  if (r.cub_calls_before_failure-- > 0) return cudaSuccess;
+  return r.cub_failure;
 }
 
 const char* unqualified_name(const char* pretty, char* buffer, size_t size) {
@@ -418,6 +428,7 @@ const char* cudaGetErrorString(cudaError_t error) {
 }
 
 cudaError_t cudaGetDevice(int* device) {
+  if (runtime().device_query_error != cudaSuccess) return runtime().device_query_error;
   *device = 0;
   return cudaSuccess;
 }
@@ -462,6 +473,8 @@ void cuda_on_cpu_reset(void) {
   r.log.clear();
   r.fault_message.clear();
   r.last_error = r.sticky_error = cudaSuccess;
+  r.cub_calls_before_failure = -1;
+  r.device_query_error = cudaSuccess;
 }
 
 size_t cuda_on_cpu_launches(char* buffer, size_t size) {
@@ -477,5 +490,15 @@ size_t cuda_on_cpu_launches(char* buffer, size_t size) {
 const char* cuda_on_cpu_fault(void) { return cuda_on_cpu::runtime().fault_message.c_str(); }
 
 void cuda_on_cpu_set_order(int descending) { cuda_on_cpu::runtime().descending = descending != 0; }
+
+void cuda_on_cpu_fail_device_query(int error) {
+  cuda_on_cpu::runtime().device_query_error = static_cast<cudaError_t>(error);
+}
+
+void cuda_on_cpu_fail_cub_call(int calls_before, int error) {
+  cuda_on_cpu::Runtime& r = cuda_on_cpu::runtime();
+  r.cub_calls_before_failure = calls_before;
+  r.cub_failure = static_cast<cudaError_t>(error);
+}
 
 }  // extern "C"

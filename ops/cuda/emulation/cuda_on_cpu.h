@@ -307,17 +307,24 @@ extern "C" {
 // Clears the launch log, the last and sticky errors and the fault message.
 void cuda_on_cpu_reset(void);
 // The kernels launched since the last reset, one "name<TAB>grid.x,y,z<TAB>block.x,y,z" line each (CUB's device-wide
-// calls as "cub::...") into buffer (NUL-terminated, truncated to size); returns the full length.
+// calls as "cub::...<TAB>items<TAB>", items the num_items they ran over) into buffer (NUL-terminated, truncated to size); returns the full length.
 size_t cuda_on_cpu_launches(char* buffer, size_t size);
 // Why the last faulting launch stopped; "" when none did.
 const char* cuda_on_cpu_fault(void);
 // 0: threads and blocks in ascending order; 1: descending (orders in which a missing barrier shows up differ).
 void cuda_on_cpu_set_order(int descending);
+// Makes the CUB call after the next `calls_before` ones (temporary-storage queries count) return `error`, as a
+// failed device query or launch would; cleared by cuda_on_cpu_reset.
+void cuda_on_cpu_fail_cub_call(int calls_before, int error);
+// Makes cudaGetDevice return `error` (as with no usable device) until cuda_on_cpu_reset.
+void cuda_on_cpu_fail_device_query(int error);
 }
 
 namespace cuda_on_cpu {
-// Records a device-wide library call (CUB) in the launch log.
-void log_call(const char* name);
+// Records a device-wide library call (CUB) over `items` items in the launch log.
+void log_call(const char* name, int64_t items);
+// The error cuda_on_cpu_fail_cub_call planned for this CUB call, cudaSuccess for the others.
+cudaError_t cub_planned_error();
 // Registers a __shared__ variable (the build's rewrite calls this after each declaration): it is filled with
 // 0xFF bytes now if new, and before every later block, so reading what the block did not write shows up.
 void register_shared(void* address, size_t bytes);

@@ -2,7 +2,8 @@
 // DeviceRunLengthEncode::Encode and DeviceScan::ExclusiveSum, with CUB's two-phase protocol (a null
 // d_temp_storage asks for the bytes; too few bytes, a negative count or a bad bit range return
 // cudaErrorInvalidValue). Results are CUB's: a stable radix sort on bits [begin_bit, end_bit) of the keys,
-// runs and their lengths written for the runs only, the exclusive prefix sum. The sort keeps its permutation
+// runs and their lengths written for the runs only, the exclusive prefix sum. A call planned to fail by
+// cuda_on_cpu_fail_cub_call returns its error before anything else. The sort keeps its permutation
 // in the temporary storage, so a workspace that overlaps it is caught by the results.
 #ifndef SPARSEFLOW_CUDA_ON_CPU_CUB_H_
 #define SPARSEFLOW_CUDA_ON_CPU_CUB_H_
@@ -28,6 +29,7 @@ struct DeviceRadixSort {
                                NumItemsT num_items, int begin_bit = 0, int end_bit = sizeof(KeyT) * 8,
                                cudaStream_t = nullptr) {
     static_assert(std::is_integral_v<KeyT>, "the emulated radix sort takes integer keys");
+    if (const cudaError_t planned = cuda_on_cpu::cub_planned_error()) return planned;
     if (num_items < 0 || begin_bit < 0 || end_bit > static_cast<int>(sizeof(KeyT) * 8) || begin_bit > end_bit) {
       return cudaErrorInvalidValue;
     }
@@ -38,7 +40,7 @@ struct DeviceRadixSort {
       return cudaSuccess;
     }
     if (temp_storage_bytes < needed) return cudaErrorInvalidValue;
-    cuda_on_cpu::log_call("cub::DeviceRadixSort::SortPairs");
+    cuda_on_cpu::log_call("cub::DeviceRadixSort::SortPairs", static_cast<int64_t>(num_items));
     using Bits = std::make_unsigned_t<KeyT>;
     const int bits = end_bit - begin_bit;
     const Bits field = bits >= static_cast<int>(sizeof(Bits) * 8) ? ~Bits{0} : (Bits{1} << bits) - 1;
@@ -64,13 +66,14 @@ struct DeviceRunLengthEncode {
   static cudaError_t Encode(void* d_temp_storage, size_t& temp_storage_bytes, InputIt d_in, UniqueOutIt d_unique_out,
                             LengthsOutIt d_counts_out, NumRunsOutIt d_num_runs_out, NumItemsT num_items,
                             cudaStream_t = nullptr) {
+    if (const cudaError_t planned = cuda_on_cpu::cub_planned_error()) return planned;
     if (num_items < 0) return cudaErrorInvalidValue;
     if (d_temp_storage == nullptr) {
       temp_storage_bytes = detail::kMinimumTempBytes;
       return cudaSuccess;
     }
     if (temp_storage_bytes < detail::kMinimumTempBytes) return cudaErrorInvalidValue;
-    cuda_on_cpu::log_call("cub::DeviceRunLengthEncode::Encode");
+    cuda_on_cpu::log_call("cub::DeviceRunLengthEncode::Encode", static_cast<int64_t>(num_items));
     using Length = std::remove_reference_t<decltype(*d_counts_out)>;
     int64_t runs = 0;
     for (int64_t i = 0; i < static_cast<int64_t>(num_items);) {
@@ -90,13 +93,14 @@ struct DeviceScan {
   template <typename InputIt, typename OutputIt, typename NumItemsT>
   static cudaError_t ExclusiveSum(void* d_temp_storage, size_t& temp_storage_bytes, InputIt d_in, OutputIt d_out,
                                   NumItemsT num_items, cudaStream_t = nullptr) {
+    if (const cudaError_t planned = cuda_on_cpu::cub_planned_error()) return planned;
     if (num_items < 0) return cudaErrorInvalidValue;
     if (d_temp_storage == nullptr) {
       temp_storage_bytes = detail::kMinimumTempBytes;
       return cudaSuccess;
     }
     if (temp_storage_bytes < detail::kMinimumTempBytes) return cudaErrorInvalidValue;
-    cuda_on_cpu::log_call("cub::DeviceScan::ExclusiveSum");
+    cuda_on_cpu::log_call("cub::DeviceScan::ExclusiveSum", static_cast<int64_t>(num_items));
     using Value = typename std::iterator_traits<InputIt>::value_type;
     using Sum = std::conditional_t<std::is_integral_v<Value>, std::make_unsigned_t<Value>, Value>;  // wraps, like CUB
     Sum running{};

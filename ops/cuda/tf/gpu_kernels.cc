@@ -1,15 +1,22 @@
 // TensorFlow GPU kernels of the sparseflow ops (op_defs.cc), calling the CUDA kernels' C interface
 // (ops/cuda/sparseflow_kernels.h) on the op's CUDA stream. Built by `make gpu-ops` (TensorFlow with CUDA,
-// nvcc); the ops' inputs stay on the device except sample_count, a host scalar.
+// nvcc); the ops' inputs stay on the device except sample_count, a host scalar, and the block-sparse plans and
+// block lists, which are small and checked on the host against the shapes before a kernel reads them (their
+// device copies are kept while they do not change).
 #define EIGEN_USE_GPU
 
 #include <cuda_runtime_api.h>
 
+#include <initializer_list>
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/register_types.h"
 #include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/util/determinism.h"
 
 #include "../sparseflow_kernels.h"
 #include "op_names.h"
@@ -90,14 +97,15 @@ class EmbeddingBagOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_INT32, TensorShape({1}), &scratch));
     const int status = sparseflow_embedding_bag_forward(
         table.flat<float>().data(), vocab, dim, rows.flat<int32_t>().data(), cols.flat<int64_t>().data(),
-        gains.flat<float>().data(), n, sample_count, rows_sorted_, scratch.flat<int32_t>().data(),
-        out->flat<float>().data(), stream);
+        gains.flat<float>().data(), n, sample_count, rows_sorted_,
+        tensorflow::OpDeterminismRequired() ? 1 : 0,  // tf.config.experimental.enable_op_determinism(): no atomics
+        scratch.flat<int32_t>().data(), out->flat<float>().data(), stream);
     OP_REQUIRES(ctx, status == 0, errors::Internal(launch_error("sparseflow_embedding_bag_forward", status)));
   }
 
  private:
   int rows_sorted_ = -1;
-  bool validate_ = true;
+  bool validate_ = false;
 };
 
 class EmbeddingBagGradOp : public OpKernel {
@@ -165,6 +173,44 @@ constexpr int dtype_code<tensorflow::bfloat16>() { return SPARSEFLOW_BFLOAT16; }
 
 bool valid_block(int block) { return block == 8 || block == 16 || block == 32 || block == 64; }
 
+// The device copy of an op's checked host int32 inputs (a plan's three arrays, a block list), kept by the
+// kernel: plans are usually constants, so the copy from pageable host memory (which waits for the stream) is
+// made only when their contents change, not every step.
+class DeviceCopyCache {
+ public:
+  // The device copy of the parts, concatenated in order; nullptr with ctx's status set on failure.
+  const int32_t* Get(OpKernelContext* ctx, std::initializer_list<const Tensor*> parts) {
+    std::vector<int32_t> now;
+    for (const Tensor* part : parts) {
+      const int32_t* data = part->flat<int32_t>().data();
+      now.insert(now.end(), data, data + part->NumElements());
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!device_.IsInitialized() || now != host_) {
+      Tensor device;
+      const int64_t count = now.empty() ? 1 : static_cast<int64_t>(now.size());
+      const auto allocated = ctx->allocate_temp(tensorflow::DT_INT32, TensorShape({count}), &device);
+      if (!allocated.ok()) {
+        ctx->SetStatus(allocated);
+        return nullptr;
+      }
+      if (!now.empty() && cudaMemcpyAsync(device.flat<int32_t>().data(), now.data(), now.size() * sizeof(int32_t),
+                                          cudaMemcpyHostToDevice, stream_of(ctx)) != cudaSuccess) {
+        ctx->SetStatus(errors::Internal("BlockSparseMatMul: copying the plan to the device failed"));
+        return nullptr;
+      }
+      device_ = device;
+      host_ = std::move(now);
+    }
+    return device_.flat<int32_t>().data();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<int32_t> host_;
+  Tensor device_;  // holds its buffer; ops of a device share its compute stream, so a replaced one is free to reuse
+};
+
 template <typename T>
 class BlockSparseMatMulOp : public OpKernel {
  public:
@@ -188,13 +234,31 @@ class BlockSparseMatMulOp : public OpKernel {
     OP_REQUIRES(ctx, offsets.NumElements() == outputs_ + 1,
                 errors::InvalidArgument("BlockSparseMatMul: offsets must have outputs + 1 = ", outputs_ + 1,
                                         " entries"));
+    const Tensor& partners = ctx->input(3);
+    const Tensor& slots = ctx->input(4);
+    OP_REQUIRES(ctx, partners.NumElements() == slots.NumElements() && partners.NumElements() < (int64_t{1} << 31),
+                errors::InvalidArgument("BlockSparseMatMul: partners and slots must have equal lengths"));
+    const int32_t a_blocks = static_cast<int32_t>(a.dim_size(1) / block_);
+    const int32_t w_blocks = static_cast<int32_t>(w.dim_size(0));
+    OP_REQUIRES(ctx,
+                sparseflow_block_sparse_check_plan(offsets.flat<int32_t>().data(), partners.flat<int32_t>().data(),
+                                                   slots.flat<int32_t>().data(),
+                                                   static_cast<int32_t>(partners.NumElements()), outputs_, a_blocks,
+                                                   w_blocks) == 0,
+                errors::InvalidArgument("BlockSparseMatMul: check plan_fits failed: offsets must start at 0, never "
+                                        "decrease and end at w's ", w_blocks, " blocks, partners must be in [0, ",
+                                        a_blocks, ") and slots in [0, ", w_blocks, ")"));
+    const int32_t* plan = plan_.Get(ctx, {&offsets, &partners, &slots});
+    if (plan == nullptr) return;
+    const int32_t* device_offsets = plan;
+    const int32_t* device_partners = plan + offsets.NumElements();
+    const int32_t* device_slots = device_partners + partners.NumElements();
     const int64_t m = a.dim_size(0);
     Tensor* out = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({m, static_cast<int64_t>(outputs_) * block_}), &out));
     const int status = sparseflow_block_sparse_product(
-        dtype_code<T>(), a.flat<T>().data(), m, static_cast<int32_t>(a.dim_size(1) / block_), outputs_, block_,
-        w.flat<T>().data(), offsets.flat<int32_t>().data(), ctx->input(3).flat<int32_t>().data(),
-        ctx->input(4).flat<int32_t>().data(), transpose_ ? 1 : 0, out->flat<T>().data(), stream_of(ctx));
+        dtype_code<T>(), a.flat<T>().data(), m, a_blocks, outputs_, block_, w.flat<T>().data(),
+        device_offsets, device_partners, device_slots, transpose_ ? 1 : 0, out->flat<T>().data(), stream_of(ctx));
     OP_REQUIRES(ctx, status == 0, errors::Internal(launch_error("sparseflow_block_sparse_product", status)));
   }
 
@@ -202,6 +266,7 @@ class BlockSparseMatMulOp : public OpKernel {
   int block_ = 0;
   int outputs_ = 0;
   bool transpose_ = false;
+  DeviceCopyCache plan_;
 };
 
 template <typename T>
@@ -222,18 +287,27 @@ class BlockSparseWeightGradOp : public OpKernel {
                 errors::InvalidArgument("BlockSparseMatMul weight gradient: x [M, K] and dy [M, N] needed"));
     OP_REQUIRES(ctx, blocks.dims() == 2 && blocks.dim_size(1) == 2,
                 errors::InvalidArgument("BlockSparseMatMul weight gradient: blocks must be [nnz, 2]"));
+    OP_REQUIRES(ctx, blocks.dim_size(0) < (int64_t{1} << 31),
+                errors::InvalidArgument("BlockSparseMatMul weight gradient: more than 2^31 - 1 blocks"));
     const int32_t nnz = static_cast<int32_t>(blocks.dim_size(0));
+    const int32_t k_blocks = static_cast<int32_t>(x.dim_size(1) / block_);
+    const int32_t n_blocks = static_cast<int32_t>(dy.dim_size(1) / block_);
+    OP_REQUIRES(ctx, sparseflow_block_sparse_check_blocks(blocks.flat<int32_t>().data(), nnz, k_blocks, n_blocks) == 0,
+                errors::InvalidArgument("BlockSparseMatMul weight gradient: check blocks_in_range failed: every block "
+                                        "(r, c) needs r in [0, ", k_blocks, ") and c in [0, ", n_blocks, ")"));
+    const int32_t* device_blocks = blocks_.Get(ctx, {&blocks});
+    if (device_blocks == nullptr) return;
     Tensor* dw = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({nnz, block_, block_}), &dw));
     const int status = sparseflow_block_sparse_weight_grad(
-        dtype_code<T>(), x.flat<T>().data(), dy.flat<T>().data(), x.dim_size(0),
-        static_cast<int32_t>(x.dim_size(1) / block_), static_cast<int32_t>(dy.dim_size(1) / block_), block_,
-        blocks.flat<int32_t>().data(), nnz, dw->flat<T>().data(), stream_of(ctx));
+        dtype_code<T>(), x.flat<T>().data(), dy.flat<T>().data(), x.dim_size(0), k_blocks, n_blocks, block_,
+        device_blocks, nnz, dw->flat<T>().data(), stream_of(ctx));
     OP_REQUIRES(ctx, status == 0, errors::Internal(launch_error("sparseflow_block_sparse_weight_grad", status)));
   }
 
  private:
   int block_ = 0;
+  DeviceCopyCache blocks_;
 };
 
 }  // namespace
@@ -243,10 +317,16 @@ REGISTER_KERNEL_BUILDER(Name(SPARSEFLOW_OP_EMBEDDING_BAG).Device(DEVICE_GPU).Hos
 REGISTER_KERNEL_BUILDER(Name(SPARSEFLOW_OP_EMBEDDING_BAG_GRAD).Device(DEVICE_GPU), EmbeddingBagGradOp);
 
 #define SPARSEFLOW_REGISTER_BLOCK_SPARSE(T)                                                                 \
-  REGISTER_KERNEL_BUILDER(Name(SPARSEFLOW_OP_BLOCK_SPARSE_MATMUL).Device(DEVICE_GPU).TypeConstraint<T>("T"),    \
+  REGISTER_KERNEL_BUILDER(Name(SPARSEFLOW_OP_BLOCK_SPARSE_MATMUL)                                      \
+                              .Device(DEVICE_GPU)                                                          \
+                              .TypeConstraint<T>("T")                                                      \
+                              .HostMemory("offsets")                                                       \
+                              .HostMemory("partners")                                                      \
+                              .HostMemory("slots"),                                                        \
                           BlockSparseMatMulOp<T>);                                                          \
-  REGISTER_KERNEL_BUILDER(Name(SPARSEFLOW_OP_BLOCK_SPARSE_WEIGHT_GRAD).Device(DEVICE_GPU).TypeConstraint<T>("T"), \
-                          BlockSparseWeightGradOp<T>);
+  REGISTER_KERNEL_BUILDER(                                                                                  \
+      Name(SPARSEFLOW_OP_BLOCK_SPARSE_WEIGHT_GRAD).Device(DEVICE_GPU).TypeConstraint<T>("T").HostMemory("blocks"), \
+      BlockSparseWeightGradOp<T>);
 
 SPARSEFLOW_REGISTER_BLOCK_SPARSE(float)
 SPARSEFLOW_REGISTER_BLOCK_SPARSE(Eigen::half)
