@@ -2,9 +2,10 @@
 
 stats.json's `top_ids` are bucket numbers after hashing; a person recognises
 the raw strings. Each feature's raw values are counted per Arrow batch
-(`pyarrow.compute.value_counts`, or the native token counter, through
-`transforms.beam._counts.CountTable`) into a bounded, mergeable summary
-(`transforms.beam._sketches.BoundedCounts`):
+into a bounded, mergeable summary: strings and binary values by their 64-bit
+fingerprints (`transforms.beam._fingerprint_counts.FingerprintCounts`, which
+keeps one string per counter and refuses two strings with one fingerprint),
+integers by value (`transforms.beam._sketches.BoundedCounts`):
 
   * up to `capacity` distinct values per feature the counts are exact
     (`exact: true`);
@@ -31,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
+from transforms.beam._fingerprint_counts import TEXT_TYPES, FingerprintCounts
 from transforms.beam._sketches import BoundedCounts
 
 __all__ = ["CountRawValues", "RawValueCounts", "DEFAULT_RAW_CAPACITY", "DEFAULT_RAW_TOP_K"]
@@ -51,7 +53,8 @@ class RawValueCounts:
     def __init__(self, capacity: int = DEFAULT_RAW_CAPACITY):
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise ValueError(f"RawValueCounts: capacity must be a positive integer, got {capacity!r}")
-        self.counts = BoundedCounts(capacity)
+        self.capacity = capacity
+        self.counts: FingerprintCounts | BoundedCounts | None = None  # chosen by the first values' type
         self.values = 0
 
     def add(self, column: pa.Array | pa.ChunkedArray) -> None:
@@ -64,21 +67,34 @@ class RawValueCounts:
             column = pc.drop_null(column)
         if pa.types.is_dictionary(column.type):
             column = column.dictionary_decode()
+        if not len(column):
+            return
         self.values += len(column)
+        text = column.type in TEXT_TYPES
+        if self.counts is None:
+            self.counts = FingerprintCounts(self.capacity) if text else BoundedCounts(self.capacity)
+        elif text != isinstance(self.counts, FingerprintCounts):
+            raise ValueError(f"RawValueCounts: values of type {column.type} among values of another kind")
         self.counts.add(column)
 
     def merge(self, other: RawValueCounts) -> None:
-        self.counts.merge(other.counts)
+        if other.counts is not None:
+            if self.counts is None:
+                self.counts = type(other.counts)(self.capacity)
+            elif type(self.counts) is not type(other.counts):
+                raise ValueError("RawValueCounts: cannot merge counts of strings with counts of other values")
+            self.counts.merge(other.counts)  # type: ignore[arg-type]
         self.values += other.values
 
     def result(self, top_k: int = DEFAULT_RAW_TOP_K) -> dict:
         """The `raw_values` entry (see the module docstring)."""
-        top = self.counts.top(top_k)
+        counts = self.counts if self.counts is not None else BoundedCounts(self.capacity)
+        top = counts.top(top_k)
         return {
             "values": self.values,
-            "distinct": self.counts.distinct(),
-            "exact": self.counts.exact,
-            "max_undercount": int(self.counts.max_undercount),
+            "distinct": counts.distinct(),
+            "exact": counts.exact,
+            "max_undercount": int(counts.max_undercount),
             "top": [[v, int(c), c / self.values] for v, c in top],
         }
 
