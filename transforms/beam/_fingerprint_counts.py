@@ -76,13 +76,20 @@ class FingerprintCounts:
     def exact(self) -> bool:
         return self.sketch is None
 
-    def add(self, values: pa.Array) -> None:
+    def add(self, values: pa.Array, fingerprints: np.ndarray | None = None) -> None:
+        """Counts `values` (flat strings or binary, no nulls); `fingerprints`: their Fingerprint64s, if known.
+
+        The fingerprints must be Fingerprint64 (`sparse_io.string_hashes.fingerprint64`) of `values`, position
+        by position, as hashing the ids computed them (any other hash would split a value's count).
+        """
         if not len(values):
             return
         values = self._typed(values)
-        fps = fingerprint64(values).view(np.int64)
-        if self.sketch is not None:
-            self.sketch.add(pa.array(fps))
+        if fingerprints is None:
+            fingerprints = fingerprint64(values)
+        elif len(fingerprints) != len(values):
+            raise ValueError(f"FingerprintCounts: {len(fingerprints)} fingerprints for {len(values)} values")
+        fps = np.asarray(fingerprints).view(np.int64)
         self._buffer.append((fps, values))
         self._pending += len(values)
         self._bound()
@@ -158,8 +165,7 @@ class FingerprintCounts:
             return
         self._start_sketch()
         counts = self._counts
-        cut = counts.size - self.capacity - 1
-        threshold = int(np.partition(counts, cut)[cut])  # the (capacity+1)-th largest count
+        threshold = _largest(counts, self.capacity + 1)
         kept = counts > threshold
         self._fps, self._counts = self._fps[kept], counts[kept] - threshold
         assert self._strings is not None
@@ -178,30 +184,58 @@ class FingerprintCounts:
         """Sums the buffer (each value once) and `fps`/`counts`/`strings` (a table's entries) into the table."""
         if not self._buffer and fps is None:
             return
-        parts = [(self._fps, self._counts, self._strings)] if self._strings is not None else []
-        if fps is not None:
-            parts.append((fps, counts, strings))
-        parts += [(f, None, v) for f, v in self._buffer]
+        # The table's entries come first, then the other table's, then the buffered values: grouped by one
+        # dictionary encoding, whose dictionary lists the fingerprints in the order first met.
+        weighted = [(f, c) for f, c in ((self._fps, self._counts), (fps, counts)) if f is not None and len(f)]
+        chunks = [s for s in (self._strings, strings) if s is not None and len(s)] + [v for _, v in self._buffer]
+        all_fps = np.concatenate([f for f, _ in weighted] + [f for f, _ in self._buffer])
         self._buffer = []
-        all_fps = np.concatenate([f for f, _, _ in parts])
-        weights = np.concatenate([np.ones(len(f), np.int64) if c is None else c for f, c, _ in parts])
-        all_strings = pa.concat_arrays([s for _, _, s in parts]) if len(parts) > 1 else parts[0][2]
         encoded = pc.dictionary_encode(pa.array(all_fps))
         index = encoded.indices.to_numpy()
         distinct = len(encoded.dictionary)
-        # The dictionary lists fingerprints in the order first met, so an entry's first position is where the
-        # running maximum of the indices grows; checked, with a sort as the fallback.
-        first = np.flatnonzero(np.diff(np.maximum.accumulate(index), prepend=-1) > 0)
-        if len(first) != distinct or not np.array_equal(index[first], np.arange(distinct)):
-            first = np.unique(index, return_index=True)[1]
-        kept_strings = all_strings.take(pa.array(first))
-        same = pc.equal(all_strings, kept_strings.take(pa.array(index)))
-        if not pc.all(same).as_py():
-            where = int(np.flatnonzero(~same.to_numpy(zero_copy_only=False))[0])
-            raise ValueError(
-                f"FingerprintCounts: {all_strings[where].as_py()!r} and {kept_strings[index[where]].as_py()!r} "
-                "share a 64-bit fingerprint; their counts cannot be kept apart"
-            )
+        weighted_size = sum(len(f) for f, _ in weighted)
+        summed = np.bincount(index[weighted_size:], minlength=distinct)
+        if weighted:
+            summed += np.bincount(index[:weighted_size], weights=np.concatenate([c for _, c in weighted]),
+                                  minlength=distinct).astype(np.int64)
+        positions = np.arange(len(index))
+        first = np.empty(distinct, np.int64)
+        first[index[::-1]] = positions[::-1]  # the last write to a slot is its first position
+        last = np.empty(distinct, np.int64)
+        last[index] = positions
+        if not (np.array_equal(index[first], np.arange(distinct)) and np.array_equal(index[last], np.arange(distinct))
+                and np.all(first <= last)):
+            raise AssertionError("FingerprintCounts: positions of the fingerprints are inconsistent")
+        values = pa.chunked_array(chunks, type=self._type)
+        kept = values.take(pa.array(first)).combine_chunks()
+        _check_same(values.take(pa.array(last)).combine_chunks(), kept)
         self._fps = encoded.dictionary.to_numpy()
-        self._counts = np.bincount(index, weights=weights, minlength=distinct).astype(np.int64)
-        self._strings = kept_strings
+        self._counts = summed
+        self._strings = kept
+        if self.sketch is not None:
+            self.sketch.add(encoded.dictionary)
+
+
+def _check_same(values: pa.Array, kept: pa.Array) -> None:
+    """ValueError unless each of `values` is the string kept for its fingerprint (`kept`, position by position)."""
+    same = pc.equal(values, kept)
+    if not pc.all(same).as_py():
+        where = int(np.flatnonzero(~same.to_numpy(zero_copy_only=False))[0])
+        raise ValueError(f"FingerprintCounts: {values[where].as_py()!r} and {kept[where].as_py()!r} share a "
+                         "64-bit fingerprint; their counts cannot be kept apart")
+
+
+def _largest(counts: np.ndarray, rank: int) -> int:
+    """The `rank`-th largest of `counts` (1 <= rank <= counts.size).
+
+    Most counts are small, where a selection among many equal values is slow: they are tallied instead
+    (np.bincount of the counts below 2**16), and only a threshold among the larger ones needs selecting.
+    """
+    cap = 1 << 16
+    large = counts[counts >= cap]
+    if large.size >= rank:
+        return int(np.partition(large, large.size - rank)[large.size - rank])
+    tally = np.bincount(counts[counts < cap], minlength=cap)
+    # The largest c with (number of counts >= c) >= rank, among the small ones.
+    at_least = np.cumsum(tally[::-1])[::-1] + large.size
+    return int(np.flatnonzero(at_least >= rank)[-1])
