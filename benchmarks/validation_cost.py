@@ -60,7 +60,10 @@ error_budget: 0.0
 
 @contextlib.contextmanager
 def _without_validation():
-    """The ingest with no raw-value counting in its Beam pass and no record_validation after it."""
+    """The ingest with no raw-value counting in its Beam pass and no record_validation after it.
+
+    Hashing then runs as HashIds alone (it keeps no fingerprints for the count).
+    """
     import apache_beam as beam
 
     import pipelines.validate
@@ -73,13 +76,21 @@ def _without_validation():
         def expand(self, batches):
             return batches | "Nothing" >> beam.FlatMap(lambda batch: ())
 
-    saved = raw_values.CountRawValues, pipelines.validate.record_validation
-    raw_values.CountRawValues = _NoRawValues
+    class _HashOnly(beam.PTransform):
+        def __init__(self, hash_ids, *args, **kwargs):
+            super().__init__()
+            self._hash_ids = hash_ids
+
+        def expand(self, batches):
+            return batches | self._hash_ids, batches.pipeline | "NoRawValues" >> beam.Create([])
+
+    saved = raw_values.CountRawValues, raw_values.HashIdsCountingRawValues, pipelines.validate.record_validation
+    raw_values.CountRawValues, raw_values.HashIdsCountingRawValues = _NoRawValues, _HashOnly
     pipelines.validate.record_validation = lambda *args, **kwargs: {"baseline": None, "anomalies": []}
     try:
         yield
     finally:
-        raw_values.CountRawValues, pipelines.validate.record_validation = saved
+        raw_values.CountRawValues, raw_values.HashIdsCountingRawValues, pipelines.validate.record_validation = saved
 
 
 def _ingest(log: str, config: str, out: str, *extra: str) -> None:

@@ -28,14 +28,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import apache_beam as beam
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
 from transforms.beam._fingerprint_counts import TEXT_TYPES, FingerprintCounts
 from transforms.beam._sketches import BoundedCounts
+from transforms.beam.hash_ids import HashIds, _HashIdsFn
 
-__all__ = ["CountRawValues", "RawValueCounts", "DEFAULT_RAW_CAPACITY", "DEFAULT_RAW_TOP_K"]
+__all__ = ["CountRawValues", "HashIdsCountingRawValues", "RawValueCounts", "DEFAULT_RAW_CAPACITY", "DEFAULT_RAW_TOP_K"]
 
 DEFAULT_RAW_CAPACITY = 4_096
 DEFAULT_RAW_TOP_K = 50
@@ -77,6 +79,17 @@ class RawValueCounts:
             raise ValueError(f"RawValueCounts: values of type {column.type} among values of another kind")
         self.counts.add(column)
 
+    def add_hashed(self, values: pa.Array, fingerprints: np.ndarray) -> None:
+        """Counts flat string values (no nulls) whose uint64 Fingerprint64s hashing already computed."""
+        if not len(values):
+            return
+        if self.counts is None:
+            self.counts = FingerprintCounts(self.capacity)
+        elif not isinstance(self.counts, FingerprintCounts):
+            raise ValueError(f"RawValueCounts: values of type {values.type} among values of another kind")
+        self.counts.add(values, fingerprints)
+        self.values += len(values)
+
     def merge(self, other: RawValueCounts) -> None:
         if other.counts is not None:
             if self.counts is None:
@@ -99,6 +112,12 @@ class RawValueCounts:
         }
 
 
+def _check_counts(top_k: int, capacity: int, where: str) -> None:
+    for name, value in (("top_k", top_k), ("capacity", capacity)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{where}: {name} must be a positive integer, got {value!r}")
+
+
 def _raw_columns(batch: pa.RecordBatch, features: Sequence[str]):
     names = set(batch.schema.names)
     for name in features:
@@ -115,7 +134,10 @@ class _RawValuesFn(beam.CombineFn):
         return RawValueCounts(self._capacity)
 
     def add_input(self, accumulator, column):
-        accumulator.add(column)
+        if isinstance(column, tuple):  # (ids, fingerprints) from HashIdsCountingRawValues
+            accumulator.add_hashed(*column)
+        else:
+            accumulator.add(column)
         return accumulator
 
     def merge_accumulators(self, accumulators):
@@ -147,9 +169,7 @@ class CountRawValues(beam.PTransform):
     def __init__(self, features: Sequence[str], top_k: int = DEFAULT_RAW_TOP_K,
                  capacity: int = DEFAULT_RAW_CAPACITY):
         super().__init__()
-        for name, value in (("top_k", top_k), ("capacity", capacity)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"CountRawValues: {name} must be a positive integer, got {value!r}")
+        _check_counts(top_k, capacity, "CountRawValues")
         self._features = list(features)
         self._top_k = top_k
         self._capacity = capacity
@@ -161,3 +181,40 @@ class CountRawValues(beam.PTransform):
             | "CountPerFeature" >> beam.CombinePerKey(_RawValuesFn(self._capacity, self._top_k))
             | "AsUpdate" >> beam.MapTuple(lambda feature, entry: (feature, {"raw_values": entry}))
         )
+
+
+class HashIdsCountingRawValues(beam.PTransform):
+    """`hash_ids`, and the raw values of `features` (some of its features) counted as CountRawValues counts them.
+
+    Hashing computes every string id's Fingerprint64 anyway; counting the raw values by those fingerprints
+    (`FingerprintCounts`) instead of hashing the strings again makes the count an integer count. The
+    result is the same as `batches | CountRawValues(features)` beside `batches | hash_ids`.
+
+    Output: `(hashed batches, updates)`: hash_ids's output, and CountRawValues's `(feature, {"raw_values": ...})`.
+
+    Example:
+      >>> hashed, updates = batches | HashIdsCountingRawValues(HashIds(["C1"], 1000), ["C1"])  # doctest: +SKIP
+    """
+
+    def __init__(self, hash_ids: HashIds, features: Sequence[str], top_k: int = DEFAULT_RAW_TOP_K,
+                 capacity: int = DEFAULT_RAW_CAPACITY):
+        super().__init__()
+        _check_counts(top_k, capacity, "HashIdsCountingRawValues")
+        unknown = sorted(set(features) - set(hash_ids.specs()))
+        if unknown:
+            raise ValueError(f"HashIdsCountingRawValues: features {unknown} are not hashed by {hash_ids.label}")
+        self._hash_ids = hash_ids
+        self._features = list(features)
+        self._top_k = top_k
+        self._capacity = capacity
+
+    def expand(self, batches):
+        fn = _HashIdsFn(self._hash_ids.specs(), self._features)
+        outputs = batches | "Hash" >> beam.ParDo(fn).with_output_types(pa.RecordBatch).with_outputs(
+            fn.RAW_VALUES, main="hashed")
+        updates = (
+            outputs[fn.RAW_VALUES]
+            | "CountPerFeature" >> beam.CombinePerKey(_RawValuesFn(self._capacity, self._top_k))
+            | "AsUpdate" >> beam.MapTuple(lambda feature, entry: (feature, {"raw_values": entry}))
+        )
+        return outputs.hashed, updates
