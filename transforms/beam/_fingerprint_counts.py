@@ -3,30 +3,31 @@
 Counting strings in a hash table costs a string hash and probe per value, and
 summing the tables a string hash aggregation: more than reading them. Here a
 string is hashed once, vectorised (`sparse_io.string_hashes.fingerprint64`,
-Farmhash Fingerprint64), and everything after is integer work: the
-fingerprints wait in a buffer; when they are summed into the table (at the
-moments `BoundedCounts` would compact, so the summary and its error bound are
-the same), one `pc.dictionary_encode` groups them and `np.bincount` counts
-them. The table keeps, beside each fingerprint's count, one of its strings:
-the first met. So the strings kept are those of the table's counters only
-(at most `max(2 * capacity, 65,536)` plus a buffer), never one per value.
+Farmhash Fingerprint64), or not at all where hashing the ids already did
+(`add(values, fingerprints)`, from `HashIds`), and everything after is integer
+work: the fingerprints wait in a buffer; when they are summed into the table
+(at the moments `BoundedCounts` would compact, so the summary, its pruning and
+its error bound are the same as counting the strings), one
+`pc.dictionary_encode` groups them and `np.bincount` counts them. The table
+keeps, beside each fingerprint's count, one of its strings: the first met. So
+strings are kept for the table's counters only (at most
+`max(2 * capacity, 65,536)` plus a buffer), never one per value.
 
-Collisions: two distinct strings share a 64-bit fingerprint with probability
-2**-64 per pair, so among n distinct strings of one feature the chance of any
-collision is at most n**2 / 2**65 (n = 10**6: 3e-8; n = 10**8: 3e-4). They
-are not left to chance: when the buffer is summed every value's string is
-compared with the string kept for its fingerprint (one vectorised equality,
-no hashing), and so are the strings of two merged summaries; a mismatch
-raises ValueError naming both strings instead of merging their counts. A
-collision between a value dropped by the Misra-Gries pruning and one arriving
-later cannot be seen (the dropped string is gone); it adds the later value's
-count to nothing but the bucket it then owns alone, so no listed count is
-ever the sum of two strings' counts unless both were in the table at once,
-which is checked.
+Collisions (error bound): two distinct strings share a 64-bit fingerprint
+with probability 2**-64 per pair, so among n distinct strings of one feature
+the chance that any two do is at most n**2 / 2**65 (n = 10**6: 3e-8;
+n = 10**8: 3e-4); only then could two strings' counts be summed into one.
+Each time the buffer is summed, the string kept for every fingerprint (the
+table's, or the first met) is compared with the last string met with it
+there, and a mismatch raises ValueError naming both strings instead of
+summing their counts. A collision goes unseen only if, in every sum, the
+other string is neither the first nor the last one met with that
+fingerprint; its effect is then bounded by the other string's count.
 
 The HyperLogLog past the capacity hashes the fingerprints exactly as it
 hashes strings (`_sketches.hash64` of a string is the mix of its
-Fingerprint64), so `distinct` is the same number as counting the strings.
+Fingerprint64), and sees each distinct fingerprint of every sum, so
+`distinct` is the same number as counting the strings.
 
 Example:
   >>> c = FingerprintCounts(capacity=8); c.add(pa.array(["a", "b", "a"]))
