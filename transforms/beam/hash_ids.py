@@ -20,7 +20,7 @@ __all__ = ["HashIds"]
 class _HashIdsFn(beam.DoFn):
     """Hashes a batch's columns; with `raw_values`, also emits those features' ids on the RAW_VALUES output.
 
-    Each RAW_VALUES element is `(feature, (ids, fingerprints))`: the flat ids of the batch's column (nulls rows
+    Each RAW_VALUES element is `(feature, (ids, fingerprints))`: the flat ids of the batch's column (null rows
     hold none) and their uint64 Fingerprint64, as hashing computed them; or `(feature, column)` where they cannot
     be reused (a salted hash, integer ids, null rows that still reference ids).
     """
