@@ -132,10 +132,9 @@ class FingerprintCounts:
                 "strings": self._strings}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["capacity"])
-        self.sketch, self.max_undercount, self._pending = state["sketch"], state["max_undercount"], state["pending"]
-        self._type, self._fps, self._counts, self._strings = state["type"], state["fps"], state["counts"], \
-            state["strings"]
+        self.capacity, self.sketch, self.max_undercount = state["capacity"], state["sketch"], state["max_undercount"]
+        self._pending, self._type, self._buffer = state["pending"], state["type"], []
+        self._fps, self._counts, self._strings = state["fps"], state["counts"], state["strings"]
 
     def _typed(self, values: pa.Array) -> pa.Array:
         """`values` in the summary's one value type (64-bit offsets once two widths meet)."""
