@@ -7,7 +7,9 @@ The validation adds to an ingest (issue: "validation in the same Beam pass as
 the statistics; target <= 10% of the ingest's time"):
 
   * in the Beam pass, the top-k count of every sparse feature's raw values
-    (`transforms.beam.raw_values.CountRawValues`, stats.json `raw_values`);
+    (stats.json `raw_values`): for the hashed columns from the Fingerprint64s
+    the hashing computes anyway (`transforms.beam.raw_values.HashIdsCountingRawValues`),
+    for others from their values (`CountRawValues`);
   * after it, `pipelines.validate.record_validation`: the dead letters
     counted by reason and the anomalies found from stats.json, alone or
     against a baseline's (`--vocab_from`), written back into stats.json.
@@ -19,7 +21,8 @@ Criteo-like cardinalities, ~15% missing) with `pipelines.ingest.run_ingest`
 alternating, `reps` times each after a warm-up:
 
   plain      raw values not counted (CountRawValues replaced by a transform that
-             emits nothing) and record_validation skipped: the ingest without validation;
+             emits nothing, HashIdsCountingRawValues by HashIds alone) and
+             record_validation skipped: the ingest without validation;
   validated  the ingest as shipped, without a baseline;
   compared   the ingest as shipped with `--vocab_from` an ingest of another log of
              the same size (whose hash settings it reuses), so the drift comparison runs.
@@ -29,9 +32,10 @@ validation's share of the plain ingest's time, `(validated - plain) / plain`,
 and the comparison's, `(compared - plain) / plain`, against the 10% target;
 record_validation alone (ms, with and without the baseline), which is the
 part that does not grow with the rows; and, outside Beam, the CPU seconds of
-the raw-value counts of all 26 columns (`RawValueCounts.add` per batch, as
-CountRawValues calls it) beside those of reading the same rows
-(`sparse_io.read_file`), on the log's first 200,000 rows: the part that does.
+the raw-value counts of all 26 columns (`RawValueCounts.add_hashed` per batch
+with the fingerprints hashing gave, as the ingest counts them) beside those of
+reading the same rows (`sparse_io.read_file`), on the log's first 200,000
+rows: the part that does.
 
 The full size is 2,000,000 rows (about 10 minutes on 2 cores); `--quick` uses 20,000.
 """
@@ -60,7 +64,10 @@ error_budget: 0.0
 
 @contextlib.contextmanager
 def _without_validation():
-    """The ingest with no raw-value counting in its Beam pass and no record_validation after it."""
+    """The ingest with no raw-value counting in its Beam pass and no record_validation after it.
+
+    Hashing then runs as HashIds alone (it keeps no fingerprints for the count).
+    """
     import apache_beam as beam
 
     import pipelines.validate
@@ -73,13 +80,21 @@ def _without_validation():
         def expand(self, batches):
             return batches | "Nothing" >> beam.FlatMap(lambda batch: ())
 
-    saved = raw_values.CountRawValues, pipelines.validate.record_validation
-    raw_values.CountRawValues = _NoRawValues
+    class _HashOnly(beam.PTransform):
+        def __init__(self, hash_ids, *args, **kwargs):
+            super().__init__()
+            self._hash_ids = hash_ids
+
+        def expand(self, batches):
+            return batches | self._hash_ids, batches.pipeline | "NoRawValues" >> beam.Create([])
+
+    saved = raw_values.CountRawValues, raw_values.HashIdsCountingRawValues, pipelines.validate.record_validation
+    raw_values.CountRawValues, raw_values.HashIdsCountingRawValues = _NoRawValues, _HashOnly
     pipelines.validate.record_validation = lambda *args, **kwargs: {"baseline": None, "anomalies": []}
     try:
         yield
     finally:
-        raw_values.CountRawValues, pipelines.validate.record_validation = saved
+        raw_values.CountRawValues, raw_values.HashIdsCountingRawValues, pipelines.validate.record_validation = saved
 
 
 def _ingest(log: str, config: str, out: str, *extra: str) -> None:
@@ -115,6 +130,7 @@ def _counting_alone(log: str, rows: int) -> dict:
     """CPU seconds of reading `log`'s first `rows` rows into batches, and of counting their raw values."""
     from benchmarks.beam_ingest import _head
     from sparse_io import read_file
+    from sparse_io.hashing import hash_columns
     from transforms.beam.raw_values import RawValueCounts
 
     head = _head(log, log + ".head", rows)
@@ -122,11 +138,17 @@ def _counting_alone(log: str, rows: int) -> dict:
     batches = list(read_file(head, "criteo"))
     read_s = time.process_time() - began
     columns = [f"C{i}" for i in range(1, 27)]
+    hashed = []  # what hashing hands the count: each column's ids and their fingerprints (not timed: the ingest
+    for batch in batches:  # hashes them anyway)
+        found: list = []
+        hash_columns([batch.column(batch.schema.get_field_index(c)) for c in columns], [1 << 20] * len(columns),
+                     hashes=found)
+        hashed.append(found)
     began = time.process_time()
     counts = {c: RawValueCounts() for c in columns}
-    for batch in batches:
-        for c in columns:
-            counts[c].add(batch.column(batch.schema.get_field_index(c)))
+    for found in hashed:
+        for c, (ids, fingerprints) in zip(columns, found):
+            counts[c].add_hashed(ids, fingerprints)
     for c in columns:
         counts[c].result(top_k=50)
     count_s = time.process_time() - began

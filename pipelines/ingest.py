@@ -138,7 +138,7 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
         WriteShards,
     )
     from transforms.beam.held_batches import HoldBatches, ReleaseBatches
-    from transforms.beam.raw_values import CountRawValues
+    from transforms.beam.raw_values import CountRawValues, HashIdsCountingRawValues
     from transforms.beam.runner import keeps_pcollections_in_memory
 
     read_options = dict(
@@ -207,9 +207,12 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     if config.vocab_from:
         config, reused = adopt_id_spaces(config, config.vocab_from, VOCAB_DIR)
     hashed = _hash_plans(config)
-    # Raw values are counted before hashing or lookup turns them into ids (stats.json `raw_values`).
+    # Raw values are counted before hashing or lookup turns them into ids (stats.json `raw_values`); those of
+    # columns hashed without a salt from the fingerprints the hashing computes (HashIdsCountingRawValues).
     raw_features = sorted({p.name for p in config.features} | set(reused))
-    late += [batches | "CountRawValues" >> CountRawValues(raw_features)] if raw_features else []
+    by_hashing = {name for name, _, salt in hashed if salt is None} & set(raw_features)
+    counted = [name for name in raw_features if name not in by_hashing]
+    late += [batches | "CountRawValues" >> CountRawValues(counted)] if counted else []
     late += overflow
     derived = None
     if config.derived:  # bucketized and scaled columns: parameters from every event, applied below
@@ -223,7 +226,12 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     for salt in salts:
         plans = [(name, buckets) for name, buckets, s in hashed if s == salt]
         hash_ids = HashIds([name for name, _ in plans], dict(plans), salt)
-        batches = batches | f"HashIds{'' if salt is None else salt}" >> hash_ids
+        raw_hashed = sorted(by_hashing & set(dict(plans))) if salt is None else []
+        if raw_hashed:
+            batches, raw_counts = batches | "HashIds" >> HashIdsCountingRawValues(hash_ids, raw_hashed)
+            late.append(raw_counts)
+        else:
+            batches = batches | f"HashIds{'' if salt is None else salt}" >> hash_ids
         if schema is not None:
             schema = hash_ids.output_schema(schema)
             for name, buckets in plans:

@@ -203,6 +203,7 @@ def hash_columns(
     *,
     mask_value: str | int | None = None,
     features: Sequence[str | None] | None = None,
+    hashes: list | None = None,
 ) -> list[pa.Array]:
     """`hash_ids_arrow` of several columns at once (one hashing pass over all their ids).
 
@@ -216,6 +217,10 @@ def hash_columns(
       >>> ha, hb = hash_columns([a, b], [10, 10])
       >>> ha[0][0] == hb[0][0]
       True
+
+    With a list as `hashes`, each column's `(ids, hashes)` is appended to it in column order: its flat ids
+    (strings or integers, as hashed) and their uint64 hashes (Fingerprint64, or SipHash with a salt) before
+    the bucket count is applied, for callers that count the ids without hashing them again.
     """
     features = list(features) if features is not None else [None] * len(columns)
     if not (len(columns) == len(num_bins) == len(features)):
@@ -228,11 +233,12 @@ def hash_columns(
     for i, shape in enumerate(shapes):
         groups.setdefault(shape.values.type, []).append(i)
     out: list[pa.Array | None] = [None] * len(shapes)
+    kept: list = [None] * len(shapes)
     for members in groups.values():
         arrays = [shapes[i].values for i in members]
         where = shapes[members[0]].where if len(members) == 1 else "hash_columns"
         try:
-            hashes = _hash64(arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays), key, where)
+            computed = _hash64(arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays), key, where)
         except ValueError:
             if len(members) == 1:
                 raise
@@ -241,8 +247,11 @@ def hash_columns(
             raise
         start = 0
         for i, array in zip(members, arrays):
-            part = hashes[start : start + len(array)]
+            part = computed[start : start + len(array)]
             start += len(array)
             mask = _mask(array, mask_value, num_bins[i])
             out[i] = shapes[i].rebuild(_to_buckets(part, num_bins[i], mask))
+            kept[i] = (array, part)
+    if hashes is not None:
+        hashes.extend(kept)
     return out

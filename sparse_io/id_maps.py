@@ -87,18 +87,29 @@ class HashSpec:
 
 
 def hash_arrow_columns(
-    columns: Sequence[pa.Array | pa.ChunkedArray], specs: Sequence[HashSpec], features: Sequence[str | None]
+    columns: Sequence[pa.Array | pa.ChunkedArray], specs: Sequence[HashSpec], features: Sequence[str | None],
+    hashes: list | None = None,
 ) -> list[pa.Array]:
-    """`HashSpec.apply_arrow` of several columns, their ids hashed in one pass per salt and mask value."""
+    """`HashSpec.apply_arrow` of several columns, their ids hashed in one pass per salt and mask value.
+
+    With a list as `hashes`, each column's flat ids and their 64-bit hashes are appended to it in column order
+    (as `sparse_io.hashing.hash_columns` gives them).
+    """
     groups: dict[tuple, list[int]] = {}
     for i, spec in enumerate(specs):
         groups.setdefault((spec.salt, spec.mask_value), []).append(i)
     out: list[pa.Array | None] = [None] * len(columns)
+    kept: list = [None] * len(columns)
     for (salt, mask_value), members in groups.items():
+        found: list | None = [] if hashes is not None else None
         hashed = hash_columns([columns[i] for i in members], [specs[i].num_bins for i in members], salt,
-                              mask_value=mask_value, features=[features[i] for i in members])
-        for i, column in zip(members, hashed):
+                              mask_value=mask_value, features=[features[i] for i in members], hashes=found)
+        for j, (i, column) in enumerate(zip(members, hashed)):
             out[i] = column
+            if found is not None:
+                kept[i] = found[j]
+    if hashes is not None:
+        hashes.extend(kept)
     return [column for column in out if column is not None]
 
 

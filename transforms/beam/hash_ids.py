@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import apache_beam as beam
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sparse_io.hashing import normalize_salt
 from sparse_io.id_maps import HashSpec, hash_arrow_columns
@@ -17,20 +18,48 @@ __all__ = ["HashIds"]
 
 
 class _HashIdsFn(beam.DoFn):
-    def __init__(self, specs: dict[str, HashSpec]):
+    """Hashes a batch's columns; with `raw_values`, also emits those features' ids on the RAW_VALUES output.
+
+    Each RAW_VALUES element is `(feature, (ids, fingerprints))`: the flat ids of the batch's column (null rows
+    hold none) and their uint64 Fingerprint64, as hashing computed them; or `(feature, column)` where they cannot
+    be reused (a salted hash, integer ids, null rows that still reference ids).
+    """
+
+    RAW_VALUES = "raw_values"
+
+    def __init__(self, specs: dict[str, HashSpec], raw_values: Sequence[str] = ()):
         self._specs = specs
+        self._raw = frozenset(raw_values)
         self._ids = beam.metrics.Metrics.counter("sparseflow.HashIds", "ids_hashed")
 
     def process(self, batch: pa.RecordBatch):
         require_columns(batch, self._specs, "HashIds")
         names = list(self._specs)
-        hashed = hash_arrow_columns([batch.column(n) for n in names], [self._specs[n] for n in names], names)
+        columns = [batch.column(n) for n in names]
+        hashes: list | None = [] if self._raw else None
+        hashed = hash_arrow_columns(columns, [self._specs[n] for n in names], names, hashes)
         count = 0
         for name, column in zip(names, hashed):
             batch = replace_column(batch, name, column)
             count += num_values(column)
         self._ids.inc(count)
         yield batch
+        if hashes is not None:
+            for name, raw, (ids, fingerprints) in zip(names, columns, hashes):
+                if name in self._raw:
+                    reuse = self._specs[name].salt is None and _ids_of_valid_rows(raw, ids)
+                    yield beam.pvalue.TaggedOutput(self.RAW_VALUES, (name, (ids, fingerprints) if reuse else raw))
+
+
+def _ids_of_valid_rows(column: pa.Array | pa.ChunkedArray, ids: pa.Array) -> bool:
+    """Whether `ids` are strings and exactly the ids of `column`'s non-null rows (what raw values count)."""
+    if ids.type not in (pa.string(), pa.large_string(), pa.binary(), pa.large_binary()):
+        return False
+    if not column.null_count:
+        return True
+    if not (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)):
+        return False
+    return (pc.sum(pc.list_value_length(column)).as_py() or 0) == len(ids)
 
 
 class HashIds(beam.PTransform):
@@ -105,6 +134,9 @@ class HashIds(beam.PTransform):
             schema = schema.replace(name, dtype="int64", hash_buckets=bins)
         return schema
 
+    def specs(self) -> dict[str, HashSpec]:
+        """Each feature's mapping, as the transform applies it."""
+        return {name: HashSpec(bins, self._salt, self._mask_value) for name, bins in self._bins.items()}
+
     def expand(self, batches):
-        specs = {name: HashSpec(bins, self._salt, self._mask_value) for name, bins in self._bins.items()}
-        return batches | "Hash" >> beam.ParDo(_HashIdsFn(specs)).with_output_types(pa.RecordBatch)
+        return batches | "Hash" >> beam.ParDo(_HashIdsFn(self.specs())).with_output_types(pa.RecordBatch)

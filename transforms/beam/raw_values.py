@@ -2,9 +2,10 @@
 
 stats.json's `top_ids` are bucket numbers after hashing; a person recognises
 the raw strings. Each feature's raw values are counted per Arrow batch
-(`pyarrow.compute.value_counts`, or the native token counter, through
-`transforms.beam._counts.CountTable`) into a bounded, mergeable summary
-(`transforms.beam._sketches.BoundedCounts`):
+into a bounded, mergeable summary: strings and binary values by their 64-bit
+fingerprints (`transforms.beam._fingerprint_counts.FingerprintCounts`, which
+keeps one string per counter and refuses two strings with one fingerprint),
+integers by value (`transforms.beam._sketches.BoundedCounts`):
 
   * up to `capacity` distinct values per feature the counts are exact
     (`exact: true`);
@@ -27,13 +28,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import apache_beam as beam
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
+from transforms.beam._fingerprint_counts import TEXT_TYPES, FingerprintCounts
 from transforms.beam._sketches import BoundedCounts
+from transforms.beam.hash_ids import HashIds, _HashIdsFn
 
-__all__ = ["CountRawValues", "RawValueCounts", "DEFAULT_RAW_CAPACITY", "DEFAULT_RAW_TOP_K"]
+__all__ = ["CountRawValues", "HashIdsCountingRawValues", "RawValueCounts", "DEFAULT_RAW_CAPACITY", "DEFAULT_RAW_TOP_K"]
 
 DEFAULT_RAW_CAPACITY = 4_096
 DEFAULT_RAW_TOP_K = 50
@@ -51,7 +55,8 @@ class RawValueCounts:
     def __init__(self, capacity: int = DEFAULT_RAW_CAPACITY):
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise ValueError(f"RawValueCounts: capacity must be a positive integer, got {capacity!r}")
-        self.counts = BoundedCounts(capacity)
+        self.capacity = capacity
+        self.counts: FingerprintCounts | BoundedCounts | None = None  # chosen by the first values' type
         self.values = 0
 
     def add(self, column: pa.Array | pa.ChunkedArray) -> None:
@@ -64,23 +69,53 @@ class RawValueCounts:
             column = pc.drop_null(column)
         if pa.types.is_dictionary(column.type):
             column = column.dictionary_decode()
+        if not len(column):
+            return
         self.values += len(column)
+        text = column.type in TEXT_TYPES
+        if self.counts is None:
+            self.counts = FingerprintCounts(self.capacity) if text else BoundedCounts(self.capacity)
+        elif text != isinstance(self.counts, FingerprintCounts):
+            raise ValueError(f"RawValueCounts: values of type {column.type} among values of another kind")
         self.counts.add(column)
 
+    def add_hashed(self, values: pa.Array, fingerprints: np.ndarray) -> None:
+        """Counts flat string values (no nulls) whose uint64 Fingerprint64s hashing already computed."""
+        if not len(values):
+            return
+        if self.counts is None:
+            self.counts = FingerprintCounts(self.capacity)
+        elif not isinstance(self.counts, FingerprintCounts):
+            raise ValueError(f"RawValueCounts: values of type {values.type} among values of another kind")
+        self.counts.add(values, fingerprints)
+        self.values += len(values)
+
     def merge(self, other: RawValueCounts) -> None:
-        self.counts.merge(other.counts)
+        if other.counts is not None:
+            if self.counts is None:
+                self.counts = type(other.counts)(self.capacity)
+            elif type(self.counts) is not type(other.counts):
+                raise ValueError("RawValueCounts: cannot merge counts of strings with counts of other values")
+            self.counts.merge(other.counts)  # type: ignore[arg-type]
         self.values += other.values
 
     def result(self, top_k: int = DEFAULT_RAW_TOP_K) -> dict:
         """The `raw_values` entry (see the module docstring)."""
-        top = self.counts.top(top_k)
+        counts = self.counts if self.counts is not None else BoundedCounts(self.capacity)
+        top = counts.top(top_k)
         return {
             "values": self.values,
-            "distinct": self.counts.distinct(),
-            "exact": self.counts.exact,
-            "max_undercount": int(self.counts.max_undercount),
+            "distinct": counts.distinct(),
+            "exact": counts.exact,
+            "max_undercount": int(counts.max_undercount),
             "top": [[v, int(c), c / self.values] for v, c in top],
         }
+
+
+def _check_counts(top_k: int, capacity: int, where: str) -> None:
+    for name, value in (("top_k", top_k), ("capacity", capacity)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{where}: {name} must be a positive integer, got {value!r}")
 
 
 def _raw_columns(batch: pa.RecordBatch, features: Sequence[str]):
@@ -99,7 +134,10 @@ class _RawValuesFn(beam.CombineFn):
         return RawValueCounts(self._capacity)
 
     def add_input(self, accumulator, column):
-        accumulator.add(column)
+        if isinstance(column, tuple):  # (ids, fingerprints) from HashIdsCountingRawValues
+            accumulator.add_hashed(*column)
+        else:
+            accumulator.add(column)
         return accumulator
 
     def merge_accumulators(self, accumulators):
@@ -131,9 +169,7 @@ class CountRawValues(beam.PTransform):
     def __init__(self, features: Sequence[str], top_k: int = DEFAULT_RAW_TOP_K,
                  capacity: int = DEFAULT_RAW_CAPACITY):
         super().__init__()
-        for name, value in (("top_k", top_k), ("capacity", capacity)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"CountRawValues: {name} must be a positive integer, got {value!r}")
+        _check_counts(top_k, capacity, "CountRawValues")
         self._features = list(features)
         self._top_k = top_k
         self._capacity = capacity
@@ -145,3 +181,40 @@ class CountRawValues(beam.PTransform):
             | "CountPerFeature" >> beam.CombinePerKey(_RawValuesFn(self._capacity, self._top_k))
             | "AsUpdate" >> beam.MapTuple(lambda feature, entry: (feature, {"raw_values": entry}))
         )
+
+
+class HashIdsCountingRawValues(beam.PTransform):
+    """`hash_ids`, and the raw values of `features` (some of its features) counted as CountRawValues counts them.
+
+    Hashing computes every string id's Fingerprint64 anyway; counting the raw values by those fingerprints
+    (`FingerprintCounts`) instead of hashing the strings again makes the count an integer count. The
+    result is the same as `batches | CountRawValues(features)` beside `batches | hash_ids`.
+
+    Output: `(hashed batches, updates)`: hash_ids's output, and CountRawValues's `(feature, {"raw_values": ...})`.
+
+    Example:
+      >>> hashed, updates = batches | HashIdsCountingRawValues(HashIds(["C1"], 1000), ["C1"])  # doctest: +SKIP
+    """
+
+    def __init__(self, hash_ids: HashIds, features: Sequence[str], top_k: int = DEFAULT_RAW_TOP_K,
+                 capacity: int = DEFAULT_RAW_CAPACITY):
+        super().__init__()
+        _check_counts(top_k, capacity, "HashIdsCountingRawValues")
+        unknown = sorted(set(features) - set(hash_ids.specs()))
+        if unknown:
+            raise ValueError(f"HashIdsCountingRawValues: features {unknown} are not hashed by {hash_ids.label}")
+        self._hash_ids = hash_ids
+        self._features = list(features)
+        self._top_k = top_k
+        self._capacity = capacity
+
+    def expand(self, batches):
+        fn = _HashIdsFn(self._hash_ids.specs(), self._features)
+        outputs = batches | "Hash" >> beam.ParDo(fn).with_output_types(pa.RecordBatch).with_outputs(
+            fn.RAW_VALUES, main="hashed")
+        updates = (
+            outputs[fn.RAW_VALUES]
+            | "CountPerFeature" >> beam.CombinePerKey(_RawValuesFn(self._capacity, self._top_k))
+            | "AsUpdate" >> beam.MapTuple(lambda feature, entry: (feature, {"raw_values": entry}))
+        )
+        return outputs.hashed, updates

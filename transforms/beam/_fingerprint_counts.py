@@ -1,0 +1,241 @@
+"""FingerprintCounts: the bounded raw-value summary of `BoundedCounts`, counted on 64-bit fingerprints of strings.
+
+Counting strings in a hash table costs a string hash and probe per value, and
+summing the tables a string hash aggregation: more than reading them. Here a
+string is hashed once, vectorised (`sparse_io.string_hashes.fingerprint64`,
+Farmhash Fingerprint64), or not at all where hashing the ids already did
+(`add(values, fingerprints)`, from `HashIds`), and everything after is integer
+work: the fingerprints wait in a buffer; when they are summed into the table
+(at the moments `BoundedCounts` would compact, so the summary, its pruning and
+its error bound are the same as counting the strings), one
+`pc.dictionary_encode` groups them and `np.bincount` counts them. The table
+keeps, beside each fingerprint's count, one of its strings: the first met. So
+strings are kept for the table's counters only (at most
+`max(2 * capacity, 65,536)` plus a buffer), never one per value.
+
+Collisions (error bound): two distinct strings share a 64-bit fingerprint
+with probability 2**-64 per pair, so among n distinct strings of one feature
+the chance that any two do is at most n**2 / 2**65 (n = 10**6: 3e-8;
+n = 10**8: 3e-4); only then could two strings' counts be summed into one.
+Each time the buffer is summed, the string kept for every fingerprint (the
+table's, or the first met) is compared with the last string met with it
+there, and a mismatch raises ValueError naming both strings instead of
+summing their counts. A collision goes unseen only if, in every sum, the
+other string is neither the first nor the last one met with that
+fingerprint; its effect is then bounded by the other string's count.
+
+The HyperLogLog past the capacity hashes the fingerprints exactly as it
+hashes strings (`_sketches.hash64` of a string is the mix of its
+Fingerprint64), and sees each distinct fingerprint of every sum, so
+`distinct` is the same number as counting the strings.
+
+Example:
+  >>> c = FingerprintCounts(capacity=8); c.add(pa.array(["a", "b", "a"]))
+  >>> c.top(1), c.distinct(), c.exact
+  ([['a', 2]], 2, True)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sparse_io.string_hashes import fingerprint64
+from transforms.beam._sketches import _COMPACT_IDS, HyperLogLog
+
+__all__ = ["FingerprintCounts", "TEXT_TYPES"]
+
+TEXT_TYPES = (pa.string(), pa.large_string(), pa.binary(), pa.large_binary())
+
+
+class FingerprintCounts:
+    """Counts of strings: exact up to `capacity` distinct ones, then Misra-Gries plus HyperLogLog. Mergeable.
+
+    The same contract as `_sketches.BoundedCounts` (`add`, `merge`, `top`,
+    `distinct`, `exact`, `max_undercount`), for flat string or binary arrays
+    without nulls; `top` orders ties by the string.
+
+    Raises:
+      ValueError (from `add` or `merge`): two different strings with one fingerprint (see the module doc),
+        or a value type other than string/binary.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.sketch: HyperLogLog | None = None
+        self.max_undercount = 0
+        self._pending = 0
+        self._type: pa.DataType | None = None
+        # The table: distinct fingerprints (int64), their counts, and one string each.
+        self._fps = np.zeros(0, dtype=np.int64)
+        self._counts = np.zeros(0, dtype=np.int64)
+        self._strings: pa.Array | None = None
+        self._buffer: list[tuple[np.ndarray, pa.Array]] = []
+
+    @property
+    def exact(self) -> bool:
+        return self.sketch is None
+
+    def add(self, values: pa.Array, fingerprints: np.ndarray | None = None) -> None:
+        """Counts `values` (flat strings or binary, no nulls); `fingerprints`: their Fingerprint64s, if known.
+
+        The fingerprints must be Fingerprint64 (`sparse_io.string_hashes.fingerprint64`) of `values`, position
+        by position, as hashing the ids computed them (any other hash would split a value's count).
+        """
+        if not len(values):
+            return
+        values = self._typed(values)
+        if fingerprints is None:
+            fingerprints = fingerprint64(values)
+        elif len(fingerprints) != len(values):
+            raise ValueError(f"FingerprintCounts: {len(fingerprints)} fingerprints for {len(values)} values")
+        fps = np.asarray(fingerprints).view(np.int64)
+        self._buffer.append((fps, values))
+        self._pending += len(values)
+        self._bound()
+
+    def merge(self, other: FingerprintCounts) -> None:
+        other._flush()
+        if other._strings is not None:
+            self._typed(other._strings)
+        if other.sketch is not None:
+            self._start_sketch()
+            assert self.sketch is not None
+            self.sketch.merge(other.sketch)
+        elif self.sketch is not None and len(other._fps):
+            self.sketch.add(pa.array(other._fps))
+        if other._strings is not None and len(other._fps):
+            self._flush(other._fps, other._counts, other._strings)
+        self.max_undercount += other.max_undercount
+        self._pending += other._pending
+        self._bound()
+
+    def distinct(self) -> int:
+        self._flush()
+        return len(self._fps) if self.sketch is None else self.sketch.estimate()
+
+    def top(self, k: int) -> list[list]:
+        """`[[string, count], ...]`: the `k` largest counts, ties by the string ascending."""
+        self._flush()
+        if self._strings is None or not len(self._fps):
+            return []
+        table = pa.table({"value": self._strings, "count": self._counts})
+        order = pc.sort_indices(table, [("count", "descending"), ("value", "ascending")]).slice(0, k)
+        table = table.take(order)
+        return [[v, c] for v, c in zip(table.column("value").to_pylist(), table.column("count").to_pylist())]
+
+    def __getstate__(self) -> dict:
+        self._flush()
+        return {"capacity": self.capacity, "sketch": self.sketch, "max_undercount": self.max_undercount,
+                "pending": self._pending, "type": self._type, "fps": self._fps, "counts": self._counts,
+                "strings": self._strings}
+
+    def __setstate__(self, state: dict) -> None:
+        self.capacity, self.sketch, self.max_undercount = state["capacity"], state["sketch"], state["max_undercount"]
+        self._pending, self._type, self._buffer = state["pending"], state["type"], []
+        self._fps, self._counts, self._strings = state["fps"], state["counts"], state["strings"]
+
+    def _typed(self, values: pa.Array) -> pa.Array:
+        """`values` in the summary's one value type (64-bit offsets once two widths meet)."""
+        if values.type not in TEXT_TYPES:
+            raise ValueError(f"FingerprintCounts: values must be strings or binary, got {values.type}")
+        if self._type is None:
+            self._type = values.type
+        elif values.type != self._type:
+            binary = pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type)
+            if binary != (pa.types.is_binary(self._type) or pa.types.is_large_binary(self._type)):
+                raise ValueError(f"FingerprintCounts: values of type {values.type} after {self._type}")
+            wide = pa.large_binary() if binary else pa.large_string()
+            if self._type != wide:
+                self._type = wide
+                if self._strings is not None:
+                    self._strings = self._strings.cast(wide)
+                self._buffer = [(fps, v.cast(wide)) for fps, v in self._buffer]
+            values = values.cast(wide)
+        return values
+
+    def _bound(self) -> None:
+        # BoundedCounts._bound's schedule, so the pruning (and max_undercount) is the same as counting the strings.
+        if self._pending < max(2 * self.capacity, min(16 * self.capacity, _COMPACT_IDS)):
+            return
+        self._pending = 0
+        self._flush()
+        if len(self._fps) <= 2 * self.capacity:
+            return
+        self._start_sketch()
+        counts = self._counts
+        threshold = _largest(counts, self.capacity + 1)
+        kept = counts > threshold
+        self._fps, self._counts = self._fps[kept], counts[kept] - threshold
+        assert self._strings is not None
+        self._strings = self._strings.filter(pa.array(kept))
+        self.max_undercount += threshold
+
+    def _start_sketch(self) -> None:
+        if self.sketch is None:
+            self._flush()
+            self.sketch = HyperLogLog()
+            if len(self._fps):
+                self.sketch.add(pa.array(self._fps))
+
+    def _flush(self, fps: np.ndarray | None = None, counts: np.ndarray | None = None,
+               strings: pa.Array | None = None) -> None:
+        """Sums the buffer (each value once) and `fps`/`counts`/`strings` (a table's entries) into the table."""
+        if not self._buffer and fps is None:
+            return
+        # The table's entries come first, then the other table's, then the buffered values: grouped by one
+        # dictionary encoding, whose dictionary lists the fingerprints in the order first met.
+        weighted = [(f, c) for f, c in ((self._fps, self._counts), (fps, counts)) if f is not None and len(f)]
+        chunks = [s for s in (self._strings, strings) if s is not None and len(s)] + [v for _, v in self._buffer]
+        all_fps = np.concatenate([f for f, _ in weighted] + [f for f, _ in self._buffer])
+        self._buffer = []
+        encoded = pc.dictionary_encode(pa.array(all_fps))
+        index = encoded.indices.to_numpy()
+        distinct = len(encoded.dictionary)
+        weighted_size = sum(len(f) for f, _ in weighted)
+        summed = np.bincount(index[weighted_size:], minlength=distinct)
+        if weighted:
+            summed += np.bincount(index[:weighted_size], weights=np.concatenate([c for _, c in weighted]),
+                                  minlength=distinct).astype(np.int64)
+        positions = np.arange(len(index))
+        first = np.empty(distinct, np.int64)
+        first[index[::-1]] = positions[::-1]  # the last write to a slot is its first position
+        last = np.empty(distinct, np.int64)
+        last[index] = positions
+        if not (np.array_equal(index[first], np.arange(distinct)) and np.array_equal(index[last], np.arange(distinct))
+                and np.all(first <= last)):
+            raise AssertionError("FingerprintCounts: positions of the fingerprints are inconsistent")
+        values = pa.chunked_array(chunks, type=self._type)
+        kept = values.take(pa.array(first)).combine_chunks()
+        _check_same(values.take(pa.array(last)).combine_chunks(), kept)
+        self._fps = encoded.dictionary.to_numpy()
+        self._counts = summed
+        self._strings = kept
+        if self.sketch is not None:
+            self.sketch.add(encoded.dictionary)
+
+
+def _check_same(values: pa.Array, kept: pa.Array) -> None:
+    """ValueError unless each of `values` is the string kept for its fingerprint (`kept`, position by position)."""
+    same = pc.equal(values, kept)
+    if not pc.all(same).as_py():
+        where = int(np.flatnonzero(~same.to_numpy(zero_copy_only=False))[0])
+        raise ValueError(f"FingerprintCounts: {values[where].as_py()!r} and {kept[where].as_py()!r} share a "
+                         "64-bit fingerprint; their counts cannot be kept apart")
+
+
+def _largest(counts: np.ndarray, rank: int) -> int:
+    """The `rank`-th largest of `counts` (1 <= rank <= counts.size).
+
+    Most counts are small, where a selection among many equal values is slow: they are tallied instead
+    (np.bincount of the counts below 2**16), and only a threshold among the larger ones needs selecting.
+    """
+    cap = 1 << 16
+    large = counts[counts >= cap]
+    if large.size >= rank:
+        return int(np.partition(large, large.size - rank)[large.size - rank])
+    tally = np.bincount(counts[counts < cap], minlength=cap)
+    # The largest c with (number of counts >= c) >= rank, among the small ones.
+    at_least = np.cumsum(tally[::-1])[::-1] + large.size
+    return int(np.flatnonzero(at_least >= rank)[-1])
