@@ -111,6 +111,8 @@ class CrossSpec:
 def _value_hashes(values: pa.Array, where: str) -> np.ndarray:
     """uint64 per value: Fingerprint64 of a string's bytes, an integer's own bits."""
     if pa.types.is_integer(values.type):
+        if values.null_count:  # null slots hold any bits; they are never crossed (see _rows_of)
+            values = values.fill_null(0)
         return values.cast(pa.int64()).to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
     if pa.types.is_string(values.type) or pa.types.is_large_string(values.type) or pa.types.is_binary(
             values.type) or pa.types.is_large_binary(values.type):
@@ -133,8 +135,15 @@ def _rows_of(column: pa.Array, where: str) -> tuple[np.ndarray, np.ndarray, pa.A
             raise ValueError(f"{where}: ids inside a list must not be null")
         return offsets[:-1] - first, lengths, values
     valid = column.is_valid().to_numpy(zero_copy_only=False) if column.null_count else np.ones(len(column), bool)
-    values = column.fill_null("" if pa.types.is_string(column.type) else 0) if column.null_count else column
-    return np.arange(len(column), dtype=np.int64), valid.astype(np.int64), values
+    # A null row has no value (length 0): its slot is hashed with the others (strings are read from their
+    # buffers, whatever a null slot holds) but never crossed, so the column is not copied to fill it.
+    return np.arange(len(column), dtype=np.int64), valid.astype(np.int64), column
+
+
+def _flat(parts) -> list[bool]:
+    """Per input of `cross_arrow`: whether it is a flat column (row i's value at slot i, or none)."""
+    return [bool(lengths.size == 0 or (lengths.max() <= 1 and np.array_equal(starts, np.arange(len(starts)))))
+            for starts, lengths, _ in parts]
 
 
 def cross_arrow(columns: Sequence[pa.Array | pa.ChunkedArray], num_bins: int,
@@ -170,6 +179,16 @@ def cross_arrow(columns: Sequence[pa.Array | pa.ChunkedArray], num_bins: int,
     kept = np.minimum(total, max_per_row)
     offsets = np.zeros(rows + 1, np.int64)
     np.cumsum(kept, out=offsets[1:])
+    if all(flat for flat in _flat(parts)):
+        # Every input holds at most one value per row: a row's one cross (if all are present) is the hash
+        # of its own slots, so no product needs enumerating.
+        row = np.flatnonzero(kept)
+        out = np.full(len(row), np.uint64(HASH_KEY), np.uint64)
+        for h in hashes:
+            out = fingerprint_cat64(out, h[row])
+        ids = (out % np.uint64(num_bins)).astype(np.int64)
+        return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(ids, pa.int64())), \
+            CrossOverflow()
     row = np.repeat(np.arange(rows, dtype=np.int64), kept)
     rest = np.arange(int(offsets[-1]), dtype=np.int64) - offsets[row]  # position within the row's product
     index = []

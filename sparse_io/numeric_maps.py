@@ -48,8 +48,8 @@ import pyarrow.compute as pc
 
 from sparse_io.schema import FeatureSpec, SchemaError
 
-__all__ = ["BucketizeSpec", "ScaleSpec", "DerivedFeature", "NumericSpec", "SCALE_METHODS", "derived_of_feature",
-           "float32_boundaries", "bucketize_fingerprint", "derived_features"]
+__all__ = ["BucketizeSpec", "ScaleSpec", "NumberColumn", "DerivedFeature", "NumericSpec", "SCALE_METHODS",
+           "derived_of_feature", "float32_boundaries", "bucketize_fingerprint", "derived_features"]
 
 SCALE_METHODS = ("z_score", "min_max", "log1p")
 
@@ -78,17 +78,84 @@ def bucketize_fingerprint(boundaries: tuple[float, ...]) -> str:
     return "bucketize:sha256:" + hashlib.sha256(head).hexdigest()[:32]
 
 
-def _present(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, pa.DataType]:
-    """The values (in their own dtype, missing ones filled with 0) and a mask of the present ones."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
-        raise ValueError(f"a numeric map needs a number column, got {column.type}")
-    values = pc.fill_null(column, 0).to_numpy(zero_copy_only=False)
-    present = ~np.asarray(column.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-    if pa.types.is_floating(column.type):
-        present &= ~np.isnan(values)
-    return values, present, column.type
+_NUMPY_OF = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64,
+             pa.uint8(): np.uint8, pa.uint16(): np.uint16, pa.uint32(): np.uint32, pa.uint64(): np.uint64,
+             pa.float32(): np.float32, pa.float64(): np.float64}
+
+
+@dataclasses.dataclass
+class NumberColumn:
+    """One number column read once for every map of it: its values and which of them are present.
+
+    Attributes:
+      values: the values in their own dtype, `[rows]`; a missing value's slot holds some number (unspecified).
+      present: bool `[rows]`: not null and not NaN.
+      type: the Arrow type of the column.
+
+    `of` reads the Arrow buffers without copying them; `present_values` (float64, computed once) feeds the
+    analyzers, so a source bucketized and scaled is converted once per batch.
+
+    Example:
+      >>> c = NumberColumn.of(pa.array([3, None, 5]))
+      >>> c.present.tolist(), c.present_values().tolist()
+      ([True, False, True], [3.0, 5.0])
+    """
+
+    values: np.ndarray
+    present: np.ndarray
+    type: pa.DataType
+    _float64: np.ndarray | None = None
+    _count: int | None = None
+
+    @classmethod
+    def of(cls, column: pa.Array | pa.ChunkedArray | NumberColumn) -> NumberColumn:
+        """The column's values and presence.
+
+        Raises:
+          ValueError: a column that is not of an integer or floating type.
+        """
+        if isinstance(column, NumberColumn):
+            return column
+        if isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks()
+        dtype = _NUMPY_OF.get(column.type)
+        if dtype is None:
+            if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
+                raise ValueError(f"a numeric map needs a number column, got {column.type}")
+            # float16: widened by Arrow (no zero-copy view)
+            values = pc.fill_null(column, 0).to_numpy(zero_copy_only=False)
+        else:
+            data = column.buffers()[1]
+            values = np.frombuffer(data, dtype)[column.offset: column.offset + len(column)] if data is not None \
+                else np.zeros(len(column), dtype)
+        if column.null_count:
+            present = np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        else:
+            present = np.ones(len(column), dtype=bool)
+        if pa.types.is_floating(column.type):
+            present = present & ~np.isnan(values)
+        return cls(values, present, column.type)
+
+    @property
+    def count(self) -> int:
+        """How many values are present."""
+        if self._count is None:
+            self._count = int(np.count_nonzero(self.present))
+        return self._count
+
+    def present_values(self) -> np.ndarray:
+        """float64 `[count]`: the present values, in row order."""
+        if self._float64 is None:
+            kept = self.values if self.count == len(self.values) else self.values[self.present]
+            self._float64 = kept.astype(np.float64)
+        return self._float64
+
+
+def _bitmap(present: np.ndarray, count: int) -> pa.Buffer | None:
+    """An Arrow validity bitmap of `present` (None when every row is present)."""
+    if count == len(present):
+        return None
+    return pa.py_buffer(np.packbits(present, bitorder="little"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,13 +183,14 @@ class BucketizeSpec:
             return np.searchsorted(edges.astype(np.float64), values, side="right").astype(np.int64)
         return np.searchsorted(edges, values.astype(np.float32), side="right").astype(np.int64)
 
-    def apply_arrow(self, column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    def apply_arrow(self, column: pa.Array | pa.ChunkedArray | NumberColumn) -> pa.Array:
         """A `list<int64>` column: one id per row with a value, an empty row where the value is missing."""
-        values, present, _ = _present(column)
-        ids = self.ids(values[present])
-        offsets = np.zeros(len(values) + 1, dtype=np.int32)
-        np.cumsum(present, out=offsets[1:])
-        return pa.ListArray.from_arrays(pa.array(offsets), pa.array(ids, pa.int64()))
+        c = NumberColumn.of(column)
+        ids = self.ids(c.values if c.count == len(c.values) else c.values[c.present])
+        offsets = np.zeros(len(c.values) + 1, dtype=np.int32)
+        np.cumsum(c.present, out=offsets[1:])
+        return pa.Array.from_buffers(pa.list_(pa.int64()), len(c.values), [None, pa.py_buffer(offsets)],
+                                     null_count=0, children=[pa.array(ids, pa.int64())])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,12 +243,17 @@ class ScaleSpec:
                 out = np.where(x > -1.0, np.log1p(np.where(x > -1.0, x, 0.0)), np.nan)
         return out.astype(np.float32)
 
-    def apply_arrow(self, column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    def apply_arrow(self, column: pa.Array | pa.ChunkedArray | NumberColumn) -> pa.Array:
         """A nullable float32 column: the scaled values, null where the value is missing (or has no log1p)."""
-        values, present, _ = _present(column)
-        out = self.scale(values)
-        present = present & ~np.isnan(out)
-        return pa.array(out, pa.float32(), mask=~present)
+        c = NumberColumn.of(column)
+        out = self.scale(c.values)
+        present, count = c.present, c.count
+        # z_score and min_max of a present (finite or infinite) value is never NaN; log1p of x <= -1 is.
+        if self.method == "log1p":
+            present = present & ~np.isnan(out)
+            count = int(np.count_nonzero(present))
+        return pa.Array.from_buffers(pa.float32(), len(out), [_bitmap(present, count), pa.py_buffer(out)],
+                                     null_count=len(out) - count)
 
 
 NumericSpec = BucketizeSpec | ScaleSpec

@@ -25,9 +25,8 @@ from __future__ import annotations
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from sparse_io.numeric_maps import BucketizeSpec, DerivedFeature, ScaleSpec, float32_boundaries
+from sparse_io.numeric_maps import BucketizeSpec, DerivedFeature, NumberColumn, ScaleSpec, float32_boundaries
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
 from transforms.beam._quantile_sketch import QuantileSketch
 
@@ -50,9 +49,9 @@ class SourceSummary:
         self.high = -np.inf
         self.sketch = QuantileSketch() if sketch else None
 
-    def add(self, column: pa.Array | pa.ChunkedArray) -> None:
-        values = pc.drop_null(column).to_numpy(zero_copy_only=False).astype(np.float64)
-        values = values[~np.isnan(values)]
+    def add(self, column: pa.Array | pa.ChunkedArray | NumberColumn) -> None:
+        """Adds a batch's column (its present values: not null, not NaN)."""
+        values = NumberColumn.of(column).present_values()
         if values.size == 0:
             return
         other = SourceSummary(False)
@@ -108,30 +107,37 @@ def derive(plan, summary: SourceSummary | None) -> DerivedFeature:
 
 
 class _AnalyzeFn(beam.CombineFn):
-    """One SourceSummary per analysed plan; `extract_output` gives every plan's final feature."""
+    """One SourceSummary per analysed source column (shared by its plans); `extract_output` gives every final feature.
+
+    A source both bucketized and scaled is read and summarised once per batch: the moments and the sketch
+    are those each plan would get on its own.
+    """
 
     def __init__(self, plans):
         self._plans = list(plans)
+        self._sketched: dict[str, bool] = {}
+        for p in self._plans:
+            if p.needs_analysis:
+                self._sketched[p.source] = self._sketched.get(p.source, False) or p.quantiles is not None
 
     def create_accumulator(self):
-        return {p.name: SourceSummary(p.quantiles is not None) for p in self._plans if p.needs_analysis}
+        return {source: SourceSummary(sketch) for source, sketch in self._sketched.items()}
 
     def add_input(self, accumulator, batch: pa.RecordBatch):
-        for plan in self._plans:
-            if plan.name in accumulator:
-                accumulator[plan.name].add(batch.column(plan.source))
+        for source, summary in accumulator.items():
+            summary.add(batch.column(source))
         return accumulator
 
     def merge_accumulators(self, accumulators):
         accumulators = iter(accumulators)
         merged = next(accumulators)
         for other in accumulators:
-            for name, summary in other.items():
-                merged[name].merge(summary)
+            for source, summary in other.items():
+                merged[source].merge(summary)
         return merged
 
     def extract_output(self, accumulator):
-        return [derive(p, accumulator.get(p.name)) for p in self._plans]
+        return [derive(p, accumulator.get(p.source) if p.needs_analysis else None) for p in self._plans]
 
 
 class AnalyzeDerived(beam.PTransform):
@@ -148,9 +154,19 @@ class AnalyzeDerived(beam.PTransform):
 
 
 def _appended(batch: pa.RecordBatch, derived: list[DerivedFeature]) -> pa.RecordBatch:
+    """`batch` with each derived column appended, in `derived` order; each source is read once."""
+    if not derived:
+        return batch
+    sources: dict[str, NumberColumn] = {}
+    columns = []
     for feature in derived:
-        batch = batch.append_column(feature.name, feature.spec.apply_arrow(batch.column(feature.source)))
-    return batch
+        if feature.source not in sources:
+            sources[feature.source] = NumberColumn.of(batch.column(feature.source))
+        columns.append(feature.spec.apply_arrow(sources[feature.source]))
+    schema = batch.schema
+    for feature, column in zip(derived, columns):
+        schema = schema.append(pa.field(feature.name, column.type))
+    return pa.RecordBatch.from_arrays([*batch.columns, *columns], schema=schema)
 
 
 class ApplyDerived(beam.PTransform):
