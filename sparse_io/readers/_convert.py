@@ -354,14 +354,14 @@ def scalar_column(values: pa.Array, spec: FeatureSpec, problems: RowProblems, *,
         problems.add(
             ~values.is_valid().to_numpy(zero_copy_only=False), lambda r: f"{spec.name}: missing label"
         )
+        if spec.binary_label:
+            check_binary_label(typed, spec, problems)
     elif spec.history_role in _GROUPED_ROLES:  # histories are grouped, ordered and listed by these
         needed = _GROUPED_ROLES[spec.history_role]
         problems.add(
             ~values.is_valid().to_numpy(zero_copy_only=False),
             lambda r: f"{spec.name}: missing (every event of a history needs its {needed})",
         )
-        if spec.binary_label:
-            check_binary_label(typed, spec, problems)
     return typed
 
 
