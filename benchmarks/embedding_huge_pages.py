@@ -62,21 +62,30 @@ def _child(quick: bool) -> dict:
             "anon_huge_kib": _anon_huge_kib(address)}
 
 
-def _anon_huge_kib(address: int) -> int:
-    """AnonHugePages of the mapping holding `address` (0 where /proc is missing)."""
+def mapping_field(address: int, field: str) -> str | None:
+    """The value of `field` ("AnonHugePages", "VmFlags", ...) in /proc/self/smaps for the mapping holding `address`.
+
+    None where there is no such mapping, field or /proc.
+    """
     try:
         with open("/proc/self/smaps") as f:
             inside = False
             for line in f:
-                head = line.split()[0]
+                head, _, rest = line.partition(" ")
                 if "-" in head and not head.endswith(":"):
                     lo, hi = (int(x, 16) for x in head.split("-"))
                     inside = lo <= address < hi
-                elif inside and head == "AnonHugePages:":
-                    return int(line.split()[1])
+                elif inside and head == field + ":":
+                    return rest.strip()
     except OSError:
         pass
-    return 0
+    return None
+
+
+def _anon_huge_kib(address: int) -> int:
+    """AnonHugePages of the mapping holding `address`, KiB (0 where unknown)."""
+    value = mapping_field(address, "AnonHugePages")
+    return int(value.split()[0]) if value else 0
 
 
 def _measure(huge: bool, quick: bool) -> dict:

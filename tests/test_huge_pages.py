@@ -28,6 +28,7 @@ _PROBE = textwrap.dedent("""
     import numpy as np
     import tensorflow as tf
     import ops
+    from benchmarks.embedding_huge_pages import mapping_field
 
     mib = int(sys.argv[1])
     rows = mib * 2**20 // (64 * 4)
@@ -40,17 +41,8 @@ _PROBE = textwrap.dedent("""
     t = view
     expected = np.stack([t[3] + 2.0 * t[rows - 1], 0.5 * t[5], t[3]])
     middle = address + rows * 64 * 4 // 2  # inside the 2 MiB-aligned part, whatever the buffer's alignment
-    advised = None
-    with open("/proc/self/smaps") as f:
-        inside = False
-        for line in f:
-            head = line.split()[0]
-            if "-" in head and not head.endswith(":"):
-                lo, hi = (int(x, 16) for x in head.split("-"))
-                inside = lo <= middle < hi
-            elif inside and head == "VmFlags:":
-                advised = "hg" in line.split()[1:]
-                break
+    flags = mapping_field(middle, "VmFlags")
+    advised = None if flags is None else "hg" in flags.split()
     print(json.dumps({"advised": advised, "equal": bool(np.array_equal(out, expected))}))
 """)
 

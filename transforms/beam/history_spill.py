@@ -48,6 +48,7 @@ from apache_beam.transforms.window import GlobalWindows
 
 from sparse_io.atomic import TMP_PREFIX
 from transforms.beam._columns import require_columns
+from transforms.beam._spill_buffer import SpillBuffer
 from transforms.beam.history_partitions import partition_of
 from transforms.beam.shard_spill import return_freed_memory
 
@@ -92,8 +93,7 @@ class SpillByPartition(beam.DoFn):
     def start_bundle(self):
         # Whole batches until a spill: cutting each one by partition as it arrives would keep
         # partitions x batches slices alive, and write as many tiny files.
-        self._buffer: list[pa.RecordBatch] = []
-        self._buffered = 0
+        self._buffer = SpillBuffer(self._spill_bytes, lambda b: b.nbytes)
         self._partitions = self._num_partitions
 
     def process(self, batch: pa.RecordBatch, counted_partitions: int | None = None):
@@ -103,11 +103,9 @@ class SpillByPartition(beam.DoFn):
         batch = batch.select(self._columns)
         if self._partitions is None:
             self._partitions = typing.cast(int, counted_partitions)
-        if self._buffer and self._buffered + batch.nbytes > self._spill_bytes:
+        if self._buffer.spills_before(batch):
             yield from self._flush()
-        self._buffer.append(batch)
-        self._buffered += batch.nbytes
-        if self._buffered >= self._spill_bytes:
+        if self._buffer.add(batch):
             yield from self._flush()
 
     def finish_bundle(self):
@@ -115,13 +113,13 @@ class SpillByPartition(beam.DoFn):
             yield GlobalWindows.windowed_value(element)
 
     def _flush(self) -> Iterator[tuple[int, str]]:
-        if not self._buffer:
+        if not self._buffer.batches:
             return
         partitions = typing.cast(int, self._partitions)
+        batches = self._buffer.take()
         # Per batch: the batches' dictionaries (of a dictionary-encoded key) may differ.
-        parts = np.concatenate([partition_of(b.column(self._key), partitions) for b in self._buffer])
-        table = pa.Table.from_batches(self._buffer)
-        self._buffer, self._buffered = [], 0
+        parts = np.concatenate([partition_of(b.column(self._key), partitions) for b in batches])
+        table = pa.Table.from_batches(batches)
         order = np.argsort(parts, kind="stable")
         cuts = np.flatnonzero(np.diff(parts[order])) + 1
         # One partition's rows are copied at a time, so a spill holds at most one partition's copy at once.

@@ -41,6 +41,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 
 from sparse_io.atomic import TMP_PREFIX
+from transforms.beam._spill_buffer import SpillBuffer
 
 __all__ = [
     "SpillByKeyRange",
@@ -134,8 +135,7 @@ class SpillByKeyRange(beam.DoFn):
     def start_bundle(self):
         # Whole batches until a spill: slicing each one by shard and key range as it arrives would
         # keep shards x ranges slices per batch alive, a per-slice cost that grows with the shards.
-        self._buffer: list[pa.RecordBatch] = []
-        self._buffered = 0
+        self._buffer = SpillBuffer(self._spill_rows, lambda b: b.num_rows)
 
     def process(self, batch: pa.RecordBatch):
         if batch.num_rows == 0:
@@ -143,11 +143,9 @@ class SpillByKeyRange(beam.DoFn):
         # Spill before the buffer would pass spill_rows, so it never holds more (a batch larger
         # than spill_rows alone excepted): with 32k-row input batches, waiting for the threshold
         # to be crossed held up to a third more.
-        if self._buffer and self._buffered + batch.num_rows > self._spill_rows:
+        if self._buffer.spills_before(batch):
             yield from self._flush()
-        self._buffer.append(batch)
-        self._buffered += batch.num_rows
-        if self._buffered >= self._spill_rows:
+        if self._buffer.add(batch):
             yield from self._flush()
 
     def finish_bundle(self):
@@ -155,10 +153,9 @@ class SpillByKeyRange(beam.DoFn):
             yield GlobalWindows.windowed_value(element)
 
     def _flush(self) -> Iterator[tuple[int, str]]:
-        if not self._buffer:
+        if not self._buffer.batches:
             return
-        table = pa.Table.from_batches(self._buffer)
-        self._buffer, self._buffered = [], 0
+        table = pa.Table.from_batches(self._buffer.take())
         shards = table.column(self._shard_column).to_numpy().astype(np.int64)
         ranges = key_range_of(table.column(self._key_column).to_numpy())
         table = table.drop_columns([self._shard_column])
