@@ -47,9 +47,10 @@ import time
 import numpy as np
 
 from benchmarks._rss import peak_mib
+from benchmarks._tft import INTS, run_tft
 from benchmarks.vocabulary import tft_available
 
-_INTS = [f"I{i}" for i in range(1, 14)]
+_INTS = INTS
 _CATS = [f"C{i}" for i in range(1, 27)]
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _BUCKETS = 10
@@ -83,19 +84,8 @@ def _child_ours(log: str, out: str, transforms: bool) -> dict:
 
 
 def _child_tft(log: str, out: str) -> dict:
-    import apache_beam as beam
     import tensorflow as tf
     import tensorflow_transform as tft
-    import tensorflow_transform.beam as tft_beam
-    from tensorflow_transform.tf_metadata import schema_utils
-    from tfx_bsl.public import tfxio
-
-    from transforms.beam.runner import in_process_options
-
-    tf.get_logger().setLevel("ERROR")
-    spec = {"label": tf.io.FixedLenFeature([], tf.int64)}
-    spec.update({name: tf.io.VarLenFeature(tf.int64) for name in _INTS})
-    spec.update({name: tf.io.VarLenFeature(tf.string) for name in _CATS})
 
     def preprocessing_fn(inputs):
         outputs = {"label": inputs["label"]}
@@ -110,33 +100,7 @@ def _child_tft(log: str, out: str) -> dict:
             outputs[f"{a}_x_{b}"] = tf.sparse.cross_hashed([inputs[a], inputs[b]], num_buckets=_HASH_BINS)
         return outputs
 
-    shutil.rmtree(out, ignore_errors=True)
-    start, start_cpu = time.perf_counter(), time.process_time()
-    source = tfxio.CsvTFXIO(
-        file_pattern=log, column_names=["label", *_INTS, *_CATS], delimiter="\t",
-        schema=schema_utils.schema_from_feature_spec(spec), telemetry_descriptors=["benchmark"],
-    )
-    with beam.Pipeline(options=in_process_options()) as pipeline:
-        with tft_beam.Context(temp_dir=os.path.join(out, "tmp")):
-            raw = pipeline | "Read" >> source.BeamSource()
-            (data, metadata), transform_fn = (raw, source.TensorAdapterConfig()) | tft_beam.AnalyzeAndTransformDataset(
-                preprocessing_fn
-            )
-            coder = tft.coders.ExampleProtoCoder(metadata.schema)
-            rows = data | "Encode" >> beam.Map(coder.encode)
-            _ = rows | "Write" >> beam.io.WriteToTFRecord(os.path.join(out, "part"), num_shards=4)
-            _ = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(out)
-    seconds, cpu = time.perf_counter() - start, time.process_time() - start_cpu
-    return {"rows": _tft_rows(out), "seconds": seconds, "cpu_s": cpu, "out": out}
-
-
-def _tft_rows(out: str) -> int:
-    import glob
-
-    import tensorflow as tf
-
-    files = sorted(glob.glob(os.path.join(out, "part-*")))
-    return sum(1 for _ in tf.data.TFRecordDataset(files).as_numpy_iterator())
+    return {**run_tft(log, out, _CATS, preprocessing_fn), "out": out}
 
 
 def _child(argv: list[str]) -> None:

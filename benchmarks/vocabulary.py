@@ -50,6 +50,7 @@ import tempfile
 import time
 
 from benchmarks._rss import peak_mib
+from benchmarks._tft import INTS, run_tft
 
 NUM_CAT = 26
 _CATS = [f"C{i}" for i in range(1, NUM_CAT + 1)]
@@ -103,51 +104,15 @@ def _child_ours(log: str, out: str) -> dict:
 
 
 def _child_tft(log: str, out: str) -> dict:
-    import apache_beam as beam
-    import tensorflow as tf
     import tensorflow_transform as tft
-    import tensorflow_transform.beam as tft_beam
-    from tensorflow_transform.tf_metadata import schema_utils
-    from tfx_bsl.public import tfxio
-
-    from transforms.beam.runner import in_process_options
-
-    tf.get_logger().setLevel("ERROR")
-    ints = [f"I{i}" for i in range(1, 14)]
-    spec = {"label": tf.io.FixedLenFeature([], tf.int64)}
-    spec.update({name: tf.io.VarLenFeature(tf.int64) for name in ints})
-    spec.update({name: tf.io.VarLenFeature(tf.string) for name in _CATS})
 
     def preprocessing_fn(inputs):
-        outputs = {name: inputs[name] for name in ["label", *ints]}
+        outputs = {name: inputs[name] for name in ["label", *INTS]}
         for name in _CATS:
             outputs[name] = tft.compute_and_apply_vocabulary(inputs[name], num_oov_buckets=1, vocab_filename=name)
         return outputs
 
-    shutil.rmtree(out, ignore_errors=True)
-    start, start_cpu = time.perf_counter(), time.process_time()
-    source = tfxio.CsvTFXIO(
-        file_pattern=log, column_names=["label", *ints, *_CATS], delimiter="\t",
-        schema=schema_utils.schema_from_feature_spec(spec), telemetry_descriptors=["benchmark"],
-    )
-    with beam.Pipeline(options=in_process_options()) as pipeline:
-        with tft_beam.Context(temp_dir=os.path.join(out, "tmp")):
-            raw = pipeline | "Read" >> source.BeamSource()
-            (data, metadata), transform_fn = (raw, source.TensorAdapterConfig()) | tft_beam.AnalyzeAndTransformDataset(
-                preprocessing_fn
-            )
-            coder = tft.coders.ExampleProtoCoder(metadata.schema)
-            rows = data | "Encode" >> beam.Map(coder.encode)
-            _ = rows | "Write" >> beam.io.WriteToTFRecord(os.path.join(out, "part"), num_shards=4)
-            _ = rows | "Count" >> beam.combiners.Count.Globally() | "SaveCount" >> beam.Map(
-                lambda n: open(os.path.join(out, "rows.txt"), "w").write(str(n))
-            )
-            _ = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(out)
-    seconds, cpu = time.perf_counter() - start, time.process_time() - start_cpu
-    with open(os.path.join(out, "rows.txt")) as f:
-        rows_out = int(f.read())
-    assets = os.path.join(out, "transform_fn", "assets")
-    return {"rows": rows_out, "seconds": seconds, "cpu_s": cpu, "vocab_dir": assets}
+    return {**run_tft(log, out, _CATS, preprocessing_fn), "vocab_dir": os.path.join(out, "transform_fn", "assets")}
 
 
 def _child_small(log: str, out: str) -> dict:
