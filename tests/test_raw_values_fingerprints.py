@@ -18,6 +18,18 @@ from transforms.beam.raw_values import CountRawValues, HashIdsCountingRawValues,
 from transforms.beam.runner import in_process_options
 
 
+@pytest.fixture(autouse=True, params=["native", "reference"])
+def grouping(request, monkeypatch):
+    """Every test runs with the native grouping of fingerprints and with its numpy reference."""
+    from sparse_io import fingerprint_groups
+
+    if request.param == "reference":
+        monkeypatch.setattr(fingerprint_groups, "_native", lambda: None)
+    elif not fingerprint_groups.native_available():
+        pytest.skip("no C++ compiler: the native helper does not build here")
+    return request.param
+
+
 def _strings(rng, n, distinct, skew=1.2):
     """n strings over `distinct` values, a few heavy (Zipf-like)."""
     ranks = rng.zipf(skew, n) % distinct

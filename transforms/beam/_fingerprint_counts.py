@@ -7,22 +7,25 @@ Farmhash Fingerprint64), or not at all where hashing the ids already did
 (`add(values, fingerprints)`, from `HashIds`), and everything after is integer
 work: the fingerprints wait in a buffer; when they are summed into the table
 (at the moments `BoundedCounts` would compact, so the summary, its pruning and
-its error bound are the same as counting the strings), one
-`pc.dictionary_encode` groups them and `np.bincount` counts them. The table
-keeps, beside each fingerprint's count, one of its strings: the first met. So
+its error bound are the same as counting the strings), one pass of
+`sparse_io.fingerprint_groups.group_fingerprints` (native; its numpy
+reference where no compiler works) groups and counts them. The table keeps,
+beside each fingerprint's count, one of its strings: the first met. So
 strings are kept for the table's counters only (at most
-`max(2 * capacity, 65,536)` plus a buffer), never one per value.
+`max(2 * capacity, 65,536)` plus a buffer), never one per value, and
+gathered only for the fingerprints a sum keeps (after its pruning).
 
 Collisions (error bound): two distinct strings share a 64-bit fingerprint
 with probability 2**-64 per pair, so among n distinct strings of one feature
 the chance that any two do is at most n**2 / 2**65 (n = 10**6: 3e-8;
 n = 10**8: 3e-4); only then could two strings' counts be summed into one.
-Each time the buffer is summed, the string kept for every fingerprint (the
-table's, or the first met) is compared with the last string met with it
-there, and a mismatch raises ValueError naming both strings instead of
-summing their counts. A collision goes unseen only if, in every sum, the
-other string is neither the first nor the last one met with that
-fingerprint; its effect is then bounded by the other string's count.
+Each time the buffer is summed, the string kept for every fingerprint the
+sum keeps (the table's, or the first met) is compared with the last string
+met with it there, and a mismatch raises ValueError naming both strings
+instead of summing their counts. A collision goes unseen only if, in every
+sum, the other string is neither the first nor the last one met with that
+fingerprint, or the fingerprint is pruned; its effect is then bounded by the
+other string's count (or, pruned, by `max_undercount`).
 
 The HyperLogLog past the capacity hashes the fingerprints exactly as it
 hashes strings (`_sketches.hash64` of a string is the mix of its
@@ -41,6 +44,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparse_io.fingerprint_groups import group_fingerprints
 from sparse_io.string_hashes import fingerprint64
 from transforms.beam._sketches import _COMPACT_IDS, HyperLogLog
 
@@ -160,17 +164,7 @@ class FingerprintCounts:
         if self._pending < max(2 * self.capacity, min(16 * self.capacity, _COMPACT_IDS)):
             return
         self._pending = 0
-        self._flush()
-        if len(self._fps) <= 2 * self.capacity:
-            return
-        self._start_sketch()
-        counts = self._counts
-        threshold = _largest(counts, self.capacity + 1)
-        kept = counts > threshold
-        self._fps, self._counts = self._fps[kept], counts[kept] - threshold
-        assert self._strings is not None
-        self._strings = self._strings.filter(pa.array(kept))
-        self.max_undercount += threshold
+        self._flush(prune=True)
 
     def _start_sketch(self) -> None:
         if self.sketch is None:
@@ -180,40 +174,36 @@ class FingerprintCounts:
                 self.sketch.add(pa.array(self._fps))
 
     def _flush(self, fps: np.ndarray | None = None, counts: np.ndarray | None = None,
-               strings: pa.Array | None = None) -> None:
-        """Sums the buffer (each value once) and `fps`/`counts`/`strings` (a table's entries) into the table."""
-        if not self._buffer and fps is None:
+               strings: pa.Array | None = None, prune: bool = False) -> None:
+        """Sums the buffer (each value once) and `fps`/`counts`/`strings` (a table's entries) into the table.
+
+        With `prune`, a table of more than `2 * capacity` fingerprints is then cut to the `capacity` largest
+        counts, less the next count (Misra-Gries); strings are gathered (and compared) for the kept ones only.
+        """
+        prune = prune and (bool(self._buffer) or fps is not None or len(self._fps) > 2 * self.capacity)
+        if not self._buffer and fps is None and not prune:
             return
-        # The table's entries come first, then the other table's, then the buffered values: grouped by one
-        # dictionary encoding, whose dictionary lists the fingerprints in the order first met.
+        # The table's entries come first, then the other table's, then the buffered values: grouped in the
+        # order first met.
         weighted = [(f, c) for f, c in ((self._fps, self._counts), (fps, counts)) if f is not None and len(f)]
         chunks = [s for s in (self._strings, strings) if s is not None and len(s)] + [v for _, v in self._buffer]
         all_fps = np.concatenate([f for f, _ in weighted] + [f for f, _ in self._buffer])
+        weights = np.concatenate([c for _, c in weighted]) if weighted else None
         self._buffer = []
-        encoded = pc.dictionary_encode(pa.array(all_fps))
-        index = encoded.indices.to_numpy()
-        distinct = len(encoded.dictionary)
-        weighted_size = sum(len(f) for f, _ in weighted)
-        summed = np.bincount(index[weighted_size:], minlength=distinct)
-        if weighted:
-            summed += np.bincount(index[:weighted_size], weights=np.concatenate([c for _, c in weighted]),
-                                  minlength=distinct).astype(np.int64)
-        positions = np.arange(len(index))
-        first = np.empty(distinct, np.int64)
-        first[index[::-1]] = positions[::-1]  # the last write to a slot is its first position
-        last = np.empty(distinct, np.int64)
-        last[index] = positions
-        if not (np.array_equal(index[first], np.arange(distinct)) and np.array_equal(index[last], np.arange(distinct))
-                and np.all(first <= last)):
-            raise AssertionError("FingerprintCounts: positions of the fingerprints are inconsistent")
-        values = pa.chunked_array(chunks, type=self._type)
-        kept = values.take(pa.array(first)).combine_chunks()
-        _check_same(values.take(pa.array(last)).combine_chunks(), kept)
-        self._fps = encoded.dictionary.to_numpy()
-        self._counts = summed
-        self._strings = kept
+        groups, summed, first, last = group_fingerprints(all_fps, weights)
+        if prune and len(groups) > 2 * self.capacity and self.sketch is None:
+            self.sketch = HyperLogLog()
         if self.sketch is not None:
-            self.sketch.add(encoded.dictionary)
+            self.sketch.add(pa.array(groups))  # every distinct fingerprint, before any is pruned
+        if prune and len(groups) > 2 * self.capacity:
+            threshold = _largest(summed, self.capacity + 1)
+            kept = summed > threshold
+            groups, summed, first, last = groups[kept], summed[kept] - threshold, first[kept], last[kept]
+            self.max_undercount += threshold
+        values = pa.chunked_array(chunks, type=self._type)
+        kept_strings = values.take(pa.array(first)).combine_chunks()
+        _check_same(values.take(pa.array(last)).combine_chunks(), kept_strings)
+        self._fps, self._counts, self._strings = groups, summed, kept_strings
 
 
 def _check_same(values: pa.Array, kept: pa.Array) -> None:
