@@ -338,6 +338,9 @@ class _HostKernels:
     def _array(self, buffer, dtype, count):
         return buffer.handle[: count * np.dtype(dtype).itemsize].view(dtype)
 
+    def forward_scratch_bytes(self, sample_count):
+        return 8 * (sample_count + 2)
+
     def bag_forward(self, table, vocab, dim, rows, cols, gains, n, sample_count, rows_sorted, scratch, out):
         r, c, g = self._array(rows, np.int32, n), self._array(cols, np.int64, n), self._array(gains, np.float32, n)
         order = np.argsort(r, kind="stable")
