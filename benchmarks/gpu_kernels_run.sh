@@ -62,9 +62,11 @@ BUILD="$OUT/build"
 "$PYTHON" -m benchmarks.gpu_kernel_sanitized --build-only --build-dir "$BUILD" 2>&1 | tee "$OUT/build.log"
 note "${PIPESTATUS[0]}" "build"
 
-# tool part: the cases of `part` under compute-sanitizer's `tool`; a reported error exits 86.
+# tool part: the cases of `part` under compute-sanitizer's `tool`; a reported error exits 86. SANITIZER_FLAGS adds
+# options (e.g. "--report-api-errors no" should the peer library's own expected API errors be reported).
 sanitize() {
-  timeout 400 "$SANITIZER" --tool "$1" --error-exitcode 86 --print-limit 50 \
+  # shellcheck disable=SC2086  # SANITIZER_FLAGS is a list of words
+  timeout 400 "$SANITIZER" --tool "$1" --error-exitcode 86 --print-limit 50 ${SANITIZER_FLAGS:-} \
     "$PYTHON" -m benchmarks.gpu_kernel_sanitized --part "$2" --build-dir "$BUILD" 2>&1 \
     | tee "$OUT/sanitizer-$1-$2.log"
   note "${PIPESTATUS[0]}" "compute-sanitizer --tool $1, $2 cases"

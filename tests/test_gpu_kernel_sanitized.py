@@ -143,7 +143,8 @@ def test_the_script_sanitizes_every_part_before_timing_and_fails_on_an_error(tmp
                       + ('[ "$tool" != memcheck ] || exit 86\n' if fails == "memcheck" else ""))
     done = subprocess.run(["bash", str(SCRIPT), "--quick"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
                           env=_env(OUT=str(tmp_path / "out"), PYTHON=python, COMPUTE_SANITIZER=sanitizer,
-                                   NVCC="/bin/true", PATH=f"{tmp_path}:{os.environ['PATH']}"), check=False)
+                                   SANITIZER_FLAGS="", NVCC="/bin/true", PATH=f"{tmp_path}:{os.environ['PATH']}"),
+                          check=False)
     assert done.returncode == status, done.stdout[-2000:] + done.stderr[-2000:]
     build = str(tmp_path / "out" / "build")
     calls = [line for line in log.read_text().splitlines() if not line.startswith("python -c")]
