@@ -17,6 +17,7 @@ DTYPE_CODES = {"float32": 0, "float16": 1, "bfloat16": 2}
 _i64, _i32, _int, _p, _size = ctypes.c_int64, ctypes.c_int32, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t
 _SIGNATURES = {
     "sparseflow_embedding_bag_forward": [_p, _i64, _i64, _p, _p, _p, _i64, _i32, _int, _int, _p, _p, _p],
+    "sparseflow_embedding_bag_forward_scratch": [_i32, ctypes.POINTER(_size)],
     "sparseflow_embedding_bag_check": [_p, _p, _i64, _i32, _i64, _p, _p],
     "sparseflow_embedding_bag_grad_workspace": [_i64, _i64, ctypes.POINTER(_size)],
     "sparseflow_embedding_bag_grad_ids": [_p, _p, _i64, _i32, _i64, _p, _size, _p, _p, _p],
@@ -51,6 +52,12 @@ class Kernels:
                     deterministic=False):
         self._call("sparseflow_embedding_bag_forward", table.ptr, vocab, dim, rows.ptr, cols.ptr, gains.ptr, n,
                    sample_count, rows_sorted, int(deterministic), _ptr(scratch), out.ptr, None)
+
+    def forward_scratch_bytes(self, sample_count) -> int:
+        """Bytes of the forward's scratch (the bag offsets and the sortedness flag) for sample_count bags."""
+        size = ctypes.c_size_t(0)
+        self._call("sparseflow_embedding_bag_forward_scratch", sample_count, ctypes.byref(size))
+        return size.value
 
     def bag_check(self, rows, cols, n, sample_count, vocab, first_bad):
         self._call("sparseflow_embedding_bag_check", rows.ptr, cols.ptr, n, sample_count, vocab, first_bad.ptr, None)

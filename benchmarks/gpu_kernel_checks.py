@@ -53,7 +53,7 @@ def _check_bag(kernels: Kernels, device, checks: Checks, rng, name: str, bag: Ba
 
     def forward(mode):
         out = device.empty(4 * s * d)
-        scratch = device.empty(4)
+        scratch = device.empty(kernels.forward_scratch_bytes(s))
         kernels.bag_forward(b["table"], v, d, b["rows"], b["cols"], b["gains"], n, s, mode, scratch, out)
         return ref.check_close(device.get(out, np.float32, (s, d)), want, bound, "float32", "forward")
 

@@ -84,7 +84,7 @@ def _time_bag_case(kernels, device, timer, torch, bandwidth, checks, rng, t_tabl
     gains = rng.uniform(0.5, 1.5, rows.size).astype(np.float32)
     n, distinct = rows.size, np.unique(cols).size
     b_rows, b_cols, b_gains = device.put(rows), device.put(cols), device.put(gains)
-    out, scratch = device.empty(4 * batch * dim), device.empty(4)
+    out, scratch = device.empty(4 * batch * dim), device.empty(kernels.forward_scratch_bytes(batch))
     out_grad = rng.standard_normal((batch, dim)).astype(np.float32)
     b_grad = device.put(out_grad)
     workspace = device.empty(kernels.grad_workspace_bytes(n, vocab))

@@ -4,57 +4,31 @@ Each test's id names the kernels it runs, and the test checks from the emulation
 those ran. Every case runs with the block's threads (and the blocks) in ascending and in descending order.
 """
 
-import zlib
-
 import numpy as np
 import pytest
 
 from benchmarks import kernel_references as ref
-from benchmarks.gpu_kernel_data import Bag
+from benchmarks.gpu_kernel_cases import (
+    CHECK_CASES,
+    FORWARD_CASES,
+    GRAD_CASES,
+    HOT_IDS,
+    bag_case,
+    check_case,
+    forward_modes,
+)
 from tests._cuda_emulation import HostMemory, emulated_kernels
 
 ORDERS = [pytest.param(False, id="ascending"), pytest.param(True, id="descending")]
+_bag = bag_case
 
-
-def _bag(name):
-    rng = np.random.default_rng(zlib.crc32(name.encode()))
-    if name == "odd sizes, empty bags, padding":
-        return Bag(rng, 37, 50, 12, 6, padding=5)
-    if name == "dim 3":
-        return Bag(rng, 29, 20, 3, 4, padding=2)
-    if name == "wide odd rows":  # more values than a warp has lanes: every lane strides, all 32 shares count
-        return Bag(rng, 13, 25, 67, 4, padding=2)
-    if name == "wide rows":
-        return Bag(rng, 7, 25, 200, 4)
-    if name == "hot id":
-        bag = Bag(rng, 9, 40, 8, 120)
-        bag.cols[: bag.n * 2 // 3] = 17  # one id in most entries, across blocks of the grid
-        return bag
-    if name == "bad ids and rows":
-        bag = Bag(rng, 11, 30, 8, 5, padding=3)
-        bag.cols[[1, 4]] = [30, -2]  # ids outside [0, vocab): skipped, never read
-        bag.rows[0] = -1  # a row before the first sample: skipped
-        return bag
-    if name == "unsorted rows, padding":
-        return Bag(rng, 33, 30, 16, 5, padding=7, shuffle=True)
-    if name == "no entries":
-        return Bag(rng, 4, 10, 8, 0)
-    if name == "only padding":
-        return Bag(rng, 3, 10, 4, 0, padding=6)
-    raise KeyError(name)
-
-
-SORTED_CASES = [
-    "odd sizes, empty bags, padding", "dim 3", "wide odd rows", "wide rows", "hot id", "bad ids and rows",
-    "no entries", "only padding",
-]
 FORWARD = [
     pytest.param(case, mode, kernels, id=f"{'+'.join(kernels) or 'no kernel'}-{case}-rows_sorted={mode}")
-    for case in [*SORTED_CASES, "unsorted rows, padding"]
-    for mode in ((1, 0, -1) if case != "unsorted rows, padding" else (0, -1))
+    for case in FORWARD_CASES
+    for mode in forward_modes(case)
     for kernels in [
         (["find_unsorted"] if mode == -1 and _bag(case).n > 1 else [])
-        + ([f"bag_forward_sorted<{1 if _bag(case).dim % 4 else 4}>"] if mode != 0 else [])
+        + (["bag_offsets", f"bag_forward_sorted<{1 if _bag(case).dim % 4 else 4}>"] if mode != 0 else [])
         + (["zero_if_unsorted"] if mode != 1 else [])
         + (["bag_forward_atomic"] if mode != 1 and _bag(case).n > 0 else [])
     ]
@@ -68,39 +42,31 @@ def test_forward_kernels_match_the_numpy_sums(case, mode, kernels, descending):
     emulated.reset(descending)
     out = memory.empty(4 * bag.sample_count * bag.dim)  # NaN until written: empty bags must be written too
     emulated.bag_forward(memory.put(bag.table), bag.vocab, bag.dim, memory.put(bag.rows), memory.put(bag.cols),
-                         memory.put(bag.gains), bag.n, bag.sample_count, mode, memory.empty(4), out)
+                         memory.put(bag.gains), bag.n, bag.sample_count, mode,
+                         memory.empty(emulated.forward_scratch_bytes(bag.sample_count)), out)
     assert emulated.launched() == kernels
     want, bound = ref.embedding_bag(bag.table, bag.rows, bag.cols, bag.gains, bag.sample_count)
     got = memory.get(out, np.float32, (bag.sample_count, bag.dim))
     ref.check_close(got, want, bound, "float32", f"forward, {case}")
     assert not got[bag.lengths == 0].any() or case == "bad ids and rows"
+    if mode == 1:  # the documented order: entry by entry, whatever the read-ahead (float32 adds as g++ emits them)
+        assert got.tobytes() == _forward_in_entry_order(bag).tobytes()
 
 
-CHECKS = {
-    "no bad entries": ([0, 0, 1, 2, 3], [1, 4, 2, 0, 4], 3, 5),
-    "bad id, negative row, row past padding": ([0, 0, 1, -1, 2, 9, 3, 3], [1, 4, 2, 3, 0, 1, 2, 7], 3, 5),
-    "one entry, bad id": ([0], [5], 1, 5),
-    "no entries": ([], [], 2, 5),
-}
+def _forward_in_entry_order(bag):
+    """The sorted forward as bag_logic.h documents it: per bag, acc = 0, acc += gain * row, entry by entry."""
+    out = np.zeros((bag.sample_count, bag.dim), np.float32)
+    for k in range(bag.n):
+        row, col = bag.rows[k], bag.cols[k]
+        if 0 <= row < bag.sample_count and 0 <= col < bag.vocab:
+            out[row] = out[row] + bag.gains[k] * bag.table[col]
+    return out
 
 
 @pytest.mark.parametrize("descending", ORDERS)
-@pytest.mark.parametrize("case", list(CHECKS))
+@pytest.mark.parametrize("case", CHECK_CASES)
 def test_check_entries_and_fill_first_bad_report_the_first_bad_positions(case, descending):
-    rows, cols, samples, vocab = CHECKS[case]
-    rows, cols = np.array(rows, np.int32), np.array(cols, np.int64)
-    _check(rows, cols, samples, vocab, descending)
-
-
-@pytest.mark.parametrize("descending", ORDERS)
-def test_check_entries_over_several_blocks_keeps_the_first(descending):
-    # 700 entries: three blocks of 256 threads, bad entries in the second and third (atomicMin across blocks).
-    rng = np.random.default_rng(3)
-    rows = np.sort(rng.integers(0, 50, 700)).astype(np.int32)
-    cols = rng.integers(0, 90, 700).astype(np.int64)
-    cols[[650, 300, 301]] = [90, -1, 1000]
-    rows[[699, 520]] = [51, -3]
-    _check(rows, cols, 50, 90, descending)
+    _check(*check_case(case), descending)
 
 
 def _check(rows, cols, samples, vocab, descending):
@@ -113,7 +79,6 @@ def _check(rows, cols, samples, vocab, descending):
     assert got == ref.first_bad_entries(rows, cols, samples, vocab)
 
 
-GRAD_CASES = [*SORTED_CASES, "unsorted rows, padding"]
 CUB = ["cub::DeviceRadixSort::SortPairs", "cub::DeviceRunLengthEncode::Encode"]
 
 
@@ -121,7 +86,9 @@ def _grad_kernels(case):
     bag = _bag(case)
     if bag.n == 0:
         return []
-    return ["make_keys", *CUB, "segment_starts", "count_unique", f"grad_rows_kernel<{1 if bag.dim % 4 else 4}>"]
+    v = 1 if bag.dim % 4 else 4
+    chunks = [f"grad_chunk_partials<{v}>"] if bag.n > max(256, bag.dim) else []  # only then can an id be long
+    return ["make_keys", *CUB, "segment_starts", "count_unique", *chunks, f"grad_rows_kernel<{v}>"]
 
 
 def _kernel_names(launched):
@@ -169,3 +136,70 @@ def test_gains_gradient_kernel_reduces_each_entry_over_a_warp(case, descending):
     want, bound = ref.embedding_bag_gains_grad(out_grad, bag.table, bag.rows, bag.cols, s)
     got = memory.get(d_gains, np.float32, (max(n, 1),))[:n]
     ref.check_close(got, want, bound, "float32", f"gains gradient, {case}")
+
+
+def _grad_in_documented_order(out_grad, bag):
+    """The table gradient's rows in the order sparseflow_kernels.h documents, in float32 as g++ emits the adds:
+    entries sorted stably by id; an id of at most max(256, dim) entries summed entry by entry; a longer one summed
+    per chunk of max(256, dim) positions of the sorted order, then the chunks' sums added in chunk order."""
+    s, v, d = bag.sample_count, bag.vocab, bag.dim
+    counts = (bag.rows >= 0) & (bag.rows < s) & (bag.cols >= 0) & (bag.cols < v)
+    keys = np.where(counts, bag.cols, v)
+    order = np.argsort(keys, kind="stable")
+    chunk = max(256, d)
+    ids = np.unique(keys[counts])
+    rows = np.zeros((ids.size, d), np.float32)
+    for u, col in enumerate(ids):
+        positions = np.flatnonzero(keys[order] == col)  # consecutive positions of the sorted order
+        parts = [positions] if positions.size <= chunk else np.split(
+            positions, np.flatnonzero(np.diff(positions // chunk)) + 1)
+        total = np.zeros(d, np.float32)
+        for part in parts:
+            acc = np.zeros(d, np.float32)
+            for j in part:
+                k = order[j]
+                acc = acc + bag.gains[k] * out_grad[bag.rows[k]]
+            total = total + acc
+        rows[u] = total
+    return ids, rows
+
+
+@pytest.mark.parametrize(
+    "case", [pytest.param(case, id=f"{_kernel_names(_grad_kernels(case))}-{case}") for case in HOT_IDS]
+)
+def test_a_very_hot_id_is_summed_in_chunks_in_a_fixed_order(case):
+    emulated, memory, bag = emulated_kernels(), HostMemory(), _bag(case)
+    s, v, d, n = bag.sample_count, bag.vocab, bag.dim, bag.n
+    dim, hot = HOT_IDS[case]
+    assert d == dim and max(hot.values()) > 3 * max(256, d)  # several chunks long
+    out_grad = np.random.default_rng(10).standard_normal((s, d)).astype(np.float32)
+    results = []
+    for descending in (False, True):
+        emulated.reset(descending)
+        rows, gains = memory.put(bag.rows), memory.put(bag.gains)
+        workspace = memory.empty(emulated.grad_workspace_bytes(n, v))
+        ids, count, d_rows = memory.empty(8 * n), memory.empty(8), memory.empty(4 * n * d)
+        emulated.grad_ids(rows, memory.put(bag.cols), n, s, v, workspace, ids, count)
+        emulated.grad_rows(memory.put(out_grad), d, rows, gains, n, workspace, count, n, d_rows)
+        assert f"grad_chunk_partials<{1 if d % 4 else 4}>" in emulated.launched()
+        unique = int(memory.get(count, np.int64, (1,))[0])
+        results.append((memory.get(ids, np.int64, (n,))[:unique], memory.get(d_rows, np.float32, (n, d))[:unique]))
+    (got_ids, got), (_, got_descending) = results
+    assert got.tobytes() == got_descending.tobytes()  # whatever order the threads run in
+    want_ids, want = _grad_in_documented_order(out_grad, bag)
+    np.testing.assert_array_equal(got_ids, want_ids)
+    for col, count in hot.items():
+        assert (bag.cols[bag.rows < s] == col).sum() == count
+    assert got.tobytes() == want.tobytes()
+    _, summed, bound = ref.embedding_bag_grad(out_grad, bag.rows, bag.cols, bag.gains, s, v)
+    ref.check_close(got, summed, bound, "float32", f"table gradient, {case}")
+
+
+@pytest.mark.parametrize("rows_sorted", [1, -1])
+def test_the_sorted_forward_refuses_a_missing_scratch_for_its_offsets(rows_sorted):
+    emulated, memory, bag = emulated_kernels(), HostMemory(), _bag("dim 3")
+    out = memory.empty(4 * bag.sample_count * bag.dim)
+    status = emulated.lib.sparseflow_embedding_bag_forward(
+        memory.put(bag.table).ptr, bag.vocab, bag.dim, memory.put(bag.rows).ptr, memory.put(bag.cols).ptr,
+        memory.put(bag.gains).ptr, bag.n, bag.sample_count, rows_sorted, 0, None, out.ptr, None)
+    assert status == -1 and emulated.launched() == []  # SPARSEFLOW_E_ARGUMENT, nothing launched

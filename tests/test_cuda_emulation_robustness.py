@@ -196,7 +196,8 @@ def _forward(emulated, memory, bag, rows_sorted, deterministic, descending):
     emulated.reset(descending)
     out = memory.empty(4 * bag.sample_count * bag.dim)
     emulated.bag_forward(memory.put(bag.table), bag.vocab, bag.dim, memory.put(bag.rows), memory.put(bag.cols),
-                         memory.put(bag.gains), bag.n, bag.sample_count, rows_sorted, memory.empty(4), out,
+                         memory.put(bag.gains), bag.n, bag.sample_count, rows_sorted,
+                         memory.empty(emulated.forward_scratch_bytes(bag.sample_count)), out,
                          deterministic=deterministic)
     return memory.get(out, np.float32, (bag.sample_count, bag.dim)), emulated.launched()
 

@@ -1,16 +1,21 @@
 // Embedding-bag forward and backward kernels (float32) behind the C interface of sparseflow_kernels.h.
 //
 // Forward on a row-sorted COO: a group of L lanes per bag (L = the dim's 16-byte chunks, rounded up to a
-// power of two, at most 32), each lane summing its chunks of the bag's rows with 16-byte loads; the bag's
-// entry range comes from two binary searches in row_ids, so no offsets pass is needed. Unsorted input
+// power of two, at most 32), each lane summing its chunks of the bag's rows with 16-byte loads, up to
+// kLoadsInFlight (8) row loads issued before their adds (bag_logic.h; the adds stay in entry order); the bag's
+// entry range is read from the bag offsets, which one small kernel writes first (one thread per entry, each
+// writing the offsets of the bags that start at it), so no lane searches the row ids. Unsorted input
 // falls back to one thread per (entry, chunk) adding atomically, or, when determinism is asked for, to a
 // lane group per bag scanning all entries for its row in entry order (slower: every bag reads all row ids).
 //
 // Backward: radix sort of (id, entry) pairs over the bits vocab needs, run-length encoding of the sorted
 // ids (the distinct ids and their entry counts), each run's start found by a binary search of its id in the
 // sorted ids (for the runs the encode counted on the device: the counts past them are never written, so no
-// scan over n slots), then a lane group per distinct id summing gains[k] * out_grad[row_ids[k]] over its
-// segment, in entry order.
+// scan over n slots), then the segment sums of gains[k] * out_grad[row_ids[k]], segment-length aware: a
+// segment of at most grad_chunk_entries(dim) entries (256 for dim <= 256) is summed by one lane group in entry
+// order; a longer one (a hot id) is cut into chunks of the sorted order summed in parallel by one lane group each
+// (grad_chunk_partials), then added in chunk order (grad_rows_kernel), so a hot id's critical path is one chunk
+// plus its chunk count, not its entry count. Both orders are fixed: the gradient repeats bit for bit.
 #include <cub/cub.cuh>
 
 #include "bag_logic.h"
@@ -29,19 +34,25 @@ int lanes_per_row(int64_t chunks) {
 
 int64_t blocks_for(int64_t threads) { return (threads + kThreads - 1) / kThreads; }
 
+// offsets[b] for b in [0, sample_count] of sorted rows: thread k in [0, n] writes the bags starting at entry k.
+__global__ void bag_offsets(const int32_t* __restrict__ rows, int64_t n, int32_t sample_count,
+                            const int32_t* unsorted, int64_t* __restrict__ offsets) {
+  if (unsorted != nullptr && *unsorted) return;
+  const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k > n) return;
+  write_bag_offsets(rows, n, sample_count, k, offsets);
+}
+
 template <int V>
 __global__ void bag_forward_sorted(const float* __restrict__ table, int64_t vocab, int64_t dim,
-                                   const int32_t* __restrict__ rows, const int64_t* __restrict__ cols,
-                                   const float* __restrict__ gains, int64_t n, int32_t sample_count, int lanes,
+                                   const int64_t* __restrict__ cols, const float* __restrict__ gains,
+                                   const int64_t* __restrict__ offsets, int32_t sample_count, int lanes,
                                    const int32_t* unsorted, float* __restrict__ out) {
   if (unsorted != nullptr && *unsorted) return;
   const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t bag = thread / lanes;
   if (bag >= sample_count) return;
-  const int32_t row = static_cast<int32_t>(bag);
-  const int64_t begin = lower_bound_row(rows, n, row);
-  const int64_t end = lower_bound_row(rows, n, row + 1);
-  bag_sum<V>(table, cols, gains, begin, end, vocab, dim, thread % lanes, lanes, out + bag * dim);
+  bag_sum<V>(table, cols, gains, offsets[bag], offsets[bag + 1], vocab, dim, thread % lanes, lanes, out + bag * dim);
 }
 
 __global__ void find_unsorted(const int32_t* __restrict__ rows, int64_t n, int32_t* unsorted) {
@@ -133,17 +144,50 @@ __global__ void count_unique(const int64_t* runs, const uint64_t* unique_keys, i
   *num_unique = count;
 }
 
+// The first pass over long segments: a lane group per chunk of the sorted order sums the parts of the (at most
+// two) long segments in it into its partial rows (partials [2 * chunks, dim]; bag_logic.h's slots).
+template <int V>
+__global__ void grad_chunk_partials(const float* __restrict__ out_grad, int64_t dim, const int32_t* __restrict__ rows,
+                                    const float* __restrict__ gains, const int64_t* __restrict__ order, int64_t n,
+                                    const int64_t* __restrict__ starts, const int64_t* __restrict__ counts,
+                                    const int64_t* num_unique, int64_t chunk_entries, int lanes,
+                                    float* __restrict__ partials) {
+  const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t chunk = thread / lanes;
+  const int64_t low = chunk * chunk_entries;
+  if (low >= n) return;
+  const int64_t high = low + chunk_entries < n ? low + chunk_entries : n;
+  const int64_t unique = *num_unique;
+  const int64_t first = segment_of(starts, counts, unique, low);
+  if (first >= 0 && counts[first] > chunk_entries) {
+    const int64_t end = starts[first] + counts[first];
+    segment_grad_sum<V>(out_grad, rows, gains, order, low, end < high ? end : high, dim, thread % lanes, lanes,
+                        partials + 2 * chunk * dim);
+  }
+  const int64_t last = segment_of(starts, counts, unique, high - 1);
+  if (last >= 0 && last != first && counts[last] > chunk_entries) {
+    segment_grad_sum<V>(out_grad, rows, gains, order, starts[last], high, dim, thread % lanes, lanes,
+                        partials + (2 * chunk + 1) * dim);
+  }
+}
+
+// A lane group per distinct id: a short segment summed in entry order, a long one from its chunks' partials.
 template <int V>
 __global__ void grad_rows_kernel(const float* __restrict__ out_grad, int64_t dim, const int32_t* __restrict__ rows,
                                  const float* __restrict__ gains, const int64_t* __restrict__ order,
                                  const int64_t* __restrict__ starts, const int64_t* __restrict__ counts,
-                                 const int64_t* num_unique, int lanes, float* __restrict__ d_rows) {
+                                 const int64_t* num_unique, int64_t chunk_entries, const float* __restrict__ partials,
+                                 int lanes, float* __restrict__ d_rows) {
   const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t u = thread / lanes;
   if (u >= *num_unique) return;
-  const int64_t begin = starts[u];
-  segment_grad_sum<V>(out_grad, rows, gains, order, begin, begin + counts[u], dim, thread % lanes, lanes,
-                      d_rows + u * dim);
+  const int64_t begin = starts[u], count = counts[u];
+  if (count <= chunk_entries) {
+    segment_grad_sum<V>(out_grad, rows, gains, order, begin, begin + count, dim, thread % lanes, lanes,
+                        d_rows + u * dim);
+  } else {
+    add_chunk_partials<V>(partials, begin, count, chunk_entries, dim, thread % lanes, lanes, d_rows + u * dim);
+  }
 }
 
 __global__ void grad_gains_kernel(const float* __restrict__ out_grad, const float* __restrict__ table, int64_t vocab,
@@ -159,10 +203,11 @@ __global__ void grad_gains_kernel(const float* __restrict__ out_grad, const floa
 }
 
 // Workspace layout of the gradient: arrays of n entries each, 256-byte aligned, then CUB's temporary storage.
+// keys_in and order_in, adjacent, are dead once sorted: grad_rows reuses their bytes for the chunk partials.
 struct GradWorkspace {
   uint64_t* keys_in;
-  uint64_t* keys_sorted;
   int64_t* order_in;
+  uint64_t* keys_sorted;
   int64_t* order_sorted;
   int64_t* counts;
   int64_t* starts;
@@ -197,8 +242,8 @@ GradWorkspace carve(void* base, int64_t n, size_t temp_bytes) {
   const size_t array = align_up(static_cast<size_t>(n) * 8);
   GradWorkspace w;
   w.keys_in = reinterpret_cast<uint64_t*>(p);
-  w.keys_sorted = reinterpret_cast<uint64_t*>(p + array);
-  w.order_in = reinterpret_cast<int64_t*>(p + 2 * array);
+  w.order_in = reinterpret_cast<int64_t*>(p + array);
+  w.keys_sorted = reinterpret_cast<uint64_t*>(p + 2 * array);
   w.order_sorted = reinterpret_cast<int64_t*>(p + 3 * array);
   w.counts = reinterpret_cast<int64_t*>(p + 4 * array);
   w.starts = reinterpret_cast<int64_t*>(p + 5 * array);
@@ -207,6 +252,17 @@ GradWorkspace carve(void* base, int64_t n, size_t temp_bytes) {
   w.temp_bytes = temp_bytes;
   return w;
 }
+
+// Bytes of the chunk partials for n entries of dim values: 2 rows per chunk, chunks only when a segment can be
+// long (n > chunk). At most 16 n bytes (dim <= chunk): the dead keys_in and order_in arrays hold them.
+size_t partials_bytes(int64_t n, int64_t dim) {
+  const int64_t chunk = grad_chunk_entries(dim);
+  if (n <= chunk) return 0;
+  return static_cast<size_t>(2 * ((n + chunk - 1) / chunk) * dim) * sizeof(float);
+}
+
+// Bytes of the forward's scratch: the bag offsets (int64 [sample_count + 1]), then the sortedness flag.
+size_t forward_scratch_bytes(int32_t sample_count) { return 8 * (static_cast<size_t>(sample_count) + 1) + 8; }
 
 bool vectorisable(const float* p, int64_t dim) {
   return dim % 4 == 0 && reinterpret_cast<uintptr_t>(p) % 16 == 0;
@@ -222,28 +278,33 @@ using namespace sparseflow;
 extern "C" int sparseflow_embedding_bag_forward(const float* table, int64_t vocab, int64_t dim, const int32_t* row_ids,
                                                 const int64_t* col_ids, const float* gains, int64_t n,
                                                 int32_t sample_count, int rows_sorted, int deterministic,
-                                                int32_t* scratch, float* out, cudaStream_t stream) {
+                                                void* scratch, float* out, cudaStream_t stream) {
   if (vocab < 0 || dim <= 0 || n < 0 || sample_count < 0 || rows_sorted < -1 || rows_sorted > 1) {
     return SPARSEFLOW_E_ARGUMENT;
   }
-  if (rows_sorted == -1 && scratch == nullptr) return SPARSEFLOW_E_ARGUMENT;
+  if (rows_sorted != 0 && (scratch == nullptr || reinterpret_cast<uintptr_t>(scratch) % 8 != 0)) {
+    return SPARSEFLOW_E_ARGUMENT;
+  }
   if (sample_count == 0) return 0;
+  auto* offsets = static_cast<int64_t*>(scratch);
   const int32_t* unsorted = nullptr;
   if (rows_sorted == -1) {
-    const cudaError_t error = cudaMemsetAsync(scratch, 0, sizeof(int32_t), stream);
+    auto* flag = reinterpret_cast<int32_t*>(static_cast<char*>(scratch) + forward_scratch_bytes(sample_count) - 8);
+    const cudaError_t error = cudaMemsetAsync(flag, 0, sizeof(int32_t), stream);
     if (error != cudaSuccess) return static_cast<int>(error);
-    if (n > 1) find_unsorted<<<blocks_for(n), kThreads, 0, stream>>>(row_ids, n, scratch);
-    unsorted = scratch;
+    if (n > 1) find_unsorted<<<blocks_for(n), kThreads, 0, stream>>>(row_ids, n, flag);
+    unsorted = flag;
   }
   if (rows_sorted != 0) {
+    bag_offsets<<<blocks_for(n + 1), kThreads, 0, stream>>>(row_ids, n, sample_count, unsorted, offsets);
     const bool vec = vectorisable(table, dim) && vectorisable(out, dim);
     const int lanes = lanes_per_row(vec ? dim / 4 : dim);
     const int64_t threads = static_cast<int64_t>(sample_count) * lanes;
     if (vec) {
-      bag_forward_sorted<4><<<blocks_for(threads), kThreads, 0, stream>>>(table, vocab, dim, row_ids, col_ids, gains, n,
+      bag_forward_sorted<4><<<blocks_for(threads), kThreads, 0, stream>>>(table, vocab, dim, col_ids, gains, offsets,
                                                                             sample_count, lanes, unsorted, out);
     } else {
-      bag_forward_sorted<1><<<blocks_for(threads), kThreads, 0, stream>>>(table, vocab, dim, row_ids, col_ids, gains, n,
+      bag_forward_sorted<1><<<blocks_for(threads), kThreads, 0, stream>>>(table, vocab, dim, col_ids, gains, offsets,
                                                                             sample_count, lanes, unsorted, out);
     }
   }
@@ -261,6 +322,12 @@ extern "C" int sparseflow_embedding_bag_forward(const float* table, int64_t voca
     }
   }
   return status();
+}
+
+extern "C" int sparseflow_embedding_bag_forward_scratch(int32_t sample_count, size_t* bytes) {
+  if (sample_count < 0 || bytes == nullptr) return SPARSEFLOW_E_ARGUMENT;
+  *bytes = forward_scratch_bytes(sample_count);
+  return 0;
 }
 
 extern "C" int sparseflow_embedding_bag_check(const int32_t* row_ids, const int64_t* col_ids, int64_t n,
@@ -315,23 +382,39 @@ extern "C" int sparseflow_embedding_bag_grad_ids(const int32_t* row_ids, const i
 }
 
 extern "C" int sparseflow_embedding_bag_grad_rows(const float* out_grad, int64_t dim, const int32_t* row_ids,
-                                                  const float* gains, int64_t n, const void* workspace,
+                                                  const float* gains, int64_t n, void* workspace,
                                                   size_t workspace_bytes_given, const int64_t* num_unique,
                                                   int64_t max_unique, float* d_rows, cudaStream_t stream) {
   if (dim <= 0 || n < 0 || n >= (int64_t{1} << 31) || max_unique < 0) return SPARSEFLOW_E_ARGUMENT;
   if (workspace_bytes_given < arrays_bytes(n)) return SPARSEFLOW_E_WORKSPACE;
   if (n == 0 || max_unique == 0) return 0;
   // The layout of the arrays does not depend on vocab (only CUB's temporary storage does, and it is last).
-  GradWorkspace w = carve(const_cast<void*>(workspace), n, 0);
-  const bool vec = vectorisable(out_grad, dim) && vectorisable(d_rows, dim);
+  GradWorkspace w = carve(workspace, n, 0);
+  const int64_t chunk = grad_chunk_entries(dim);
+  if (partials_bytes(n, dim) > 2 * align_up(static_cast<size_t>(n) * 8)) return SPARSEFLOW_E_WORKSPACE;
+  auto* partials = reinterpret_cast<float*>(w.keys_in);
+  // 16-byte loads also from the partials: the workspace is 256-byte aligned and the partial rows dim floats apart.
+  const bool vec = vectorisable(out_grad, dim) && vectorisable(d_rows, dim) && vectorisable(partials, dim);
   const int lanes = lanes_per_row(vec ? dim / 4 : dim);
+  if (n > chunk) {  // only then can a segment be long
+    const int64_t threads = (n + chunk - 1) / chunk * lanes;
+    if (vec) {
+      grad_chunk_partials<4><<<blocks_for(threads), kThreads, 0, stream>>>(
+          out_grad, dim, row_ids, gains, w.order_sorted, n, w.starts, w.counts, num_unique, chunk, lanes, partials);
+    } else {
+      grad_chunk_partials<1><<<blocks_for(threads), kThreads, 0, stream>>>(
+          out_grad, dim, row_ids, gains, w.order_sorted, n, w.starts, w.counts, num_unique, chunk, lanes, partials);
+    }
+  }
   const int64_t threads = (max_unique < n ? max_unique : n) * lanes;
   if (vec) {
     grad_rows_kernel<4><<<blocks_for(threads), kThreads, 0, stream>>>(out_grad, dim, row_ids, gains, w.order_sorted,
-                                                                       w.starts, w.counts, num_unique, lanes, d_rows);
+                                                                       w.starts, w.counts, num_unique, chunk, partials,
+                                                                       lanes, d_rows);
   } else {
     grad_rows_kernel<1><<<blocks_for(threads), kThreads, 0, stream>>>(out_grad, dim, row_ids, gains, w.order_sorted,
-                                                                       w.starts, w.counts, num_unique, lanes, d_rows);
+                                                                       w.starts, w.counts, num_unique, chunk, partials,
+                                                                       lanes, d_rows);
   }
   return status();
 }

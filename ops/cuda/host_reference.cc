@@ -34,9 +34,10 @@ int sparseflow_host_embedding_bag_forward(const float* table, int64_t vocab, int
   }
   const bool vec = dim % 4 == 0;
   const int lanes = lanes_per_row(vec ? dim / 4 : dim);
+  std::vector<int64_t> offsets(static_cast<size_t>(sample_count) + 1);
+  for (int64_t k = 0; k <= n; ++k) write_bag_offsets(row_ids, n, sample_count, k, offsets.data());
   for (int32_t bag = 0; bag < sample_count; ++bag) {
-    const int64_t begin = lower_bound_row(row_ids, n, bag);
-    const int64_t end = lower_bound_row(row_ids, n, bag + 1);
+    const int64_t begin = offsets[bag], end = offsets[bag + 1];
     for (int lane = 0; lane < lanes; ++lane) {
       if (vec) {
         bag_sum<4>(table, col_ids, gains, begin, end, vocab, dim, lane, lanes, out + bag * dim);

@@ -33,16 +33,21 @@ extern "C" {
  * [sample_count, dim] float32 (every row written, empty bags as zeros). Entries whose row is outside
  * [0, sample_count) (padding rows equal sample_count) or whose id is outside [0, vocab) are skipped
  * and never read: run sparseflow_embedding_bag_check first to reject them as errors.
- * rows_sorted: 1 when the caller knows row_ids is non-decreasing (one kernel, a warp group per bag,
- * deterministic); 0 when it is not (zeroes out, then adds entries atomically, not deterministic in
- * the last bits); -1 when unknown (checked on the device, no host synchronisation, both kernels
+ * rows_sorted: 1 when the caller knows row_ids is non-decreasing (the bag offsets written into scratch by one
+ * small kernel, then a lane group per bag summing its entries in entry order: deterministic); 0 when it is
+ * not (zeroes out, then adds entries atomically, not deterministic in the last bits); -1 when unknown (checked on the device, no host synchronisation, both kernels
  * launched). deterministic: nonzero to never add atomically (TensorFlow's op determinism): unsorted rows
  * then take a kernel that sums each bag's entries in entry order (every bag reads all n row ids; slower), so
- * results repeat bit for bit. scratch: one device int32, used when rows_sorted is -1. */
+ * results repeat bit for bit (the same bits as the sorted kernel's on sorted rows: both add in entry order).
+ * scratch: device memory of sparseflow_embedding_bag_forward_scratch(sample_count) bytes, 8-byte aligned (the
+ * bag offsets and the sortedness flag), needed unless rows_sorted is 0 (then it may be NULL). */
 int sparseflow_embedding_bag_forward(const float* table, int64_t vocab, int64_t dim, const int32_t* row_ids,
                                      const int64_t* col_ids, const float* gains, int64_t n, int32_t sample_count,
-                                     int rows_sorted, int deterministic, int32_t* scratch, float* out,
+                                     int rows_sorted, int deterministic, void* scratch, float* out,
                                      cudaStream_t stream);
+
+/* Bytes of the forward's scratch for sample_count bags: 8 * (sample_count + 2). */
+int sparseflow_embedding_bag_forward_scratch(int32_t sample_count, size_t* bytes);
 
 /* Writes into first_bad (device, 2 int64): [0] the first position k with col_ids[k] outside
  * [0, vocab), [1] the first position with row_ids[k] outside [0, sample_count] (sample_count itself is
@@ -63,9 +68,12 @@ int sparseflow_embedding_bag_grad_ids(const int32_t* row_ids, const int64_t* col
 
 /* d_rows[u] = sum over the entries k with id unique_ids[u] of gains[k] * out_grad[row_ids[k]], for
  * u < *num_unique (read on the device; d_rows must have room for max_unique >= *num_unique rows, e.g. n).
- * out_grad [sample_count, dim] float32; d_rows [max_unique, dim] float32. Deterministic (entry order). */
+ * out_grad [sample_count, dim] float32; d_rows [max_unique, dim] float32. Deterministic: an id with at most
+ * max(256, dim) entries is summed in entry order; a longer one (a hot id) in chunks of that many entries of the
+ * sorted order, each chunk summed in entry order by its own lane group, then the chunks' sums added in chunk
+ * order. The workspace is the one grad_ids filled; this call also writes the chunk sums into its dead parts. */
 int sparseflow_embedding_bag_grad_rows(const float* out_grad, int64_t dim, const int32_t* row_ids, const float* gains,
-                                       int64_t n, const void* workspace, size_t workspace_bytes,
+                                       int64_t n, void* workspace, size_t workspace_bytes,
                                        const int64_t* num_unique, int64_t max_unique, float* d_rows,
                                        cudaStream_t stream);
 

@@ -93,13 +93,17 @@ class EmbeddingBagOp : public OpKernel {
     }
     Tensor* out = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({sample_count, dim}), &out));
-    Tensor scratch;
-    OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_INT32, TensorShape({1}), &scratch));
+    size_t scratch_bytes = 0;
+    OP_REQUIRES(ctx, sparseflow_embedding_bag_forward_scratch(sample_count, &scratch_bytes) == 0,
+                errors::InvalidArgument("embedding_bag: bad sample_count"));
+    Tensor scratch;  // the bag offsets and the sortedness flag, int64 [sample_count + 2]
+    const int64_t scratch_words = static_cast<int64_t>(scratch_bytes / 8);
+    OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_INT64, TensorShape({scratch_words}), &scratch));
     const int status = sparseflow_embedding_bag_forward(
         table.flat<float>().data(), vocab, dim, rows.flat<int32_t>().data(), cols.flat<int64_t>().data(),
         gains.flat<float>().data(), n, sample_count, rows_sorted_,
         tensorflow::OpDeterminismRequired() ? 1 : 0,  // tf.config.experimental.enable_op_determinism(): no atomics
-        scratch.flat<int32_t>().data(), out->flat<float>().data(), stream);
+        scratch.flat<int64_t>().data(), out->flat<float>().data(), stream);
     OP_REQUIRES(ctx, status == 0, errors::Internal(launch_error("sparseflow_embedding_bag_forward", status)));
   }
 
