@@ -1,6 +1,6 @@
 """The __global__ kernels of ops/cuda/block_sparse.cu, run on the CPU emulation, against the dense numpy products.
 
-product_simt (float32, and 8-blocks of every type), product_wmma (float16/bfloat16 on WMMA fragments, blocks
+product_simt (float32, and 8-blocks of every type), product_mma (float16/bfloat16 on mma.sync fragments, blocks
 16-64) and weight_grad_simt; each test's id names the kernel, and the launch log is checked to hold it.
 """
 
@@ -19,7 +19,7 @@ C_TYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16"}
 
 
 def _product_kernel(dtype, block):
-    name = "product_simt" if dtype == "float32" or block == 8 else "product_wmma"
+    name = "product_simt" if dtype == "float32" or block == 8 else "product_mma"
     return f"{name}<{C_TYPES[dtype]}, {block}>"
 
 

@@ -1,28 +1,43 @@
 // Block-sparse matmul kernels behind the C interface of sparseflow_kernels.h.
 //
-// product (y = x @ W, dx = dy @ W^T): one thread block per (tile of rows, output block column). It walks
-// the output's plan members; each step stages the member's input block column of `a` (a tile of rows x
-// block) and its weight block in shared memory, then multiplies them:
+// product (y = x @ W, dx = dy @ W^T): one thread block per (tile of rows, output block column), numbered
+// output-fastest so the blocks sharing a row tile of `a` run together. It walks the output's plan members; each
+// step stages the member's input block column of `a` (a tile of rows x block) and its weight block in shared
+// memory, then multiplies them:
 //   float32 (and 8-blocks of every type): 256 threads, each holding a 4 x 4 patch of the output tile in
 //     registers (4096 / block rows per tile), float32 accumulation on CUDA cores;
-//   float16 / bfloat16 with blocks of 16-64: 8 warps of WMMA 16x16x16 tensor-core products (128 rows per
-//     tile, each warp 16 rows x block columns), float32 accumulators, converted once at the end.
+//   float16 / bfloat16 with blocks of 16-64: 8 warps of mma.sync m16n8k16 tensor-core products (128 rows per
+//     tile, 64 for 64-blocks), fragments loaded with ldmatrix, tiles copied with cp.async into two stages so
+//     the next member's copy overlaps this member's products; float32 accumulators, converted once at the end.
 // weight_grad (dw = x^T @ dy per block): one thread block per weight block, walking the rows of x and dy in
 // chunks staged in shared memory; each thread accumulates a 4 x 4 patch of the block over its share of the
 // rows, the shares are added at the end. float32 accumulation for every type.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <mma.h>
 
 #include <type_traits>
 
 #include "block_plan.h"
 #include "sparseflow_kernels.h"
+#include "warp_mma.h"
 
 namespace sparseflow {
 namespace {
 
 constexpr int kThreads = 256;
+// Resident blocks per SM each kernel is built for (benchmarks/cuda_resources.py OCCUPANCY states the same and the
+// compile checks hold the kernels to the registers and shared memory it allows).
+constexpr int kSimtBlocksPerSm = 3;
+constexpr int kTensorCoreBlocksPerSm = 2;
+
+__host__ __device__ constexpr int tensor_core_tile_rows(int block) { return block == 64 ? 64 : 128; }
+
+// Blocks are numbered output-fastest: the blocks of one row tile run together and share its rows of `a` in L2,
+// instead of each output column re-reading all of `a` (a 1-D grid also lifts the 65535 limit of gridDim.y).
+__device__ __forceinline__ void grid_position(int32_t outputs, int64_t* tile, int* output) {
+  *tile = static_cast<int64_t>(blockIdx.x) / outputs;
+  *output = static_cast<int>(static_cast<int64_t>(blockIdx.x) % outputs);
+}
 
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
@@ -39,7 +54,7 @@ __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { re
 
 // CUDA-core product: tile of TM = 4096 / BS rows; thread (ty, tx) holds rows ty*4..+3, columns tx*4..+3.
 template <typename T, int BS>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kSimtBlocksPerSm)
     product_simt(const T* __restrict__ a, int64_t m, int32_t a_blocks, const T* __restrict__ w,
                  const int32_t* __restrict__ offsets, const int32_t* __restrict__ partners,
                  const int32_t* __restrict__ slots, int transpose_blocks, T* __restrict__ out, int32_t outputs) {
@@ -51,8 +66,10 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ __align__(16) float w_tile[BS][BS];
   const int tx = threadIdx.x % TX;
   const int ty = threadIdx.x / TX;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * TM;
-  const int o = blockIdx.y;
+  int64_t tile;
+  int o;
+  grid_position(outputs, &tile, &o);
+  const int64_t row0 = tile * TM;
   const int64_t a_cols = static_cast<int64_t>(a_blocks) * BS;
   float acc[4][4] = {};
   for (int e = offsets[o]; e < offsets[o + 1]; ++e) {
@@ -91,86 +108,101 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Tensor-core product for 16-bit types: tile of 128 rows, warp w computes rows 16w..16w+15 x BS columns.
+// Tensor-core product for 16-bit types (mma.sync m16n8k16, float32 accumulators). A tile of TM rows (128, or 64
+// for 64-blocks, keeping two stages within 48 KiB) x BS columns; the 8 warps form WM x WN, each computing 16 rows
+// x WC columns (16 or 32) as WC / 8 accumulator fragments. Each plan member's a tile and weight block are copied
+// into shared memory with cp.async while the previous member's are multiplied (two stages); fragments come
+// from shared memory through ldmatrix (the weight block through its .trans form unless it is stored transposed,
+// dx = dy @ W^T, when the plain form reads it as B's columns). Rows are padded by 16 bytes so the 8 rows an
+// ldmatrix reads fall in distinct banks.
 template <typename T, int BS>
-__global__ void __launch_bounds__(kThreads)
-    product_wmma(const T* __restrict__ a, int64_t m, int32_t a_blocks, const T* __restrict__ w,
-                 const int32_t* __restrict__ offsets, const int32_t* __restrict__ partners,
-                 const int32_t* __restrict__ slots, int transpose_blocks, T* __restrict__ out, int32_t outputs) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  using namespace nvcuda;
-  constexpr int TM = 128;
-  constexpr int LD = BS + 8;   // 16-bit tiles: rows padded by 16 bytes (WMMA wants a multiple of 8 elements)
-  constexpr int LDC = BS + 4;  // float staging of the accumulators
-  constexpr int FRAGS = BS / 16;
-  constexpr size_t kTileBytes = sizeof(T) * (TM * LD + BS * LD);
-  constexpr size_t kStageBytes = sizeof(float) * TM * LDC;
-  __shared__ __align__(128) unsigned char smem[kTileBytes > kStageBytes ? kTileBytes : kStageBytes];
-  T* a_tile = reinterpret_cast<T*>(smem);
-  T* w_tile = a_tile + TM * LD;
-  const int warp = threadIdx.x / 32;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * TM;
-  const int o = blockIdx.y;
+__global__ void __launch_bounds__(kThreads, kTensorCoreBlocksPerSm)
+    product_mma(const T* __restrict__ a, int64_t m, int32_t a_blocks, const T* __restrict__ w,
+                const int32_t* __restrict__ offsets, const int32_t* __restrict__ partners,
+                const int32_t* __restrict__ slots, int transpose_blocks, T* __restrict__ out, int32_t outputs) {
+  constexpr int TM = tensor_core_tile_rows(BS);
+  constexpr int LD = BS + 8;
+  constexpr int WM = TM / 16, WN = 8 / WM, WC = BS / WN, TILES = WC / 8;
+  constexpr int kVec = 8;  // 16-bit values per 16-byte copy
+  __shared__ __align__(128) T a_tile[2][TM * LD];
+  __shared__ __align__(128) T w_tile[2][BS * LD];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int wr = (warp % WM) * 16, wc = (warp / WM) * WC;
+  int64_t tile;
+  int o;
+  grid_position(outputs, &tile, &o);
+  const int64_t row0 = tile * TM;
   const int64_t a_cols = static_cast<int64_t>(a_blocks) * BS;
-  constexpr int kVec = 8;  // 16-bit values per 16-byte load
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[FRAGS];
-#pragma unroll
-  for (int j = 0; j < FRAGS; ++j) wmma::fill_fragment(acc[j], 0.0f);
-  for (int e = offsets[o]; e < offsets[o + 1]; ++e) {
+  const int begin = offsets[o], members = offsets[o + 1] - begin;
+  float acc[TILES][4] = {};
+
+  auto stage = [&](int e, int buffer) {
     const int64_t col0 = static_cast<int64_t>(partners[e]) * BS;
     const T* block = w + static_cast<int64_t>(slots[e]) * BS * BS;
-    __syncthreads();
     for (int i = threadIdx.x; i < TM * BS / kVec; i += kThreads) {
       const int r = i / (BS / kVec), k = (i % (BS / kVec)) * kVec;
       const int64_t row = row0 + r;
-      uint4 v = make_uint4(0, 0, 0, 0);
-      if (row < m) v = *reinterpret_cast<const uint4*>(a + row * a_cols + col0 + k);
-      *reinterpret_cast<uint4*>(a_tile + r * LD + k) = v;
+      // Rows past m are zero-filled without reading (source size 0); their address stays inside `a`.
+      cp_async_16(&a_tile[buffer][r * LD + k], a + (row < m ? row : 0) * a_cols + col0 + k, row < m ? 16 : 0);
     }
-    if (transpose_blocks) {
-      for (int i = threadIdx.x; i < BS * BS; i += kThreads) {
-        const int k = i / BS, n = i % BS;
-        w_tile[k * LD + n] = block[n * BS + k];
-      }
+    for (int i = threadIdx.x; i < BS * BS / kVec; i += kThreads) {
+      const int r = i / (BS / kVec), k = (i % (BS / kVec)) * kVec;
+      cp_async_16(&w_tile[buffer][r * LD + k], block + r * BS + k, 16);
+    }
+    cp_async_commit();
+  };
+
+  if (members > 0) stage(begin, 0);
+  for (int i = 0; i < members; ++i) {
+    const int buffer = i & 1;
+    if (i + 1 < members) {
+      stage(begin + i + 1, buffer ^ 1);  // its buffer was last read in step i - 1, before that step's barrier
+      cp_async_wait<1>();
     } else {
-      for (int i = threadIdx.x; i < BS * BS / kVec; i += kThreads) {
-        const int k = i / (BS / kVec), n = (i % (BS / kVec)) * kVec;
-        *reinterpret_cast<uint4*>(w_tile + k * LD + n) = *reinterpret_cast<const uint4*>(block + k * BS + n);
-      }
+      cp_async_wait<0>();
     }
     __syncthreads();
+    const T* at = a_tile[buffer];
+    const T* wt = w_tile[buffer];
 #pragma unroll
     for (int kk = 0; kk < BS; kk += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-      wmma::load_matrix_sync(fa, a_tile + warp * 16 * LD + kk, LD);
+      uint32_t fa[4];
+      ldmatrix<4, false>(fa, at + (wr + lane % 16) * LD + kk + (lane / 16) * 8);
 #pragma unroll
-      for (int j = 0; j < FRAGS; ++j) {
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
-        wmma::load_matrix_sync(fb, w_tile + kk * LD + j * 16, LD);
-        wmma::mma_sync(acc[j], fa, fb, acc[j]);
+      for (int j = 0; j < TILES; j += 2) {
+        const int n0 = wc + j * 8;
+        uint32_t fb[4];  // fb[0..1]: columns n0..n0+7, fb[2..3]: n0+8..n0+15
+        if (transpose_blocks) {
+          ldmatrix<4, false>(fb, wt + (n0 + lane % 8 + (lane / 16) * 8) * LD + kk + ((lane / 8) % 2) * 8);
+        } else {
+          ldmatrix<4, true>(fb, wt + (kk + lane % 8 + ((lane / 8) % 2) * 8) * LD + n0 + (lane / 16) * 8);
+        }
+        const uint32_t b0[2] = {fb[0], fb[1]}, b1[2] = {fb[2], fb[3]};
+        mma_m16n8k16<T>(acc[j], fa, b0);
+        mma_m16n8k16<T>(acc[j + 1], fa, b1);
       }
     }
+    __syncthreads();  // this buffer is refilled in step i + 1
   }
-  __syncthreads();  // the staging area overlaps the tiles
-  float* stage = reinterpret_cast<float*>(smem);
-#pragma unroll
-  for (int j = 0; j < FRAGS; ++j) {
-    wmma::store_matrix_sync(stage + warp * 16 * LDC + j * 16, acc[j], LDC, wmma::mem_row_major);
-  }
-  __syncthreads();
   const int64_t out_cols = static_cast<int64_t>(outputs) * BS;
-  for (int i = threadIdx.x; i < TM * BS; i += kThreads) {
-    const int r = i / BS, n = i % BS;
-    const int64_t row = row0 + r;
-    if (row < m) out[row * out_cols + static_cast<int64_t>(o) * BS + n] = from_float<T>(stage[r * LDC + n]);
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int j = 0; j < TILES; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = row0 + wr + g + 8 * h;
+      if (row >= m) continue;
+      T* dst = out + row * out_cols + static_cast<int64_t>(o) * BS + wc + j * 8 + 2 * t;
+      dst[0] = from_float<T>(acc[j][2 * h]);
+      dst[1] = from_float<T>(acc[j][2 * h + 1]);
+    }
   }
-#endif
 }
 
 // dw for one block per thread block: PATCHES = BS*BS/16 patches of 4 x 4; the 256 threads are PHASES =
 // 256 / PATCHES groups, group p taking rows p, p + PHASES, ... of each staged chunk.
 template <typename T, int BS>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kSimtBlocksPerSm)
     weight_grad_simt(const T* __restrict__ x, const T* __restrict__ dy, int64_t m, int32_t k_blocks,
                      int32_t n_blocks, const int32_t* __restrict__ blocks, T* __restrict__ dw) {
   constexpr int CHUNK = 4096 / BS;
@@ -239,15 +271,17 @@ int launch_product(const void* a, int64_t m, int32_t a_blocks, int32_t outputs, 
   const T* a_t = static_cast<const T*>(a);
   const T* w_t = static_cast<const T*>(w);
   T* out_t = static_cast<T*>(out);
+  constexpr int TM = kTensorCores ? tensor_core_tile_rows(BS) : 4096 / BS;
+  const int64_t blocks = (m + TM - 1) / TM * outputs;
+  if (blocks > 0x7fffffff) return SPARSEFLOW_E_ARGUMENT;  // gridDim.x's limit
   if constexpr (kTensorCores) {
-    const dim3 grid(static_cast<unsigned>((m + 127) / 128), static_cast<unsigned>(outputs));
-    product_wmma<T, BS><<<grid, kThreads, 0, stream>>>(a_t, m, a_blocks, w_t, offsets, partners, slots,
-                                                       transpose_blocks, out_t, outputs);
+    product_mma<T, BS><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a_t, m, a_blocks, w_t, offsets,
+                                                                                partners, slots, transpose_blocks,
+                                                                                out_t, outputs);
   } else {
-    constexpr int TM = 4096 / BS;
-    const dim3 grid(static_cast<unsigned>((m + TM - 1) / TM), static_cast<unsigned>(outputs));
-    product_simt<T, BS><<<grid, kThreads, 0, stream>>>(a_t, m, a_blocks, w_t, offsets, partners, slots,
-                                                       transpose_blocks, out_t, outputs);
+    product_simt<T, BS><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a_t, m, a_blocks, w_t, offsets,
+                                                                                 partners, slots, transpose_blocks,
+                                                                                 out_t, outputs);
   }
   return status();
 }
@@ -298,7 +332,7 @@ int weight_grad_for_type(int32_t block, const void* x, const void* dy, int64_t m
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// The tensor-core kernels are compiled for compute capability 8.0 and up only (bfloat16 WMMA); on an older
+// The tensor-core kernels are compiled for compute capability 8.0 and up only (bfloat16 mma, cp.async); on an older
 // device their bodies are empty, so they are refused rather than run. 0 when they run here,
 // SPARSEFLOW_E_ARGUMENT on an older device, the runtime's error when the device cannot be queried.
 int tensor_core_kernels_status() {
@@ -318,7 +352,7 @@ extern "C" int sparseflow_block_sparse_product(int dtype, const void* a, int64_t
                                                int32_t block, const void* w, const int32_t* offsets,
                                                const int32_t* partners, const int32_t* slots, int transpose_blocks,
                                                void* out, cudaStream_t stream) {
-  if (m < 0 || a_blocks <= 0 || outputs <= 0 || outputs > 65535) return SPARSEFLOW_E_ARGUMENT;
+  if (m < 0 || a_blocks <= 0 || outputs <= 0) return SPARSEFLOW_E_ARGUMENT;
   if (m == 0) return 0;
   switch (dtype) {
     case SPARSEFLOW_FLOAT32:
