@@ -1,0 +1,153 @@
+"""Compile-time checks of the CUDA kernels, without a GPU: each `.cu` of ops/cuda/ compiled once per session for
+sm_80 and sm_90 with `-Xptxas -v` (cached outside the repository by the sources' hash), every `__global__` kernel held
+to 0 spill bytes and to the registers and shared memory of its intended occupancy (benchmarks.cuda_resources
+OCCUPANCY), and the SASS (`cuobjdump -sass`) of the tensor-core kernels checked for HMMA, LDSM (ldmatrix) and LDGSTS
+(cp.async). Skips when nvcc (or, for the SASS, cuobjdump) is absent."""
+
+import os
+import pathlib
+import tempfile
+
+import pytest
+
+from benchmarks.cuda_build import CUDA_SOURCES, find_nvcc
+from benchmarks.cuda_resources import (
+    OCCUPANCY,
+    KernelResources,
+    budget,
+    compile_cubin,
+    find_cuda_tool,
+    kernel_label,
+    kernel_resources,
+    kernel_sass,
+)
+
+ARCHS = ("sm_80", "sm_90")
+CACHE = pathlib.Path(tempfile.gettempdir()) / f"sparseflow-cubins-{os.getuid()}"
+
+
+@pytest.fixture(scope="session")
+def compiled():
+    """{(source, arch): (cubin, {kernel: KernelResources})}, compiled once per session (and per sources' hash)."""
+    nvcc = find_nvcc()
+    if nvcc is None:
+        pytest.skip("nvcc not found (PATH, $CUDA_HOME, /usr/local/cuda): the kernels' compile checks need it")
+    built = {}
+    for source in CUDA_SOURCES:
+        for arch in ARCHS:
+            cubin, report = compile_cubin(source, arch, CACHE, nvcc)
+            built[source, arch] = (cubin, kernel_resources(report))
+    return built
+
+
+def _kernels(compiled, arch) -> list[KernelResources]:
+    return [r for (_, a), (_, found) in compiled.items() if a == arch for r in found.values()]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_kernel_has_a_stated_occupancy_and_every_entry_a_kernel(compiled, arch):
+    bases = {r.base for r in _kernels(compiled, arch)}
+    assert len(bases) >= 15  # the block-sparse and embedding-bag kernels were all found
+    assert sorted(bases - OCCUPANCY.keys()) == [], "kernels without an intended occupancy in OCCUPANCY"
+    assert sorted(OCCUPANCY.keys() - bases) == [], "OCCUPANCY entries naming no kernel"
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_no_kernel_spills_registers(compiled, arch):
+    spilling = [f"{r.name}: {r.spill_store_bytes} bytes stored, {r.spill_load_bytes} loaded"
+                for r in _kernels(compiled, arch) if r.spill_store_bytes or r.spill_load_bytes]
+    assert spilling == []
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_kernel_fits_the_registers_and_shared_memory_of_its_occupancy(compiled, arch):
+    over = []
+    for r in _kernels(compiled, arch):
+        b = budget(r.base, arch)
+        if r.registers > b.max_registers:
+            over.append(f"{r.name}: {r.registers} registers > {b.max_registers} ({b.blocks_per_sm} blocks of "
+                        f"{b.threads} threads)")
+        if r.shared_bytes > b.max_shared_bytes:
+            over.append(f"{r.name}: {r.shared_bytes} bytes of shared memory > {b.max_shared_bytes}")
+    assert over == []
+
+
+@pytest.fixture(scope="session")
+def sass(compiled):
+    """{(arch, kernel): SASS text} of the block-sparse kernels."""
+    cuobjdump = find_cuda_tool("cuobjdump")
+    if cuobjdump is None:
+        pytest.skip("cuobjdump not found (PATH, next to nvcc, $CUDA_HOME/bin): the SASS checks need it")
+    return {(arch, name): text for arch in ARCHS
+            for name, text in kernel_sass(compiled["block_sparse.cu", arch][0], cuobjdump).items()}
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_tensor_core_products_use_hmma_fed_by_ldmatrix_and_cp_async(sass, arch):
+    kernels = {name: text for (a, name), text in sass.items() if a == arch and name.startswith("product_mma<")}
+    assert sorted(kernels) == [f"product_mma<{t}, {b}>" for t in ("__half", "__nv_bfloat16") for b in (16, 32, 64)]
+    for name, text in kernels.items():
+        for instruction in ("HMMA.16816.F32", "LDSM.16.M88.4", "LDGSTS"):
+            assert instruction in text, f"{name} ({arch}) has no {instruction}"
+        if "bfloat16" in name:
+            assert "HMMA.16816.F32.BF16" in text, name
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_cuda_core_kernels_have_no_tensor_core_instructions(sass, arch):
+    simt = {name: text for (a, name), text in sass.items() if a == arch and "_simt<" in name}
+    assert len(simt) == 18  # product_simt: 4 float32 blocks + 8-blocks of 16-bit types; weight_grad_simt: 12
+    assert [name for name, text in simt.items() if "HMMA" in text] == []
+
+
+REPORT = """\
+ptxas info    : Compiling entry function '_ZN10sparseflow12_GLOBAL__N_112product_simtIfLi32EEEvPKT_' for 'sm_80'
+ptxas info    : Function properties for _ZN10sparseflow12_GLOBAL__N_112product_simtIfLi32EEEvPKT_
+    8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 80 registers, used 1 barriers, 8 bytes cumulative stack size, 20608 bytes smem, 428 bytes cmem[0]
+ptxas info    : Compiling entry function '_ZN3cub6detail15DeviceScanKernelEv' for 'sm_80'
+ptxas info    : Used 40 registers, 6000 bytes smem
+ptxas info    : Compiling entry function '_ZN10sparseflow12_GLOBAL__N_112count_uniqueEPKl' for 'sm_80'
+ptxas info    : Function properties for _ZN10sparseflow12_GLOBAL__N_112count_uniqueEPKl
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 10 registers, used 0 barriers, 388 bytes cmem[0]
+"""
+
+
+def test_the_ptxas_report_is_read_per_kernel_leaving_cub_out():
+    found = kernel_resources(REPORT)
+    assert found == {
+        "product_simt<float, 32>": KernelResources("product_simt<float, 32>", "sm_80", 80, 20608, 8, 4, 12),
+        "count_unique": KernelResources("count_unique", "sm_80", 10, 0, 0, 0, 0),
+    }
+
+
+def test_a_kernel_name_that_cannot_be_demangled_is_an_error():
+    with pytest.raises(ValueError, match="cannot demangle the kernel name _ZN10sparseflow9badE"):
+        kernel_resources("ptxas info    : Compiling entry function '_ZN10sparseflow9badE' for 'sm_80'\n"
+                         "ptxas info    : Used 8 registers\n")
+
+
+def test_kernel_labels_drop_namespaces_return_type_and_parameters():
+    assert kernel_label("void sparseflow::(anonymous namespace)::product_mma<__half, 64>(__half const*, long, "
+                        "int)") == "product_mma<__half, 64>"
+    assert kernel_label("void sparseflow::(anonymous namespace)::make_keys(int const*, long)") == "make_keys"
+
+
+@pytest.mark.parametrize(
+    ("kernel", "arch", "registers", "shared"),
+    [
+        # 3 blocks x 8 warps: 65536 / 24 warps = 2730 per warp -> 85 a thread -> 80 (units of 8); 48 KiB static cap
+        ("product_simt", "sm_80", 80, 48 * 1024),
+        # 2 blocks: 128 registers; shared memory min(48 KiB, 164 KiB / 2 - 1 KiB)
+        ("product_mma", "sm_80", 128, 48 * 1024),
+        # 8 blocks of 256: 32 registers; 164 KiB / 8 - 1 KiB = 19968 bytes, on sm_90 228 KiB / 8 - 1 KiB = 28160
+        ("check_entries", "sm_80", 32, 19968),
+        ("check_entries", "sm_90", 32, 28160),
+        # 32 single-thread blocks: 65536 / 32 warps / 32 lanes = 64 registers; 164 KiB / 32 - 1 KiB = 4224
+        ("count_unique", "sm_80", 64, 4224),
+    ],
+)
+def test_budgets_follow_from_the_intended_occupancy(kernel, arch, registers, shared):
+    b = budget(kernel, arch)
+    assert (b.max_registers, b.max_shared_bytes) == (registers, shared)
