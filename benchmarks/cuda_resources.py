@@ -58,6 +58,7 @@ OCCUPANCY: dict[str, tuple[int, int]] = {
     "product_simt": (256, 3),
     "product_mma": (256, 2),
     "weight_grad_simt": (256, 3),
+    "weight_grad_mma": (256, 2),
     "find_unsorted": (256, 8),
     "bag_forward_sorted": (256, 4),
     "bag_forward_atomic": (256, 8),

@@ -82,21 +82,32 @@ def sass(compiled):
             for name, text in kernel_sass(compiled["block_sparse.cu", arch][0], cuobjdump).items()}
 
 
+def _instructions(name):
+    """What the SASS of a tensor-core kernel must hold: its HMMA form, LDGSTS (cp.async) and, for 16-bit types,
+    LDSM (ldmatrix; the weight gradient reads x^T through its transposing form)."""
+    if "<float," in name:
+        return ("HMMA.1688.F32.TF32", "LDGSTS")
+    hmma = "HMMA.16816.F32.BF16" if "bfloat16" in name else "HMMA.16816.F32"
+    return (hmma, "LDSM.16.MT88.4" if name.startswith("weight_grad") else "LDSM.16.M88.4", "LDGSTS")
+
+
 @pytest.mark.parametrize("arch", ARCHS)
-def test_tensor_core_products_use_hmma_fed_by_ldmatrix_and_cp_async(sass, arch):
-    kernels = {name: text for (a, name), text in sass.items() if a == arch and name.startswith("product_mma<")}
-    assert sorted(kernels) == [f"product_mma<{t}, {b}>" for t in ("__half", "__nv_bfloat16") for b in (16, 32, 64)]
-    for name, text in kernels.items():
-        for instruction in ("HMMA.16816.F32", "LDSM.16.M88.4", "LDGSTS"):
-            assert instruction in text, f"{name} ({arch}) has no {instruction}"
-        if "bfloat16" in name:
-            assert "HMMA.16816.F32.BF16" in text, name
+def test_tensor_core_kernels_use_hmma_fed_by_ldmatrix_and_cp_async(sass, arch):
+    kernels = {name: text for (a, name), text in sass.items() if a == arch and "_mma<" in name}
+    half = [f"<{t}, {b}>" for t in ("__half", "__nv_bfloat16") for b in (16, 32, 64)]
+    assert sorted(kernels) == sorted([f"product_mma{h}" for h in half] + ["product_mma<float, 16>",
+                                      "product_mma<float, 32>"] + [f"weight_grad_mma{h}" for h in half]
+                                     + [f"weight_grad_mma<float, {b}>" for b in (16, 32, 64)])
+    missing = [f"{name}: {instruction}" for name, text in kernels.items() for instruction in _instructions(name)
+               if instruction not in text]
+    assert missing == []
 
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_cuda_core_kernels_have_no_tensor_core_instructions(sass, arch):
     simt = {name: text for (a, name), text in sass.items() if a == arch and "_simt<" in name}
-    assert len(simt) == 18  # product_simt: 4 float32 blocks + 8-blocks of 16-bit types; weight_grad_simt: 12
+    # product_simt and weight_grad_simt: float32 at every block, 16-bit types at 8 only
+    assert len(simt) == 12
     assert [name for name, text in simt.items() if "HMMA" in text] == []
 
 
