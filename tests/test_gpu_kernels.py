@@ -264,6 +264,10 @@ def test_gpu_ops_build_and_register_gpu_kernels_where_tensorflow_has_cuda(tmp_pa
 
     attrs = {a.name: a for a in op_def_registry.get(OP_NAMES["embedding_bag"]).attr}
     assert attrs["validate"].default_value.b is False
+    # TF32 tensor cores for float32 are opt-in on both block-sparse ops.
+    for name in ("block_sparse_matmul", "block_sparse_weight_grad"):
+        attrs = {a.name: a for a in op_def_registry.get(OP_NAMES[name]).attr}
+        assert attrs["allow_tf32"].default_value.b is False, name
 
 
 def test_loading_unbuilt_gpu_ops_names_the_build_command(tmp_path):
