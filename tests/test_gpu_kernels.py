@@ -412,7 +412,7 @@ def test_the_harness_checks_and_report_run_end_to_end_on_host_stand_ins(host, tm
     assert {"embedding_bag forward", "embedding_bag grad ids+rows", "embedding_bag grad gains", "embedding_bag check",
             "block-sparse forward", "block-sparse grad x", "block-sparse grad w"} <= kernels
     assert {row["dtype"] for row in checks.rows if row["kernel"].startswith("block")} == {"float32", "float16",
-                                                                                        "bfloat16"}
+                                                                                        "bfloat16", "tf32"}
     # A wrong result is reported as a failure, not raised.
     checks.record("deliberately wrong", "case", "float32",
                   lambda: ref.check_close(np.ones(3), np.zeros(3), np.zeros(3), "float32", "wrong"))
