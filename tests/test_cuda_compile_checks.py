@@ -6,11 +6,12 @@ OCCUPANCY), and the SASS (`cuobjdump -sass`) of the tensor-core kernels checked 
 
 import os
 import pathlib
+import re
 import tempfile
 
 import pytest
 
-from benchmarks.cuda_build import CUDA_SOURCES, find_nvcc
+from benchmarks.cuda_build import CUDA_DIR, CUDA_SOURCES, find_nvcc
 from benchmarks.cuda_resources import (
     OCCUPANCY,
     KernelResources,
@@ -162,3 +163,13 @@ def test_kernel_labels_drop_namespaces_return_type_and_parameters():
 def test_budgets_follow_from_the_intended_occupancy(kernel, arch, registers, shared):
     b = budget(kernel, arch)
     assert (b.max_registers, b.max_shared_bytes) == (registers, shared)
+
+
+def test_the_block_sparse_launch_bounds_state_the_same_occupancy():
+    source = (CUDA_DIR / "block_sparse.cu").read_text()
+    constants = {name: int(value) for name, value in re.findall(r"constexpr int (k\w+BlocksPerSm) = (\d+);", source)}
+    threads = int(re.search(r"constexpr int kThreads = (\d+);", source).group(1))
+    kernels = re.findall(r"__launch_bounds__\(kThreads, (k\w+BlocksPerSm)\)\s+(\w+)\(", source)
+    assert sorted(name for _, name in kernels) == ["product_mma", "product_simt", "weight_grad_mma", "weight_grad_simt"]
+    for constant, name in kernels:
+        assert OCCUPANCY[name] == (threads, constants[constant]), name
