@@ -4,14 +4,16 @@
 // output-fastest so the blocks sharing a row tile of `a` run together. It walks the output's plan members; each
 // step stages the member's input block column of `a` (a tile of rows x block) and its weight block in shared
 // memory, then multiplies them:
-//   float32 (and 8-blocks of every type): 256 threads, each holding a 4 x 4 patch of the output tile in
-//     registers (4096 / block rows per tile), float32 accumulation on CUDA cores;
-//   float16 / bfloat16 with blocks of 16-64: 8 warps of mma.sync m16n8k16 tensor-core products (128 rows per
-//     tile, 64 for 64-blocks), fragments loaded with ldmatrix, tiles copied with cp.async into two stages so
-//     the next member's copy overlaps this member's products; float32 accumulators, converted once at the end.
+//   float32 (and 8-blocks of every type): product_simt, 256 threads, each holding a 4 x 4 patch of the output
+//     tile in registers (4096 / block rows per tile), float32 accumulation on CUDA cores;
+//   float16 / bfloat16 with blocks of 16-64, and float32 with TF32 asked for at blocks 16 and 32: product_mma,
+//     8 warps of mma.sync tensor-core products (128 rows per tile, 64 for 64-blocks), 16-bit fragments loaded
+//     with ldmatrix, tiles copied with cp.async into two stages so the next member's copy overlaps this member's
+//     products; float32 accumulators, converted once at the end.
 // weight_grad (dw = x^T @ dy per block): one thread block per weight block, walking the rows of x and dy in
-// chunks staged in shared memory; each thread accumulates a 4 x 4 patch of the block over its share of the
-// rows, the shares are added at the end. float32 accumulation for every type.
+// chunks staged in shared memory. weight_grad_simt (float32, 8-blocks): each thread accumulates a 4 x 4 patch of
+// the block over its share of the rows, the shares are added at the end; weight_grad_mma (16-bit types and TF32
+// at blocks 16-64): tensor-core tiles over cp.async double-buffered chunks. float32 accumulation for every type.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
