@@ -22,6 +22,7 @@ import pathlib
 import re
 import shutil
 import subprocess
+import tempfile
 
 from benchmarks.cuda_build import CUDA_DIR, HEADERS, find_nvcc
 
@@ -33,8 +34,10 @@ __all__ = [
     "compile_cubin",
     "find_cuda_tool",
     "kernel_label",
+    "kernel_ptx",
     "kernel_resources",
     "kernel_sass",
+    "ptx_path",
 ]
 
 # Per SM, the same on sm_80 and sm_90: 64K 32-bit registers, 2048 resident threads; registers are allocated per
@@ -137,8 +140,9 @@ def compile_cubin(source: str, arch: str, directory: os.PathLike | str, nvcc: st
         pathlib.Path, str]:
     """Compiles `ops/cuda/<source>` for `arch` (e.g. "sm_90") into a cubin with `-Xptxas -v`.
 
-    Returns the cubin and ptxas's report. Both are cached in `directory` by the sources' hash, so a second call
-    (another test, another process) reads them back.
+    Returns the cubin and ptxas's report; the PTX the cubin was assembled from is kept next to it (`ptx_path`).
+    All are cached in `directory` by the sources' hash, so a second call (another test, another process) reads them
+    back.
 
     Raises:
       RuntimeError: no nvcc, or the compiler's error output.
@@ -153,19 +157,39 @@ def compile_cubin(source: str, arch: str, directory: os.PathLike | str, nvcc: st
     directory.mkdir(parents=True, exist_ok=True)
     stem = f"{pathlib.Path(source).stem}-{arch}-{h.hexdigest()[:16]}"
     cubin, report = directory / f"{stem}.cubin", directory / f"{stem}.ptxas.txt"
-    if cubin.exists() and report.exists():
+    if cubin.exists() and report.exists() and ptx_path(cubin).exists():
         return cubin, report.read_text()
     partial = directory / f"{stem}.{os.getpid()}.tmp"
+    keep = pathlib.Path(tempfile.mkdtemp(prefix=f"{stem}-", dir=directory))  # nvcc's intermediate files
     compute = arch.replace("sm_", "compute_")
     command = [nvcc, "-std=c++17", "-O3", f"-gencode=arch={compute},code={arch}", "-cubin", "-Xptxas", "-v",
-               "-o", str(partial), str(CUDA_DIR / source)]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
+               "-keep", "-keep-dir", str(keep), "-o", str(partial), str(CUDA_DIR / source)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"nvcc failed for {source} ({arch}):\n{done.stderr[-4000:]}")
+        ptx = sorted(keep.glob("*.ptx"))
+        if len(ptx) != 1:
+            raise RuntimeError(f"nvcc kept {len(ptx)} PTX files for {source} ({arch}), expected 1")
+        ptx[0].replace(ptx_path(cubin))
+        report.write_text(done.stderr + done.stdout)
+        partial.replace(cubin)
+    finally:
         partial.unlink(missing_ok=True)
-        raise RuntimeError(f"nvcc failed for {source} ({arch}):\n{done.stderr[-4000:]}")
-    report.write_text(done.stderr + done.stdout)
-    partial.replace(cubin)
+        shutil.rmtree(keep, ignore_errors=True)
     return cubin, report.read_text()
+
+
+def ptx_path(cubin: os.PathLike | str) -> pathlib.Path:
+    """Where compile_cubin keeps the PTX of `cubin`."""
+    return pathlib.Path(cubin).with_suffix(".ptx")
+
+
+def kernel_ptx(ptx: str) -> dict[str, str]:
+    """The PTX of each kernel (`.entry`) of a module, keyed by `kernel_label`; CUB's kernels left out."""
+    parts = re.split(r"^\s*(?:\.visible\s+|\.weak\s+)?\.entry\s+(\w+)\(", ptx, flags=re.M)
+    names, bodies = parts[1::2], parts[2::2]
+    return {label: body for label, body in zip(_demangle(names), bodies, strict=True) if label is not None}
 
 
 def _extra_headers() -> list[str]:

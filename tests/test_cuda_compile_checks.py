@@ -2,7 +2,8 @@
 sm_80 and sm_90 with `-Xptxas -v` (cached outside the repository by the sources' hash), every `__global__` kernel held
 to 0 spill bytes and to the registers and shared memory of its intended occupancy (benchmarks.cuda_resources
 OCCUPANCY), and the SASS (`cuobjdump -sass`) of the tensor-core kernels checked for HMMA, LDSM (ldmatrix) and LDGSTS
-(cp.async). Skips when nvcc (or, for the SASS, cuobjdump) is absent."""
+(cp.async), and their PTX for the mma.sync, ldmatrix and cp.async those come from. Skips when nvcc (or, for the
+SASS, cuobjdump) is absent."""
 
 import os
 import pathlib
@@ -19,8 +20,10 @@ from benchmarks.cuda_resources import (
     compile_cubin,
     find_cuda_tool,
     kernel_label,
+    kernel_ptx,
     kernel_resources,
     kernel_sass,
+    ptx_path,
 )
 
 ARCHS = ("sm_80", "sm_90")
@@ -71,6 +74,29 @@ def test_every_kernel_fits_the_registers_and_shared_memory_of_its_occupancy(comp
         if r.shared_bytes > b.max_shared_bytes:
             over.append(f"{r.name}: {r.shared_bytes} bytes of shared memory > {b.max_shared_bytes}")
     assert over == []
+
+
+def _ptx_instructions(name):
+    """The PTX instructions a tensor-core kernel's SASS is assembled from (see _instructions)."""
+    if "<float," in name:
+        return ("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", "cvt.rna.tf32.f32", "cp.async.cg.shared.global",
+                "cp.async.wait_group")
+    kind = "bf16" if "bfloat16" in name else "f16"
+    trans = ".trans" if name.startswith("weight_grad") else ""
+    return (f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32", f"ldmatrix.sync.aligned.m8n8.x4{trans}.shared",
+            "cp.async.cg.shared.global", "cp.async.wait_group")
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_tensor_core_kernels_ptx_holds_mma_ldmatrix_and_cp_async(compiled, arch):
+    # Where cuobjdump is missing the SASS checks skip; the PTX ptxas assembled them from is checked here instead.
+    ptx = kernel_ptx(ptx_path(compiled["block_sparse.cu", arch][0]).read_text())
+    mma = {name: text for name, text in ptx.items() if "_mma<" in name}
+    assert len(mma) == 17  # product_mma: 6 of 16-bit types + 2 TF32; weight_grad_mma: 6 + 3
+    missing = [f"{name}: {instruction}" for name, text in mma.items() for instruction in _ptx_instructions(name)
+               if instruction not in text]
+    assert missing == []
+    assert [name for name, text in ptx.items() if "_simt<" in name and "mma.sync" in text] == []
 
 
 @pytest.fixture(scope="session")
