@@ -12,7 +12,8 @@ import numpy as np
 
 __all__ = ["DTYPE_CODES", "Kernels", "block_plan"]
 
-DTYPE_CODES = {"float32": 0, "float16": 1, "bfloat16": 2}
+# "tf32": float32 storage with the products' inputs rounded to TF32 on tensor cores (SPARSEFLOW_FLOAT32_TF32).
+DTYPE_CODES = {"float32": 0, "float16": 1, "bfloat16": 2, "tf32": 3}
 
 _i64, _i32, _int, _p, _size = ctypes.c_int64, ctypes.c_int32, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t
 _SIGNATURES = {

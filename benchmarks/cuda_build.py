@@ -30,7 +30,7 @@ __all__ = [
 CUDA_DIR = pathlib.Path(__file__).resolve().parents[1] / "ops" / "cuda"
 CUDA_SOURCES = ("embedding_bag.cu", "block_sparse.cu")
 HOST_SOURCES = ("host_reference.cc",)
-HEADERS = ("bag_logic.h", "block_plan.h", "sparseflow_kernels.h")
+HEADERS = ("bag_logic.h", "block_plan.h", "sparseflow_kernels.h", "warp_mma.h", "mma_tiles.h")
 EMULATION_DIR = CUDA_DIR / "emulation"
 EMULATION_FILES = tuple(
     sorted(str(p.relative_to(CUDA_DIR)) for p in EMULATION_DIR.rglob("*") if p.suffix in (".h", ".cc", ".cuh"))

@@ -117,7 +117,7 @@ def check_block_sparse(kernels: Kernels, device, checks: Checks, rng) -> None:
         by_col = [device.put(a) for a in block_plan(kernels.lib, layout, True)]
         by_row = [device.put(a) for a in block_plan(kernels.lib, layout, False)]
         blocks = device.put(np.argwhere(layout).astype(np.int32))
-        for dtype in DTYPES:
+        for dtype in (*DTYPES, "tf32"):  # tf32: float32 on TF32 tensor cores, the opt-in
             _check_block_dtype(kernels, device, checks, rng, layout, block, m, by_col, by_row, blocks, dtype)
 
 

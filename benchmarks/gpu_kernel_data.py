@@ -11,9 +11,10 @@ DTYPES = ("float32", "float16", "bfloat16")
 
 
 def to_dtype(values: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray]:
-    """(device representation, its exact values as float64) of float32 values in `dtype`."""
+    """(device representation, its exact values as float64) of float32 values in `dtype` ("tf32": float32 storage,
+    rounded only inside the tensor-core products)."""
     values = np.asarray(values, np.float32)
-    if dtype == "float32":
+    if dtype in ("float32", "tf32"):
         return values, values.astype(np.float64)
     if dtype == "float16":
         half = values.astype(np.float16)
@@ -28,7 +29,7 @@ def from_dtype(raw: np.ndarray, dtype: str) -> np.ndarray:
     return raw.astype(np.float64)
 
 
-STORAGE = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}
+STORAGE = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16, "tf32": np.float32}
 
 
 class Bag:

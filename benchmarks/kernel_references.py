@@ -11,7 +11,9 @@ where `bound` is the same product over absolute values (`|a| @ |W|`, or the
 sum of `|gain| * |row|`): the error a float32 accumulation of those terms
 can reach, whatever their signs. 16-bit results add their own rounding
 (`rtol`): 2^-11 for float16, 2^-8 for bfloat16; a float16 result below 2^-14 is subnormal, so it may also be
-off by half the subnormal spacing (2^-25) whatever its size (`SUBNORMAL_ROUNDING`).
+off by half the subnormal spacing (2^-25) whatever its size (`SUBNORMAL_ROUNDING`). "tf32" (float32 values
+multiplied on TF32 tensor cores, each input rounded to 10 mantissa bits, relative error up to 2^-11 each) allows
+`scale` 2^-10 plus float32's: each product term may be off by 2^-10 of its magnitude.
 """
 
 from __future__ import annotations
@@ -31,8 +33,13 @@ __all__ = [
 ]
 
 # dtype name -> (rtol, scale): see the module docstring.
-TOLERANCES = {"float32": (1e-5, 2e-5), "float16": (1e-3, 1e-4), "bfloat16": (8e-3, 1e-4)}
-SUBNORMAL_ROUNDING = {"float32": 0.0, "float16": 2.0**-25, "bfloat16": 0.0}
+TOLERANCES = {
+    "float32": (1e-5, 2e-5),
+    "float16": (1e-3, 1e-4),
+    "bfloat16": (8e-3, 1e-4),
+    "tf32": (1e-5, 2.0**-10 + 2e-5),
+}
+SUBNORMAL_ROUNDING = {"float32": 0.0, "float16": 2.0**-25, "bfloat16": 0.0, "tf32": 0.0}
 
 
 def bf16_bits(values: np.ndarray) -> np.ndarray:

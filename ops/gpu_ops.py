@@ -7,9 +7,12 @@ The ops, registered for `DEVICE_GPU` only (names in `ops/cuda/tf/op_names.h`):
     (`validate=False` by default: the entries' check costs a host synchronisation each step; turn it on
     while debugging input, or check the COO on the CPU once, e.g. with `convert_to_coo(..., validate=True)`)
   - `SparseflowGpuEmbeddingBagGrad(out_grad, table, row_ids, col_ids, gains) -> (unique_ids, d_rows, d_gains)`
-  - `SparseflowGpuBlockSparseMatMul(a, w, offsets, partners, slots; block_size, outputs, transpose_blocks)`
-  - `SparseflowGpuBlockSparseWeightGrad(x, dy, blocks; block_size)`
-Float32 for the embedding bag; float32, float16 and bfloat16 for the block-sparse ops.
+  - `SparseflowGpuBlockSparseMatMul(a, w, offsets, partners, slots; block_size, outputs, transpose_blocks,
+    allow_tf32)`
+  - `SparseflowGpuBlockSparseWeightGrad(x, dy, blocks; block_size, allow_tf32)`
+Float32 for the embedding bag; float32, float16 and bfloat16 for the block-sparse ops. `allow_tf32=True` (float32,
+off by default) multiplies on TF32 tensor cores, inputs rounded to 10 mantissa bits (docs/gpu.md gives the
+accuracy).
 
 Example (on a machine where `make gpu-ops` has run and a GPU is visible):
   >>> library = load()                                              # doctest: +SKIP

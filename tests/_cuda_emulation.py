@@ -14,9 +14,10 @@ import pytest
 from benchmarks._cuda_emulation import EmulatedKernels, HostMemory
 from benchmarks.cuda_build import build_emulated_library
 
-__all__ = ["HostMemory", "emulated_kernels", "probes"]
+__all__ = ["HostMemory", "emulated_kernels", "mma_probes", "probes"]
 
 PROBES = pathlib.Path(__file__).with_name("cuda_emulation_probes.cu")
+MMA_PROBES = pathlib.Path(__file__).with_name("cuda_emulation_mma_probes.cu")
 # Outside the repository, keyed by the sources' hash inside: test workers and later runs share one build.
 CACHE = pathlib.Path(tempfile.gettempdir()) / f"sparseflow-emulated-{os.getuid()}"
 
@@ -50,4 +51,12 @@ def probes() -> ctypes.CDLL:
     lib.cuda_on_cpu_set_order.argtypes = [ctypes.c_int]
     lib.cuda_on_cpu_reset()
     lib.cuda_on_cpu_set_order(0)
+    return lib
+
+
+def mma_probes() -> ctypes.CDLL:
+    """The probe kernels of ops/cuda/warp_mma.h's device functions (tests/cuda_emulation_mma_probes.cu), reset."""
+    lib = ctypes.CDLL(str(_built((str(MMA_PROBES),))))
+    lib.cuda_on_cpu_fault.restype = ctypes.c_char_p
+    lib.cuda_on_cpu_reset()
     return lib

@@ -216,4 +216,5 @@ def test_the_gpu_harness_device_checks_pass_on_the_emulation():
     check_block_sparse(kernels, memory, checks, np.random.default_rng(2))
     assert checks.failed == 0, [row for row in checks.rows if not row["ok"]]
     assert {row["kernel"] for row in checks.rows} >= {"embedding_bag check", "block-sparse grad w"}
-    assert {"product_wmma<__nv_bfloat16, 64>", "weight_grad_simt<__half, 8>"} <= set(kernels.launched())
+    assert {"product_mma<__nv_bfloat16, 64>", "weight_grad_simt<__half, 8>", "product_mma<float, 32>",
+            "weight_grad_mma<float, 64>"} <= set(kernels.launched())

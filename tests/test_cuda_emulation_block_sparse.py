@@ -1,7 +1,9 @@
 """The __global__ kernels of ops/cuda/block_sparse.cu, run on the CPU emulation, against the dense numpy products.
 
-product_simt (float32, and 8-blocks of every type), product_wmma (float16/bfloat16 on WMMA fragments, blocks
-16-64) and weight_grad_simt; each test's id names the kernel, and the launch log is checked to hold it.
+product_simt (float32, and 8-blocks of every type), product_mma (float16/bfloat16 on mma.sync fragments, blocks
+16-64; float32 as "tf32" on TF32 fragments, blocks 16 and 32), weight_grad_simt (float32 and 8-blocks) and
+weight_grad_mma (float16/bfloat16/tf32, blocks 16-64); each test's id names the kernel, and the launch log is
+checked to hold it.
 """
 
 import numpy as np
@@ -12,15 +14,24 @@ from benchmarks._cuda_kernels import block_plan
 from benchmarks.gpu_kernel_data import STORAGE, from_dtype, to_dtype
 from tests._cuda_emulation import HostMemory, emulated_kernels
 
-DTYPES = ("float32", "float16", "bfloat16")
+DTYPES = ("float32", "float16", "bfloat16", "tf32")
 
 
-C_TYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16"}
+C_TYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "tf32": "float"}
 
 
 def _product_kernel(dtype, block):
-    name = "product_simt" if dtype == "float32" or block == 8 else "product_wmma"
-    return f"{name}<{C_TYPES[dtype]}, {block}>"
+    tensor_cores = block != 8 and (dtype in ("float16", "bfloat16") or (dtype == "tf32" and block != 64))
+    return f"{'product_mma' if tensor_cores else 'product_simt'}<{C_TYPES[dtype]}, {block}>"
+
+
+def _id(kernel, dtype):
+    return f"{kernel} (tf32)" if dtype == "tf32" else kernel
+
+
+def _weight_grad_kernel(dtype, block):
+    tensor_cores = block != 8 and dtype != "float32"
+    return f"{'weight_grad_mma' if tensor_cores else 'weight_grad_simt'}<{C_TYPES[dtype]}, {block}>"
 
 
 def _layout(rng, k_blocks, n_blocks):
@@ -31,10 +42,10 @@ def _layout(rng, k_blocks, n_blocks):
 
 
 PRODUCTS = [
-    pytest.param(dtype, block, m, id=f"{_product_kernel(dtype, block)}-m {m}")
+    pytest.param(dtype, block, m, id=f"{_id(_product_kernel(dtype, block), dtype)}-m {m}")
     for dtype in DTYPES
     for block in (8, 16, 32, 64)
-    for m in (1, 133)  # one row; a partial last row tile for every tile height (4096 / block, or 128)
+    for m in (1, 133)  # one row; a partial last row tile for every tile height (4096 / block, 128 or 64)
 ]
 
 
@@ -66,7 +77,12 @@ def test_products_over_the_plan_match_the_dense_matrix(dtype, block, m):
 
 @pytest.mark.parametrize(
     ("dtype", "block"),
-    [pytest.param(dtype, block, id=_product_kernel(dtype, block)) for dtype in DTYPES[1:] for block in (16, 64)],
+    [
+        pytest.param(dtype, block, id=_id(_product_kernel(dtype, block), dtype))
+        for dtype in DTYPES[1:]
+        for block in (16, 32, 64)
+        if _product_kernel(dtype, block).startswith("product_mma")
+    ],
 )
 def test_tensor_core_product_in_descending_thread_order(dtype, block):
     emulated, memory = emulated_kernels(), HostMemory()
@@ -78,7 +94,7 @@ def test_tensor_core_product_in_descending_thread_order(dtype, block):
     w_raw, w = to_dtype(rng.standard_normal((nnz, block, block)), dtype)
     dense = ref.block_dense(layout, w)
     plan = [memory.put(p) for p in block_plan(emulated.lib, layout, True)]
-    out = memory.empty(2 * m * 3 * block)
+    out = memory.empty(np.dtype(STORAGE[dtype]).itemsize * m * 3 * block)
     emulated.product(dtype, memory.put(x_raw), m, 2, 3, block, memory.put(w_raw), plan, False, out)
     assert emulated.launched() == [_product_kernel(dtype, block)]
     got = from_dtype(memory.get(out, STORAGE[dtype], (m, 3 * block)), dtype)
@@ -87,10 +103,12 @@ def test_tensor_core_product_in_descending_thread_order(dtype, block):
 
 
 WEIGHT_GRADS = [
-    pytest.param(dtype, block, m, id=f"weight_grad_simt<{C_TYPES[dtype]}, {block}>-m {m}")
+    pytest.param(dtype, block, m, id=f"{_id(_weight_grad_kernel(dtype, block), dtype)}-m {m}")
     for dtype in DTYPES
     for block in (8, 16, 32, 64)
-    for m in (1, 75)  # one row; a partial last chunk of rows for every chunk height (4096 / block)
+    # one row; a partial last chunk of rows for every chunk height (4096 / block; 32-128 on tensor cores), and
+    # several chunks, so both stages of the tensor-core kernels' pipeline are used
+    for m in (1, 75, 301)
 ]
 
 
@@ -105,7 +123,7 @@ def test_weight_gradient_per_block_matches_x_transposed_dy(dtype, block, m):
     blocks = memory.put(np.argwhere(layout).astype(np.int32))
     dw = memory.empty(np.dtype(STORAGE[dtype]).itemsize * nnz * block * block)
     emulated.weight_grad(dtype, memory.put(x_raw), memory.put(dy_raw), m, 3, 2, block, blocks, nnz, dw)
-    assert emulated.launched() == [f"weight_grad_simt<{C_TYPES[dtype]}, {block}>"]
+    assert emulated.launched() == [_weight_grad_kernel(dtype, block)]
     got = from_dtype(memory.get(dw, STORAGE[dtype], (nnz, block, block)), dtype)
     full, bound = x.T @ dy, np.abs(x.T) @ np.abs(dy)
     pick = [(slice(r * block, (r + 1) * block), slice(c * block, (c + 1) * block)) for r, c in np.argwhere(layout)]
@@ -142,3 +160,26 @@ def test_block_sizes_the_kernels_lack_are_refused(block):
     with pytest.raises(RuntimeError, match="status -1"):
         emulated.product("float32", buffer, 1, 1, 1, block, buffer, plan, False, buffer)
     assert emulated.launched() == []
+
+
+def test_tf32_is_opt_in_and_rounds_the_products_inputs():
+    emulated, memory = emulated_kernels(), HostMemory()
+    rng = np.random.default_rng(3)
+    layout = _layout(rng, 3, 4)
+    m, block, nnz = 70, 32, int(layout.sum())
+    x = rng.standard_normal((m, 3 * block)).astype(np.float32)
+    w = rng.standard_normal((nnz, block, block)).astype(np.float32)
+    dense = ref.block_dense(layout, w.astype(np.float64))
+    want = x.astype(np.float64) @ dense
+    plan = [memory.put(p) for p in block_plan(emulated.lib, layout, True)]
+    got = {}
+    for dtype in ("float32", "tf32"):
+        emulated.reset()
+        out = memory.empty(4 * m * 4 * block)
+        emulated.product(dtype, memory.put(x), m, 3, 4, block, memory.put(w), plan, False, out)
+        assert emulated.launched() == [_product_kernel(dtype, block)]
+        got[dtype] = memory.get(out, np.float32, (m, 4 * block)).astype(np.float64)
+    ref.check_close(got["float32"], want, np.abs(x) @ np.abs(dense), "float32", "float32 stays on CUDA cores")
+    normwise = np.abs(got["tf32"] - want).max() / np.abs(want).max()
+    # TF32 keeps 10 mantissa bits of each input: its error is far above float32's and below 2^-10 of the scale.
+    assert 2.0**-16 < normwise < 2.0**-10

@@ -264,6 +264,10 @@ def test_gpu_ops_build_and_register_gpu_kernels_where_tensorflow_has_cuda(tmp_pa
 
     attrs = {a.name: a for a in op_def_registry.get(OP_NAMES["embedding_bag"]).attr}
     assert attrs["validate"].default_value.b is False
+    # TF32 tensor cores for float32 are opt-in on both block-sparse ops.
+    for name in ("block_sparse_matmul", "block_sparse_weight_grad"):
+        attrs = {a.name: a for a in op_def_registry.get(OP_NAMES[name]).attr}
+        assert attrs["allow_tf32"].default_value.b is False, name
 
 
 def test_loading_unbuilt_gpu_ops_names_the_build_command(tmp_path):
@@ -415,7 +419,7 @@ def test_the_harness_checks_and_report_run_end_to_end_on_host_stand_ins(host, tm
     assert {"embedding_bag forward", "embedding_bag grad ids+rows", "embedding_bag grad gains", "embedding_bag check",
             "block-sparse forward", "block-sparse grad x", "block-sparse grad w"} <= kernels
     assert {row["dtype"] for row in checks.rows if row["kernel"].startswith("block")} == {"float32", "float16",
-                                                                                        "bfloat16"}
+                                                                                        "bfloat16", "tf32"}
     # A wrong result is reported as a failure, not raised.
     checks.record("deliberately wrong", "case", "float32",
                   lambda: ref.check_close(np.ones(3), np.zeros(3), np.zeros(3), "float32", "wrong"))

@@ -147,11 +147,11 @@ __global__ void count_unique(const int64_t* runs, const uint64_t* unique_keys, i
 // The first pass over long segments: a lane group per chunk of the sorted order sums the parts of the (at most
 // two) long segments in it into its partial rows (partials [2 * chunks, dim]; bag_logic.h's slots).
 template <int V>
-__global__ void grad_chunk_partials(const float* __restrict__ out_grad, int64_t dim, const int32_t* __restrict__ rows,
-                                    const float* __restrict__ gains, const int64_t* __restrict__ order, int64_t n,
-                                    const int64_t* __restrict__ starts, const int64_t* __restrict__ counts,
-                                    const int64_t* num_unique, int64_t chunk_entries, int lanes,
-                                    float* __restrict__ partials) {
+__global__ void __launch_bounds__(kThreads, 3)  // 4 blocks' 64 registers would spill the chunk's rows in flight
+    grad_chunk_partials(const float* __restrict__ out_grad, int64_t dim, const int32_t* __restrict__ rows,
+                        const float* __restrict__ gains, const int64_t* __restrict__ order, int64_t n,
+                        const int64_t* __restrict__ starts, const int64_t* __restrict__ counts,
+                        const int64_t* num_unique, int64_t chunk_entries, int lanes, float* __restrict__ partials) {
   const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t chunk = thread / lanes;
   const int64_t low = chunk * chunk_entries;
@@ -173,11 +173,12 @@ __global__ void grad_chunk_partials(const float* __restrict__ out_grad, int64_t 
 
 // A lane group per distinct id: a short segment summed in entry order, a long one from its chunks' partials.
 template <int V>
-__global__ void grad_rows_kernel(const float* __restrict__ out_grad, int64_t dim, const int32_t* __restrict__ rows,
-                                 const float* __restrict__ gains, const int64_t* __restrict__ order,
-                                 const int64_t* __restrict__ starts, const int64_t* __restrict__ counts,
-                                 const int64_t* num_unique, int64_t chunk_entries, const float* __restrict__ partials,
-                                 int lanes, float* __restrict__ d_rows) {
+__global__ void __launch_bounds__(kThreads, 4)
+    grad_rows_kernel(const float* __restrict__ out_grad, int64_t dim, const int32_t* __restrict__ rows,
+                     const float* __restrict__ gains, const int64_t* __restrict__ order,
+                     const int64_t* __restrict__ starts, const int64_t* __restrict__ counts,
+                     const int64_t* num_unique, int64_t chunk_entries, const float* __restrict__ partials,
+                     int lanes, float* __restrict__ d_rows) {
   const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t u = thread / lanes;
   if (u >= *num_unique) return;

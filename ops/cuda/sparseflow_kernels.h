@@ -26,6 +26,10 @@ extern "C" {
 #define SPARSEFLOW_FLOAT32 0
 #define SPARSEFLOW_FLOAT16 1
 #define SPARSEFLOW_BFLOAT16 2
+/* float32 storage and accumulation, the products' inputs rounded to TF32 (10 mantissa bits) on tensor cores:
+ * opt-in, for the block-sparse products at blocks 16 and 32 and the weight gradient at 16-64 (other blocks run
+ * as SPARSEFLOW_FLOAT32). */
+#define SPARSEFLOW_FLOAT32_TF32 3
 
 /* Embedding bag: out[r] = sum over entries k with row_ids[k] == r of gains[k] * table[col_ids[k]].
  *
@@ -90,14 +94,17 @@ int sparseflow_embedding_bag_grad_gains(const float* out_grad, const float* tabl
  * a [m, a_blocks * block], out [m, outputs * block], both of `dtype`. With the by-column plan and
  * transpose_blocks 0 it is y = x @ W; with the by-row plan and transpose_blocks 1, dx = dy @ W^T.
  * block: 8, 16, 32 or 64. float16/bfloat16 run on tensor cores (block >= 16; compute capability 8.0 and
- * up, else SPARSEFLOW_E_ARGUMENT; the runtime's error when the device cannot be queried), float32 and
+ * up, else SPARSEFLOW_E_ARGUMENT; the runtime's error when the device cannot be queried; a and w 16-byte
+ * aligned, else SPARSEFLOW_E_ALIGNMENT), SPARSEFLOW_FLOAT32_TF32 too at blocks 16 and 32, float32 and
  * 8-blocks on CUDA cores. */
 int sparseflow_block_sparse_product(int dtype, const void* a, int64_t m, int32_t a_blocks, int32_t outputs,
                                     int32_t block, const void* w, const int32_t* offsets, const int32_t* partners,
                                     const int32_t* slots, int transpose_blocks, void* out, cudaStream_t stream);
 
 /* dw[i] = x[:, r_i]^T @ dy[:, c_i] for each block i at (r_i, c_i) = blocks[2i], blocks[2i + 1]:
- * x [m, k_blocks * block], dy [m, n_blocks * block], dw [nnz, block, block], all of `dtype`. */
+ * x [m, k_blocks * block], dy [m, n_blocks * block], dw [nnz, block, block], all of `dtype`. Tensor cores
+ * for float16/bfloat16 and SPARSEFLOW_FLOAT32_TF32 at blocks 16-64 (the conditions of the product, x and dy
+ * 16-byte aligned), CUDA cores for float32 and 8-blocks. */
 int sparseflow_block_sparse_weight_grad(int dtype, const void* x, const void* dy, int64_t m, int32_t k_blocks,
                                         int32_t n_blocks, int32_t block, const int32_t* blocks, int32_t nnz,
                                         void* dw, cudaStream_t stream);

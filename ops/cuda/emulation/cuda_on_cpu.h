@@ -34,6 +34,8 @@
 #ifndef __CUDACC__
 #define __CUDACC__ 1
 #endif
+// Kernel headers that wrap inline PTX (warp_mma.h) pick their emulated implementation on this.
+#define SPARSEFLOW_CUDA_ON_CPU 1
 #define __CUDA_ARCH__ 800
 #define __global__
 #define __device__

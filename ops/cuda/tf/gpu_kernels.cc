@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -175,6 +176,12 @@ constexpr int dtype_code<Eigen::half>() { return SPARSEFLOW_FLOAT16; }
 template <>
 constexpr int dtype_code<tensorflow::bfloat16>() { return SPARSEFLOW_BFLOAT16; }
 
+// float with allow_tf32: float32 storage, TF32 tensor-core products.
+template <typename T>
+int math_code(bool allow_tf32) {
+  return std::is_same<T, float>::value && allow_tf32 ? SPARSEFLOW_FLOAT32_TF32 : dtype_code<T>();
+}
+
 bool valid_block(int block) { return block == 8 || block == 16 || block == 32 || block == 64; }
 
 // The device copy of an op's checked host int32 inputs (a plan's three arrays, a block list), kept by the
@@ -222,6 +229,7 @@ class BlockSparseMatMulOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("block_size", &block_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("outputs", &outputs_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("transpose_blocks", &transpose_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("allow_tf32", &allow_tf32_));
     OP_REQUIRES(ctx, valid_block(block_),
                 errors::InvalidArgument("BlockSparseMatMul: block_size must be 8, 16, 32 or 64, got ", block_));
   }
@@ -261,7 +269,7 @@ class BlockSparseMatMulOp : public OpKernel {
     Tensor* out = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({m, static_cast<int64_t>(outputs_) * block_}), &out));
     const int status = sparseflow_block_sparse_product(
-        dtype_code<T>(), a.flat<T>().data(), m, a_blocks, outputs_, block_, w.flat<T>().data(),
+        math_code<T>(allow_tf32_), a.flat<T>().data(), m, a_blocks, outputs_, block_, w.flat<T>().data(),
         device_offsets, device_partners, device_slots, transpose_ ? 1 : 0, out->flat<T>().data(), stream_of(ctx));
     OP_REQUIRES(ctx, status == 0, errors::Internal(launch_error("sparseflow_block_sparse_product", status)));
   }
@@ -270,6 +278,7 @@ class BlockSparseMatMulOp : public OpKernel {
   int block_ = 0;
   int outputs_ = 0;
   bool transpose_ = false;
+  bool allow_tf32_ = false;
   DeviceCopyCache plan_;
 };
 
@@ -278,6 +287,7 @@ class BlockSparseWeightGradOp : public OpKernel {
  public:
   explicit BlockSparseWeightGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("block_size", &block_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("allow_tf32", &allow_tf32_));
     OP_REQUIRES(ctx, valid_block(block_),
                 errors::InvalidArgument("BlockSparseMatMul: block_size must be 8, 16, 32 or 64, got ", block_));
   }
@@ -304,13 +314,14 @@ class BlockSparseWeightGradOp : public OpKernel {
     Tensor* dw = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({nnz, block_, block_}), &dw));
     const int status = sparseflow_block_sparse_weight_grad(
-        dtype_code<T>(), x.flat<T>().data(), dy.flat<T>().data(), x.dim_size(0), k_blocks, n_blocks, block_,
+        math_code<T>(allow_tf32_), x.flat<T>().data(), dy.flat<T>().data(), x.dim_size(0), k_blocks, n_blocks, block_,
         device_blocks, nnz, dw->flat<T>().data(), stream_of(ctx));
     OP_REQUIRES(ctx, status == 0, errors::Internal(launch_error("sparseflow_block_sparse_weight_grad", status)));
   }
 
  private:
   int block_ = 0;
+  bool allow_tf32_ = false;
   DeviceCopyCache blocks_;
 };
 

@@ -58,7 +58,8 @@ REGISTER_OP(SPARSEFLOW_OP_EMBEDDING_BAG_GRAD)
 
 // out[:, o] = sum over plan members e of output o of a[:, partners[e]] @ w[slots[e]] (transposed with
 // transpose_blocks): y = x @ W with the by-column plan, dx = dy @ W^T with the by-row plan and
-// transpose_blocks (ops/cuda/block_plan.h).
+// transpose_blocks (ops/cuda/block_plan.h). allow_tf32 (float only, opt-in): the products' inputs are rounded to
+// TF32 (10 mantissa bits) on tensor cores at blocks 16 and 32; the sums stay float32.
 REGISTER_OP(SPARSEFLOW_OP_BLOCK_SPARSE_MATMUL)
     .Input("a: T")
     .Input("w: T")
@@ -70,6 +71,7 @@ REGISTER_OP(SPARSEFLOW_OP_BLOCK_SPARSE_MATMUL)
     .Attr("block_size: int")
     .Attr("outputs: int >= 1")
     .Attr("transpose_blocks: bool = false")
+    .Attr("allow_tf32: bool = false")
     .SetShapeFn([](InferenceContext* c) {
       ShapeHandle a;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &a));
@@ -81,6 +83,7 @@ REGISTER_OP(SPARSEFLOW_OP_BLOCK_SPARSE_MATMUL)
     });
 
 // dw[i] = x[:, blocks[i, 0]]^T @ dy[:, blocks[i, 1]] (block columns), for blocks = np.argwhere(layout).
+// allow_tf32 as for the product, at blocks 16-64.
 REGISTER_OP(SPARSEFLOW_OP_BLOCK_SPARSE_WEIGHT_GRAD)
     .Input("x: T")
     .Input("dy: T")
@@ -88,6 +91,7 @@ REGISTER_OP(SPARSEFLOW_OP_BLOCK_SPARSE_WEIGHT_GRAD)
     .Output("dw: T")
     .Attr("T: {float, half, bfloat16}")
     .Attr("block_size: int")
+    .Attr("allow_tf32: bool = false")
     .SetShapeFn([](InferenceContext* c) {
       ShapeHandle blocks;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 2, &blocks));
