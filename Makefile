@@ -58,7 +58,9 @@ gpu-ops:
 # Re-resolve the pins (needs the package registry); commit requirements.lock afterwards.
 lock:
 	$(PY) -m pip install --quiet -e '.[gcp,tf,plots,test]'
-	$(PY) -m pip freeze --exclude-editable | grep -v '^sparseflow' > requirements.lock
+	$(PY) -m pip freeze --exclude-editable | grep -v '^sparseflow' \
+	  | sed -E 's/^(nvidia-cuda-(cuobjdump|nvdisasm)==.*)$$/\1 ; platform_system == "Linux" and platform_machine == "x86_64"/' \
+	  > requirements.lock
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache

@@ -124,7 +124,9 @@ class KernelResources:
 
 
 def find_cuda_tool(name: str, nvcc: str | None = None) -> str | None:
-    """A CUDA binary (`cuobjdump`, `nvdisasm`): on PATH, next to the real nvcc, or under $CUDA_HOME/bin."""
+    """A CUDA binary (`cuobjdump`, `nvdisasm`): on PATH, next to the real nvcc, under $CUDA_HOME/bin, or from the
+    package registry's CUDA tool wheels (`nvidia-cuda-cuobjdump`, `nvidia-cuda-nvdisasm`, in the `test` extra:
+    `nvidia/cu<N>/bin`)."""
     found = shutil.which(name)
     if found:
         return found
@@ -132,6 +134,12 @@ def find_cuda_tool(name: str, nvcc: str | None = None) -> str | None:
     roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
     if nvcc:
         roots.append(str(pathlib.Path(os.path.realpath(nvcc)).parent.parent))
+    try:
+        import nvidia  # a namespace package: the CUDA wheels' files
+
+        roots += [str(path) for base in nvidia.__path__ for path in sorted(pathlib.Path(base).glob("cu*"))]
+    except ImportError:
+        pass
     for root in roots:
         if root and os.access(os.path.join(root, "bin", name), os.X_OK):
             return os.path.join(root, "bin", name)
@@ -238,7 +246,12 @@ def kernel_sass(cubin: os.PathLike | str, cuobjdump: str) -> dict[str, str]:
     Raises:
       RuntimeError: cuobjdump's error output.
     """
-    done = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True, check=False)
+    env = dict(os.environ)
+    if "NVDISASM_PATH" not in env and not shutil.which("nvdisasm"):
+        # cuobjdump runs nvdisasm for -sass; the wheels install it beside cuobjdump, off PATH.
+        beside = pathlib.Path(cuobjdump).parent / "nvdisasm"
+        env["NVDISASM_PATH"] = str(beside.parent if beside.exists() else find_cuda_tool("nvdisasm") or "")
+    done = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"cuobjdump failed for {cubin}:\n{done.stderr[-2000:]}")
     parts = re.split(r"^\s*Function : (\w+)\s*$", done.stdout, flags=re.M)
