@@ -231,10 +231,17 @@ _THREADED = textwrap.dedent(
     tf.config.threading.set_intra_op_parallelism_threads(int(sys.argv[1]))
     import ops
     rng = np.random.default_rng(0)
-    rows = np.repeat(np.arange(3000), rng.integers(0, 20, 3000))
+    lengths = rng.integers(0, 20, 3000)
+    if sys.argv[2] == "skewed":
+        lengths[[7, 1500, 2999]] = [4000, 2500, 3000]  # a few long bags among short ones
+    rows = np.repeat(np.arange(3000), lengths)
     rows = np.concatenate([rows, np.full(50, 3000)])
     order = rng.permutation(rows.size)
-    rows, cols = rows[order], rng.integers(0, 500, rows.size)
+    rows = rows[order]
+    if sys.argv[2] == "skewed":
+        cols = (rng.zipf(1.3, rows.size) - 1) % 500  # a few ids hold most entries
+    else:
+        cols = rng.integers(0, 500, rows.size)
     table = tf.Variable(rng.normal(size=(500, 33)).astype(np.float32))
     gains = tf.Variable(rng.normal(size=rows.size).astype(np.float32))
     upstream = rng.normal(size=(3000, 33)).astype(np.float32)
@@ -250,15 +257,45 @@ _THREADED = textwrap.dedent(
 )
 
 
-def test_results_are_bitwise_the_same_for_any_thread_count():
-    # Each output row (table-gradient row, gain) is summed by one thread, in entry order.
-    digests = {
-        threads: subprocess.run(
-            [sys.executable, "-c", _THREADED, str(threads)], capture_output=True, text=True, check=True, timeout=300
+@pytest.mark.parametrize("ids", ["uniform", "skewed"])
+def test_results_are_bitwise_the_same_for_any_thread_count(ids):
+    # Each output row (table-gradient row, gain) is summed by one thread, in entry order, however the
+    # bags are split over the threads (by entry counts, so long bags get threads of their own).
+    digests = [
+        subprocess.run(
+            [sys.executable, "-c", _THREADED, str(threads), ids], capture_output=True, text=True, check=True,
+            timeout=300,
         ).stdout.split()[-1]
-        for threads in (1, 4)
-    }
-    assert digests[1] == digests[4]
+        for threads in (1, 2, 4, 4)
+    ]
+    assert len(set(digests)) == 1, digests
+
+
+def _skewed_batch(seed, sample_count=400, vocab=300, dim=16):
+    """Mostly short bags, a few thousand-id ones, Zipf ids, padding, entries shuffled."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 4, sample_count)
+    lengths[[3, 200, sample_count - 1]] = [1500, 900, 1200]
+    rows = np.concatenate([np.repeat(np.arange(sample_count), lengths), np.full(20, sample_count)])
+    cols = (rng.zipf(1.3, rows.size) - 1) % vocab
+    gains = rng.uniform(-2.0, 2.0, rows.size).astype(np.float32)
+    order = rng.permutation(rows.size)
+    table = rng.normal(size=(vocab, dim)).astype(np.float32)
+    return table, rows[order], cols[order], gains[order]
+
+
+def test_skewed_bags_match_the_composition():
+    # More entries than one chunk of the balanced split holds, in bags far longer than the rest.
+    table, rows, cols, gains = _skewed_batch(11)
+    out = ops.embedding_bag(table, rows, cols, gains, 400, implementation="native")
+    np.testing.assert_allclose(out.numpy(), _reference(table, rows, cols, gains, 400), rtol=1e-4, atol=1e-4)
+    upstream = np.random.default_rng(12).normal(size=(400, 16)).astype(np.float32)
+    d_table, d_gains = _gradients(table, rows, cols, gains, 400, "native", upstream)
+    ref_table, ref_gains = _gradients(table, rows, cols, gains, 400, "segment", upstream)
+    np.testing.assert_allclose(
+        tf.convert_to_tensor(d_table).numpy(), tf.convert_to_tensor(ref_table).numpy(), rtol=1e-4, atol=1e-4
+    )
+    np.testing.assert_allclose(d_gains.numpy(), tf.convert_to_tensor(ref_gains).numpy(), rtol=1e-4, atol=1e-4)
 
 
 def test_without_a_compiler_the_composition_runs_after_one_warning_line(tmp_path):

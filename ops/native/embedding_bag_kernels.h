@@ -64,41 +64,90 @@ RowGroups GroupByRow(const Row* rows, const Col* cols, int64_t n, int64_t sample
   return groups;
 }
 
-// How far ahead the forward loop prefetches table rows: the rows are cold (a batch touches a few
-// of a large table's rows), so the loop is bound by memory latency, not bandwidth.
-constexpr int64_t kPrefetchDistance = 4;
+// Chunks of consecutive groups (rows, or distinct ids) holding about `target` entries each: chunk c is
+// groups [bounds[c], bounds[c + 1]). The split follows the entry counts, not the group index, so a few
+// long bags (skewed ids) do not all land on one thread; a group is never split, so every output is still
+// summed by one thread in entry order. The split depends only on the offsets, never on the thread count.
+inline std::vector<int64_t> BalancedChunks(const int64_t* offsets, int64_t groups, int64_t target) {
+  const int64_t entries = offsets[groups] - offsets[0];
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(groups, entries / std::max<int64_t>(target, 1)));
+  std::vector<int64_t> bounds(chunks + 1, groups);
+  bounds[0] = 0;
+  for (int64_t c = 1; c < chunks; ++c) {
+    const int64_t goal = offsets[0] + entries / chunks * c + entries % chunks * c / chunks;
+    const int64_t at = std::lower_bound(offsets, offsets + groups + 1, goal) - offsets;
+    bounds[c] = std::max(bounds[c - 1], std::min(at, groups));
+  }
+  return bounds;
+}
+
+// Entries per chunk: enough to amortise a task and the prefetch start-up, small enough that a batch of a
+// few thousand bags gives every thread several chunks.
+constexpr int64_t kEntriesPerChunk = 512;
+
+// How many entries ahead the loops prefetch table rows (forward, gains gradient) and output-gradient rows
+// (table gradient): the rows are cold (a batch touches a few rows of a large table), so the loops are
+// bound by memory latency, and this many rows (times their cache lines) are in flight per thread. Tuned
+// by a sweep (docs/native_kernels.md): 1M x 64 float32 table, uniform ids.
+constexpr int64_t kPrefetchDistance = 16;
 
 template <typename T>
 inline void PrefetchRow(const T* row, int64_t dim) {
-  const char* bytes = reinterpret_cast<const char*>(row);
-  for (int64_t offset = 0; offset < dim * static_cast<int64_t>(sizeof(T)); offset += 64) {
-    __builtin_prefetch(bytes + offset);
+  // Every cache line the row touches, from the line holding its first byte.
+  const uintptr_t end = reinterpret_cast<uintptr_t>(row + dim);
+  for (uintptr_t line = reinterpret_cast<uintptr_t>(row) & ~uintptr_t{63}; line < end; line += 64) {
+    __builtin_prefetch(reinterpret_cast<const void*>(line));
   }
 }
 
-template <typename T, typename Col>
+// How table elements are summed: in their own type, except 16-bit floats (embedding_bag_half.h), which
+// are widened to float32 and rounded back once per output element.
+template <typename T>
+struct Accumulation {
+  using Acc = T;
+  static Acc Load(T value) { return value; }
+  static T Store(Acc value) { return value; }
+  static void AddScaled(Acc* __restrict acc, Acc gain, const T* __restrict src, int64_t dim) {
+    for (int64_t d = 0; d < dim; ++d) acc[d] += gain * src[d];
+  }
+};
+
+// out[r] for rows [begin, end); `order` null when the entries are already grouped by row.
+template <int64_t Distance, typename T, typename Col>
+void ForwardRows(const T* table, int64_t dim, const Col* cols, const T* gains, const int64_t* order,
+                 const int64_t* offsets, int64_t begin, int64_t end, T* out,
+                 typename Accumulation<T>::Acc* __restrict acc) {
+  using A = Accumulation<T>;
+  const int64_t first = offsets[begin];
+  const int64_t last = offsets[end];
+  auto row_of = [&](int64_t i) {
+    return table + static_cast<int64_t>(cols[order == nullptr ? i : order[i]]) * dim;
+  };
+  for (int64_t i = first; i < std::min(first + Distance, last); ++i) PrefetchRow(row_of(i), dim);
+  for (int64_t r = begin; r < end; ++r) {
+    std::fill(acc, acc + dim, typename A::Acc(0));
+    for (int64_t i = offsets[r]; i < offsets[r + 1]; ++i) {
+      if (i + Distance < last) PrefetchRow(row_of(i + Distance), dim);
+      const int64_t k = order == nullptr ? i : order[i];
+      A::AddScaled(acc, A::Load(gains[k]), table + static_cast<int64_t>(cols[k]) * dim, dim);
+    }
+    T* __restrict dst = out + r * dim;
+    for (int64_t d = 0; d < dim; ++d) dst[d] = A::Store(acc[d]);
+  }
+}
+
+template <typename T, typename Col, int64_t Distance = kPrefetchDistance>
 void EmbeddingBagForward(const T* table, int64_t dim, const Col* cols, const T* gains, const RowGroups& groups,
                          int64_t samples, T* out, const ParallelFor& parallel_for) {
-  const int64_t entries = groups.offsets[samples];  // padding excluded
-  const int64_t per_row = samples > 0 ? entries / samples + 1 : 1;
-  const bool in_order = groups.order.empty();
-  const int64_t* order = groups.order.data();
+  const int64_t* order = groups.order.empty() ? nullptr : groups.order.data();
   const int64_t* offsets = groups.offsets.data();
-  parallel_for(samples, per_row * dim * 4, [&](int64_t begin, int64_t end) {
-    const int64_t last = offsets[end];
-    for (int64_t r = begin; r < end; ++r) {
-      T* __restrict dst = out + r * dim;
-      std::fill(dst, dst + dim, T(0));
-      for (int64_t i = offsets[r]; i < offsets[r + 1]; ++i) {
-        if (i + kPrefetchDistance < last) {
-          const int64_t ahead = in_order ? i + kPrefetchDistance : order[i + kPrefetchDistance];
-          PrefetchRow(table + static_cast<int64_t>(cols[ahead]) * dim, dim);
-        }
-        const int64_t k = in_order ? i : order[i];
-        const T gain = gains[k];
-        const T* __restrict src = table + static_cast<int64_t>(cols[k]) * dim;
-        for (int64_t d = 0; d < dim; ++d) dst[d] += gain * src[d];
-      }
+  const std::vector<int64_t> chunks = BalancedChunks(offsets, samples, kEntriesPerChunk);
+  const int64_t count = static_cast<int64_t>(chunks.size()) - 1;
+  const int64_t per_chunk = offsets[samples] / count + 1;
+  parallel_for(count, per_chunk * dim * 4, [&](int64_t begin, int64_t end) {
+    std::vector<typename Accumulation<T>::Acc> acc(dim);
+    for (int64_t c = begin; c < end; ++c) {
+      ForwardRows<Distance>(table, dim, cols, gains, order, offsets, chunks[c], chunks[c + 1], out, acc.data());
     }
   });
 }
@@ -161,18 +210,29 @@ DistinctIds<Col> FindDistinctIds(const Row* rows, const Col* cols, int64_t n, in
 template <typename T, typename Row, typename Col>
 void EmbeddingBagTableGrad(const T* d_out, int64_t dim, const Row* rows, const T* gains,
                            const DistinctIds<Col>& distinct, T* values, const ParallelFor& parallel_for) {
+  using A = Accumulation<T>;
   const int64_t unique = static_cast<int64_t>(distinct.ids.size());
-  const int64_t per_id = unique > 0 ? static_cast<int64_t>(distinct.entries.size()) / unique + 1 : 1;
-  parallel_for(unique, per_id * dim * 4, [&](int64_t begin, int64_t end) {
-    for (int64_t u = begin; u < end; ++u) {
-      T* __restrict dst = values + u * dim;
-      std::fill(dst, dst + dim, T(0));
-      for (int64_t i = distinct.offsets[u]; i < distinct.offsets[u + 1]; ++i) {
-        const int64_t k = distinct.entries[i];
-        const T gain = gains[k];
-        const T* __restrict src = d_out + static_cast<int64_t>(rows[k]) * dim;
-        for (int64_t d = 0; d < dim; ++d) dst[d] += gain * src[d];
+  const int64_t* offsets = distinct.offsets.data();
+  const int64_t* entries = distinct.entries.data();
+  // Chunks by entry count: under skewed ids one id can hold a large share of the entries.
+  const std::vector<int64_t> chunks = BalancedChunks(offsets, unique, kEntriesPerChunk);
+  const int64_t count = static_cast<int64_t>(chunks.size()) - 1;
+  const int64_t per_chunk = static_cast<int64_t>(distinct.entries.size()) / count + 1;
+  parallel_for(count, per_chunk * dim * 4, [&](int64_t begin, int64_t end) {
+    std::vector<typename A::Acc> acc(dim);
+    const int64_t last = offsets[chunks[end]];
+    auto row_of = [&](int64_t i) { return d_out + static_cast<int64_t>(rows[entries[i]]) * dim; };
+    const int64_t first = offsets[chunks[begin]];
+    for (int64_t i = first; i < std::min(first + kPrefetchDistance, last); ++i) PrefetchRow(row_of(i), dim);
+    for (int64_t u = chunks[begin]; u < chunks[end]; ++u) {
+      std::fill(acc.begin(), acc.end(), typename A::Acc(0));
+      for (int64_t i = offsets[u]; i < offsets[u + 1]; ++i) {
+        if (i + kPrefetchDistance < last) PrefetchRow(row_of(i + kPrefetchDistance), dim);
+        const int64_t k = entries[i];
+        A::AddScaled(acc.data(), A::Load(gains[k]), row_of(i), dim);
       }
+      T* __restrict dst = values + u * dim;
+      for (int64_t d = 0; d < dim; ++d) dst[d] = A::Store(acc[d]);
     }
   });
 }
@@ -180,15 +240,17 @@ void EmbeddingBagTableGrad(const T* d_out, int64_t dim, const Row* rows, const T
 // A dot product in a fixed order: 8 interleaved partial sums (which the compiler keeps in one
 // vector register) added up at the end, so the result does not depend on threads or alignment.
 template <typename T>
-inline T Dot(const T* __restrict a, const T* __restrict b, int64_t dim) {
+inline typename Accumulation<T>::Acc Dot(const T* __restrict a, const T* __restrict b, int64_t dim) {
+  using A = Accumulation<T>;
+  using Acc = typename A::Acc;
   constexpr int64_t kLanes = 8;
-  T partial[kLanes] = {};
+  Acc partial[kLanes] = {};
   int64_t d = 0;
   for (; d + kLanes <= dim; d += kLanes) {
-    for (int64_t j = 0; j < kLanes; ++j) partial[j] += a[d + j] * b[d + j];
+    for (int64_t j = 0; j < kLanes; ++j) partial[j] += A::Load(a[d + j]) * A::Load(b[d + j]);
   }
-  for (int64_t j = 0; d < dim; ++d, ++j) partial[j] += a[d] * b[d];
-  T sum = T(0);
+  for (int64_t j = 0; d < dim; ++d, ++j) partial[j] += A::Load(a[d]) * A::Load(b[d]);
+  Acc sum = Acc(0);
   for (int64_t j = 0; j < kLanes; ++j) sum += partial[j];
   return sum;
 }
@@ -196,10 +258,18 @@ inline T Dot(const T* __restrict a, const T* __restrict b, int64_t dim) {
 template <typename T, typename Row, typename Col>
 void EmbeddingBagGainsGrad(const T* d_out, const T* table, int64_t dim, const Row* rows, const Col* cols, int64_t n,
                            int64_t samples, T* d_gains, const ParallelFor& parallel_for) {
+  // One gain per entry: the entries are balanced by index. The table rows are the cold, random reads.
   parallel_for(n, dim * 4, [&](int64_t begin, int64_t end) {
+    auto prefetch = [&](int64_t k) {
+      if (static_cast<int64_t>(rows[k]) != samples) PrefetchRow(table + static_cast<int64_t>(cols[k]) * dim, dim);
+    };
+    for (int64_t k = begin; k < std::min(begin + kPrefetchDistance, end); ++k) prefetch(k);
     for (int64_t k = begin; k < end; ++k) {
+      if (k + kPrefetchDistance < end) prefetch(k + kPrefetchDistance);
       const int64_t row = static_cast<int64_t>(rows[k]);
-      d_gains[k] = row == samples ? T(0) : Dot(d_out + row * dim, table + static_cast<int64_t>(cols[k]) * dim, dim);
+      d_gains[k] = row == samples ? T(0)
+                                  : Accumulation<T>::Store(Dot(d_out + row * dim,
+                                                               table + static_cast<int64_t>(cols[k]) * dim, dim));
     }
   });
 }
