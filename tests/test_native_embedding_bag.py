@@ -153,7 +153,8 @@ def test_gradients_match_the_compositions(dtype, shuffle):
     upstream = np.random.default_rng(6).normal(size=(9, 5)).astype(dtype)
     d_table, d_gains = _gradients(table, rows, cols, gains, 9, "native", upstream)
     assert isinstance(d_table, tf.IndexedSlices)
-    # One row per distinct id of the non-padding entries, first appearance first.
+    # One row per distinct id of the non-padding entries; this batch's ids lie in one range of the table
+    # gradient's partition (fewer than 512 entries, ids within 4096), so they come in first appearance order.
     real = rows < 9
     _, first = np.unique(cols[real], return_index=True)
     np.testing.assert_array_equal(d_table.indices.numpy(), cols[real][np.sort(first)])
@@ -178,6 +179,57 @@ def test_gradients_match_the_compositions(dtype, shuffle):
         np.testing.assert_allclose(
             d_gains.numpy(), tf.convert_to_tensor(ref_gains).numpy(), rtol=tolerance, atol=tolerance
         )
+
+
+def _documented_id_order(cols: np.ndarray) -> np.ndarray:
+    """The table gradient's ids as docs/native_kernels.md states their order, written from that text."""
+    _, first = np.unique(cols, return_index=True)
+    appearance = cols[np.sort(first)]
+    real = cols.size
+    ranges = 1
+    while ranges < 2**16 and ranges * 2 <= real // 256:
+        ranges *= 2
+    span = int(cols.max()) - int(cols.min())
+
+    def bits_for(count):
+        return next(bits for bits in range(64) if span >> bits < count)
+
+    shift = min(bits_for(ranges), max(12, bits_for(2**16)))
+    keys = (appearance.astype(np.int64) - int(cols.min())) >> shift
+    return appearance[np.argsort(keys, kind="stable")]
+
+
+@pytest.mark.parametrize("spread", [3_000, 200_000, 2**40])
+def test_table_gradient_ids_come_by_id_range_then_first_appearance(spread):
+    # 200k: many dense ranges of 4096 ids; 2**40: ids too spread for 2**16 dense ranges, hashed per range.
+    rng = np.random.default_rng(13)
+    samples, entries, dim = 500, 6000, 8
+    rows = np.concatenate([np.sort(rng.integers(0, samples, entries)), np.full(30, samples)])
+    cols = rng.integers(0, spread, rows.size).astype(np.int64)
+    cols[rng.integers(0, rows.size, 2000)] = cols[:50][rng.integers(0, 50, 2000)]  # repeated ids
+    gains = rng.normal(size=rows.size).astype(np.float32)
+    d_out = rng.normal(size=(samples, dim)).astype(np.float32)
+    ids, values = _native.library().sparseflow_embedding_bag_table_grad(
+        d_out=d_out, row_ids=rows, col_ids=cols, gains=gains
+    )
+    real = rows < samples
+    np.testing.assert_array_equal(ids.numpy(), _documented_id_order(cols[real]))
+    expected = {}
+    for row, col, gain in zip(rows[real], cols[real], gains[real].astype(np.float64)):
+        expected[col] = expected.get(col, 0.0) + gain * d_out[row].astype(np.float64)
+    np.testing.assert_allclose(values.numpy(), np.array([expected[i] for i in ids.numpy()]), rtol=1e-5, atol=1e-5)
+
+
+def test_table_gradient_of_a_large_batch_matches_the_composition_after_densifying():
+    table, rows, cols, gains = _batch(14, sample_count=300, vocab=20_000, dim=6, entries=4000, padding=10)
+    upstream = np.random.default_rng(15).normal(size=(300, 6)).astype(np.float32)
+    d_table, d_gains = _gradients(table, rows, cols, gains, 300, "native", upstream)
+    ref_table, ref_gains = _gradients(table, rows, cols, gains, 300, "segment", upstream)
+    assert isinstance(d_table, tf.IndexedSlices) and np.unique(d_table.indices.numpy()).size == d_table.indices.shape[0]
+    np.testing.assert_allclose(
+        tf.convert_to_tensor(d_table).numpy(), tf.convert_to_tensor(ref_table).numpy(), rtol=1e-5, atol=1e-5
+    )
+    np.testing.assert_allclose(d_gains.numpy(), tf.convert_to_tensor(ref_gains).numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_gradients_match_numeric_gradients():

@@ -4,7 +4,7 @@
 // Entries whose row is `samples` are padding and are skipped everywhere.
 //
 //   forward:     out[r]        = sum_{k: row k == r} gains[k] * table[col k]         [samples, dim]
-//   table grad:  d_table[id]   = sum_{k: col k == id} gains[k] * d_out[row k]         one row per distinct id
+//   table grad:  d_table[id]   = sum_{k: col k == id} gains[k] * d_out[row k]         embedding_bag_table_grad.h
 //   gains grad:  d_gains[k]    = <d_out[row k], table[col k]>                         0 for padding
 //
 // Every output element is computed by one thread, from its entries in their input order, so
@@ -148,91 +148,6 @@ void EmbeddingBagForward(const T* table, int64_t dim, const Col* cols, const T* 
     std::vector<typename Accumulation<T>::Acc> acc(dim);
     for (int64_t c = begin; c < end; ++c) {
       ForwardRows<Distance>(table, dim, cols, gains, order, offsets, chunks[c], chunks[c + 1], out, acc.data());
-    }
-  });
-}
-
-// The distinct ids of the non-padding entries, in order of first appearance, and for each the
-// entries that hold it: entries[offsets[u] .. offsets[u + 1]) in input order.
-template <typename Col>
-struct DistinctIds {
-  std::vector<Col> ids;
-  std::vector<int64_t> offsets;
-  std::vector<int64_t> entries;
-  int64_t bad_entry = -1;  // first entry with a negative id or a row outside [0, samples]
-};
-
-// One pass with an open-addressing hash map (id -> slot), then a counting sort of the entries by
-// slot: linear in N, and the ids come out in first-appearance order, as tf.unique gives them.
-template <typename Row, typename Col>
-DistinctIds<Col> FindDistinctIds(const Row* rows, const Col* cols, int64_t n, int64_t samples) {
-  DistinctIds<Col> distinct;
-  int64_t capacity = 16;
-  while (capacity < 2 * n) capacity <<= 1;
-  const int shift = 64 - __builtin_ctzll(static_cast<uint64_t>(capacity));
-  // Key and slot side by side: a probe touches one cache line.
-  struct Bucket {
-    int64_t id;
-    int64_t slot;
-  };
-  std::vector<Bucket> buckets(capacity, Bucket{-1, -1});
-  std::vector<int64_t> slot_of(n, -1);
-  std::vector<int64_t> counts;
-  for (int64_t k = 0; k < n; ++k) {
-    const int64_t row = static_cast<int64_t>(rows[k]);
-    const int64_t id = static_cast<int64_t>(cols[k]);
-    if (row < 0 || row > samples || id < 0) {
-      distinct.bad_entry = k;
-      return distinct;
-    }
-    if (row == samples) continue;
-    uint64_t h = (static_cast<uint64_t>(id) * 0x9E3779B97F4A7C15ull) >> shift;
-    while (buckets[h].id != -1 && buckets[h].id != id) h = (h + 1) & (capacity - 1);
-    if (buckets[h].id == -1) {
-      buckets[h] = Bucket{id, static_cast<int64_t>(distinct.ids.size())};
-      distinct.ids.push_back(cols[k]);
-      counts.push_back(0);
-    }
-    slot_of[k] = buckets[h].slot;
-    ++counts[buckets[h].slot];
-  }
-  const int64_t unique = static_cast<int64_t>(distinct.ids.size());
-  distinct.offsets.assign(unique + 1, 0);
-  for (int64_t u = 0; u < unique; ++u) distinct.offsets[u + 1] = distinct.offsets[u] + counts[u];
-  distinct.entries.resize(distinct.offsets[unique]);
-  std::vector<int64_t> next(distinct.offsets.begin(), distinct.offsets.end() - 1);
-  for (int64_t k = 0; k < n; ++k) {
-    if (slot_of[k] >= 0) distinct.entries[next[slot_of[k]]++] = k;
-  }
-  return distinct;
-}
-
-template <typename T, typename Row, typename Col>
-void EmbeddingBagTableGrad(const T* d_out, int64_t dim, const Row* rows, const T* gains,
-                           const DistinctIds<Col>& distinct, T* values, const ParallelFor& parallel_for) {
-  using A = Accumulation<T>;
-  const int64_t unique = static_cast<int64_t>(distinct.ids.size());
-  const int64_t* offsets = distinct.offsets.data();
-  const int64_t* entries = distinct.entries.data();
-  // Chunks by entry count: under skewed ids one id can hold a large share of the entries.
-  const std::vector<int64_t> chunks = BalancedChunks(offsets, unique, kEntriesPerChunk);
-  const int64_t count = static_cast<int64_t>(chunks.size()) - 1;
-  const int64_t per_chunk = static_cast<int64_t>(distinct.entries.size()) / count + 1;
-  parallel_for(count, per_chunk * dim * 4, [&](int64_t begin, int64_t end) {
-    std::vector<typename A::Acc> acc(dim);
-    const int64_t last = offsets[chunks[end]];
-    auto row_of = [&](int64_t i) { return d_out + static_cast<int64_t>(rows[entries[i]]) * dim; };
-    const int64_t first = offsets[chunks[begin]];
-    for (int64_t i = first; i < std::min(first + kPrefetchDistance, last); ++i) PrefetchRow(row_of(i), dim);
-    for (int64_t u = chunks[begin]; u < chunks[end]; ++u) {
-      std::fill(acc.begin(), acc.end(), typename A::Acc(0));
-      for (int64_t i = offsets[u]; i < offsets[u + 1]; ++i) {
-        if (i + kPrefetchDistance < last) PrefetchRow(row_of(i + kPrefetchDistance), dim);
-        const int64_t k = entries[i];
-        A::AddScaled(acc.data(), A::Load(gains[k]), row_of(i), dim);
-      }
-      T* __restrict dst = values + u * dim;
-      for (int64_t d = 0; d < dim; ++d) dst[d] = A::Store(acc[d]);
     }
   });
 }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "embedding_bag_kernels.h"
+#include "embedding_bag_table_grad.h"
 #include "huge_pages.h"
 #include "tensorflow/core/framework/resource_mgr.h"
 #include "tensorflow/core/framework/resource_var.h"
@@ -225,18 +226,20 @@ class EmbeddingBagTableGradOp : public OpKernel {
     const int64_t samples = d_out.dim_size(0);
     const int64_t dim = d_out.dim_size(1);
     const Row* rows = row_ids.flat<Row>().data();
-    const DistinctIds<Col> distinct = FindDistinctIds(rows, col_ids.flat<Col>().data(), col_ids.NumElements(), samples);
-    OP_REQUIRES(context, distinct.bad_entry < 0,
-                errors::InvalidArgument("entry ", distinct.bad_entry, " has a negative id or a row outside [0, ",
+    const ParallelFor workers = WorkersOf(context);
+    const IdPartition<Col> part = PartitionIds(rows, col_ids.flat<Col>().data(), col_ids.NumElements(), samples,
+                                               workers);
+    OP_REQUIRES(context, part.bad_entry < 0,
+                errors::InvalidArgument("entry ", part.bad_entry, " has a negative id or a row outside [0, ",
                                         samples, "]"));
-    const int64_t unique = static_cast<int64_t>(distinct.ids.size());
+    const int64_t unique = static_cast<int64_t>(part.ids.size());
     Tensor* ids = nullptr;
     Tensor* values = nullptr;
     OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({unique}), &ids));
     OP_REQUIRES_OK(context, context->allocate_output(1, TensorShape({unique, dim}), &values));
-    std::copy(distinct.ids.begin(), distinct.ids.end(), ids->flat<Col>().data());
-    EmbeddingBagTableGrad(d_out.flat<T>().data(), dim, rows, gains.flat<T>().data(), distinct,
-                          values->flat<T>().data(), WorkersOf(context));
+    std::copy(part.ids.begin(), part.ids.end(), ids->flat<Col>().data());
+    EmbeddingBagTableGrad(d_out.flat<T>().data(), dim, rows, gains.flat<T>().data(), part, values->flat<T>().data(),
+                          workers);
   }
 };
 
