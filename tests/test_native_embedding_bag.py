@@ -62,6 +62,69 @@ def test_forward_matches_the_numpy_reference(dtype, row_dtype, col_dtype, shuffl
     np.testing.assert_allclose(out.numpy(), _reference(table, rows, cols, gains, 9), rtol=tolerance, atol=tolerance)
 
 
+# Unit roundoff of each 16-bit type: the kernel rounds a float32 sum once, so it is within this of the exact sum.
+_HALF_EPS = {tf.float16: 2.0**-11, tf.bfloat16: 2.0**-8}
+
+
+def _as_float64(tensor) -> np.ndarray:
+    return tf.cast(tensor, tf.float64).numpy()
+
+
+@pytest.mark.parametrize("dtype", [tf.float16, tf.bfloat16])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_16bit_tables_sum_in_float32_and_round_once(dtype, shuffle):
+    table, rows, cols, gains = _batch(16, shuffle=shuffle)
+    table16, gains16 = tf.cast(table, dtype), tf.cast(gains, dtype)
+    out = ops.embedding_bag(table16, rows, cols, gains16, 9, implementation="native")
+    assert out.dtype == dtype and out.shape == (9, 5)
+    exact = _reference(_as_float64(table16), rows, cols, _as_float64(gains16), 9)
+    eps = _HALF_EPS[dtype]
+    # One rounding of a float32 sum: eps relative, plus float32's own error on the terms' magnitudes.
+    magnitude = _reference(np.abs(_as_float64(table16)), rows, cols, np.abs(_as_float64(gains16)), 9)
+    np.testing.assert_array_less(np.abs(_as_float64(out) - exact), eps * np.abs(exact) + 1e-6 * magnitude + 1e-30)
+    # The composition rounds after every 16-bit product and addition: within a few roundings of the terms.
+    composed = ops.embedding_bag(table16, rows, cols, gains16, 9, implementation="segment")
+    assert composed.dtype == dtype
+    np.testing.assert_array_less(np.abs(_as_float64(out) - _as_float64(composed)), 8 * eps * magnitude + 1e-30)
+
+
+@pytest.mark.parametrize("dtype", [tf.float16, tf.bfloat16])
+def test_16bit_gradients_match_the_composition(dtype):
+    table, rows, cols, gains = _batch(17, shuffle=True)
+    upstream = np.random.default_rng(18).normal(size=(9, 5))
+    table16, gains16, upstream16 = (tf.cast(x, dtype) for x in (table, gains, upstream))
+    d_table, d_gains = _gradients(table16, rows, cols, gains16, 9, "native", upstream16)
+    assert isinstance(d_table, tf.IndexedSlices) and d_table.values.dtype == dtype and d_gains.dtype == dtype
+    ref_table, ref_gains = _gradients(table16, rows, cols, gains16, 9, "segment", upstream16)
+    eps = _HALF_EPS[dtype]
+    real = rows < 9
+    up, tab, gain = _as_float64(upstream16), _as_float64(table16), _as_float64(gains16)
+    # Exact float64 gradients of the 16-bit values, and the sums of the terms' magnitudes as the error scale.
+    exact_table, scale_table = np.zeros(table.shape), np.zeros(table.shape)
+    np.add.at(exact_table, cols[real], gain[real, None] * up[rows[real]])
+    np.add.at(scale_table, cols[real], np.abs(gain[real, None] * up[rows[real]]))
+    padded_up = np.vstack([up, np.zeros((1, 5))])
+    exact_gains = np.where(real, np.einsum("kd,kd->k", padded_up[rows], tab[cols]), 0.0)
+    scale_gains = np.einsum("kd,kd->k", np.abs(padded_up[rows]), np.abs(tab[cols]))
+    dense = _as_float64(tf.convert_to_tensor(d_table))
+    np.testing.assert_array_less(np.abs(dense - exact_table), eps * np.abs(exact_table) + 1e-6 * scale_table + 1e-30)
+    np.testing.assert_array_less(np.abs(_as_float64(d_gains) - exact_gains), eps * np.abs(exact_gains) + 1e-6 * scale_gains + 1e-30)
+    np.testing.assert_array_less(np.abs(dense - _as_float64(tf.convert_to_tensor(ref_table))), 8 * eps * scale_table + 1e-30)
+    np.testing.assert_array_less(
+        np.abs(_as_float64(d_gains) - _as_float64(tf.convert_to_tensor(ref_gains))), 8 * eps * scale_gains + 1e-30
+    )
+
+
+def test_auto_picks_the_native_kernel_for_16bit_tables_and_the_segment_composition_when_sharded():
+    table, rows, cols, gains = _batch(19)
+    table16 = tf.cast(table, tf.bfloat16)
+    assert _uses_native_kernel(lambda: ops.embedding_bag(table16, rows, cols, gains, 9))
+    sharded = [table16[:6], table16[6:]]
+    graph = tf.function(lambda: ops.embedding_bag(sharded, rows, cols, gains, 9, partition_strategy="div"))
+    operations = {op.type for op in graph.get_concrete_function().graph.get_operations()}
+    assert "SparseflowEmbeddingBag" not in operations and "SparseMatrixMatMul" not in operations
+
+
 def test_auto_picks_the_native_kernel_on_cpu_and_matches_csr():
     table, rows, cols, gains = _batch(4)
 
@@ -294,31 +357,34 @@ _THREADED = textwrap.dedent(
         cols = (rng.zipf(1.3, rows.size) - 1) % 500  # a few ids hold most entries
     else:
         cols = rng.integers(0, 500, rows.size)
-    table = tf.Variable(rng.normal(size=(500, 33)).astype(np.float32))
-    gains = tf.Variable(rng.normal(size=rows.size).astype(np.float32))
-    upstream = rng.normal(size=(3000, 33)).astype(np.float32)
+    dtype = tf.as_dtype(sys.argv[3])
+    table = tf.Variable(tf.cast(rng.normal(size=(500, 33)), dtype))
+    gains = tf.Variable(tf.cast(rng.normal(size=rows.size), dtype))
+    upstream = tf.cast(rng.normal(size=(3000, 33)), dtype)
     with tf.GradientTape() as tape:
         out = ops.embedding_bag(table, rows, cols, gains, 3000, implementation="native")
         loss = tf.reduce_sum(out * upstream)
     d_table, d_gains = tape.gradient(loss, [table, gains])
     digest = hashlib.sha256()
     for array in (out, d_table.indices, d_table.values, d_gains):
-        digest.update(np.ascontiguousarray(array.numpy()).tobytes())
+        digest.update(np.ascontiguousarray(tf.bitcast(array, tf.uint8).numpy()).tobytes())
     print(digest.hexdigest())
     """
 )
 
 
-@pytest.mark.parametrize("ids", ["uniform", "skewed"])
-def test_results_are_bitwise_the_same_for_any_thread_count(ids):
+@pytest.mark.parametrize(
+    "ids, dtype", [("uniform", "float32"), ("skewed", "float32"), ("skewed", "float16"), ("skewed", "bfloat16")]
+)
+def test_results_are_bitwise_the_same_for_any_thread_count(ids, dtype):
     # Each output row (table-gradient row, gain) is summed by one thread, in entry order, however the
     # bags are split over the threads (by entry counts, so long bags get threads of their own).
     digests = [
         subprocess.run(
-            [sys.executable, "-c", _THREADED, str(threads), ids], capture_output=True, text=True, check=True,
+            [sys.executable, "-c", _THREADED, str(threads), ids, dtype], capture_output=True, text=True, check=True,
             timeout=300,
         ).stdout.split()[-1]
-        for threads in (1, 2, 4, 4)
+        for threads in (1, 3, 4, 4)
     ]
     assert len(set(digests)) == 1, digests
 

@@ -6,10 +6,14 @@
 // ...Variable ops) as a resource variable read in place under its lock, as ResourceGather reads it.
 // A dense read of a variable that sparse updates have touched copies the whole table (its
 // copy-on-read mode), which for a large table costs far more than the bag itself.
+//
+// Tables of float32, float64, float16 and bfloat16; the 16-bit ones are summed in float32 and rounded
+// once per output element (embedding_bag_half.h).
 #include <cstdint>
 #include <optional>
 #include <string>
 
+#include "embedding_bag_half.h"
 #include "embedding_bag_kernels.h"
 #include "embedding_bag_table_grad.h"
 #include "huge_pages.h"
@@ -82,7 +86,7 @@ REGISTER_OP("SparseflowEmbeddingBag")
     .Input("gains: T")
     .Input("sample_count: int32")
     .Output("out: T")
-    .Attr("T: {float, double}")
+    .Attr("T: {float, double, half, bfloat16}")
     .Attr("Trow: {int32, int64}")
     .Attr("Tcol: {int32, int64}")
     .Attr("col_message: string")
@@ -99,7 +103,7 @@ REGISTER_OP("SparseflowEmbeddingBagVariable")
     .Input("gains: T")
     .Input("sample_count: int32")
     .Output("out: T")
-    .Attr("T: {float, double}")
+    .Attr("T: {float, double, half, bfloat16}")
     .Attr("Trow: {int32, int64}")
     .Attr("Tcol: {int32, int64}")
     .Attr("col_message: string")
@@ -115,7 +119,7 @@ REGISTER_OP("SparseflowEmbeddingBagTableGrad")
     .Input("gains: T")
     .Output("ids: Tcol")
     .Output("values: T")
-    .Attr("T: {float, double}")
+    .Attr("T: {float, double, half, bfloat16}")
     .Attr("Trow: {int32, int64}")
     .Attr("Tcol: {int32, int64}")
     .SetShapeFn([](InferenceContext* c) {
@@ -133,7 +137,7 @@ REGISTER_OP("SparseflowEmbeddingBagGainsGrad")
     .Input("row_ids: Trow")
     .Input("col_ids: Tcol")
     .Output("d_gains: T")
-    .Attr("T: {float, double}")
+    .Attr("T: {float, double, half, bfloat16}")
     .Attr("Trow: {int32, int64}")
     .Attr("Tcol: {int32, int64}")
     .SetShapeFn(GainsGradShape)
@@ -145,7 +149,7 @@ REGISTER_OP("SparseflowEmbeddingBagGainsGradVariable")
     .Input("row_ids: Trow")
     .Input("col_ids: Tcol")
     .Output("d_gains: T")
-    .Attr("T: {float, double}")
+    .Attr("T: {float, double, half, bfloat16}")
     .Attr("Trow: {int32, int64}")
     .Attr("Tcol: {int32, int64}")
     .SetShapeFn(GainsGradShape)
@@ -300,6 +304,8 @@ class EmbeddingBagGainsGradOp : public OpKernel {
 
 SPARSEFLOW_REGISTER_IDS(float)
 SPARSEFLOW_REGISTER_IDS(double)
+SPARSEFLOW_REGISTER_IDS(Eigen::half)
+SPARSEFLOW_REGISTER_IDS(Eigen::bfloat16)
 
 #undef SPARSEFLOW_REGISTER_IDS
 #undef SPARSEFLOW_REGISTER
