@@ -107,12 +107,15 @@ def test_16bit_gradients_match_the_composition(dtype):
     exact_gains = np.where(real, np.einsum("kd,kd->k", padded_up[rows], tab[cols]), 0.0)
     scale_gains = np.einsum("kd,kd->k", np.abs(padded_up[rows]), np.abs(tab[cols]))
     dense = _as_float64(tf.convert_to_tensor(d_table))
-    np.testing.assert_array_less(np.abs(dense - exact_table), eps * np.abs(exact_table) + 1e-6 * scale_table + 1e-30)
-    np.testing.assert_array_less(np.abs(_as_float64(d_gains) - exact_gains), eps * np.abs(exact_gains) + 1e-6 * scale_gains + 1e-30)
-    np.testing.assert_array_less(np.abs(dense - _as_float64(tf.convert_to_tensor(ref_table))), 8 * eps * scale_table + 1e-30)
-    np.testing.assert_array_less(
-        np.abs(_as_float64(d_gains) - _as_float64(tf.convert_to_tensor(ref_gains))), 8 * eps * scale_gains + 1e-30
-    )
+    gains_grad = _as_float64(d_gains)
+    ref_dense = _as_float64(tf.convert_to_tensor(ref_table))
+    ref_gains_grad = _as_float64(tf.convert_to_tensor(ref_gains))
+    tiny = 1e-30
+    np.testing.assert_array_less(np.abs(dense - exact_table), eps * np.abs(exact_table) + 1e-6 * scale_table + tiny)
+    gains_bound = eps * np.abs(exact_gains) + 1e-6 * scale_gains + tiny
+    np.testing.assert_array_less(np.abs(gains_grad - exact_gains), gains_bound)
+    np.testing.assert_array_less(np.abs(dense - ref_dense), 8 * eps * scale_table + tiny)
+    np.testing.assert_array_less(np.abs(gains_grad - ref_gains_grad), 8 * eps * scale_gains + tiny)
 
 
 def test_auto_picks_the_native_kernel_for_16bit_tables_and_the_segment_composition_when_sharded():
