@@ -231,8 +231,9 @@ class EmbeddingBagTableGradOp : public OpKernel {
     const int64_t dim = d_out.dim_size(1);
     const Row* rows = row_ids.flat<Row>().data();
     const ParallelFor workers = WorkersOf(context);
-    const IdPartition<Col> part = PartitionIds(rows, col_ids.flat<Col>().data(), col_ids.NumElements(), samples,
-                                               workers);
+    // One per thread, reused: its buffers stay mapped (about 28 bytes per entry of the largest batch seen).
+    static thread_local IdPartition<Col> part;
+    PartitionIds(rows, col_ids.flat<Col>().data(), col_ids.NumElements(), samples, workers, part);
     OP_REQUIRES(context, part.bad_entry < 0,
                 errors::InvalidArgument("entry ", part.bad_entry, " has a negative id or a row outside [0, ",
                                         samples, "]"));

@@ -44,6 +44,12 @@ struct IdPartition {
   std::vector<int64_t> slot_base;       // [buckets + 1] the first slot of each range
   std::vector<Col> ids;                 // [distinct]
   int64_t bad_entry = -1;               // first entry with a negative id or a row outside [0, samples]
+  // Working space, kept with the rest so that an IdPartition reused from call to call (the op keeps one
+  // per thread) writes into pages already mapped: fresh ones cost a page fault per 4 KiB, which on a batch
+  // of 40k ids took as long as the partition itself.
+  std::vector<int64_t> next;
+  std::vector<int64_t> distinct;
+  std::vector<Col> ids_by_entry;
 };
 
 // Numbers the distinct ids of one range in order of first appearance, writing each entry's number and
@@ -87,17 +93,19 @@ int64_t NumberRange(const Col* cols, const int64_t* entries, int64_t count, int6
   return distinct;
 }
 
+// Fills `part` (its earlier contents are overwritten, its buffers reused).
 template <typename Row, typename Col>
-IdPartition<Col> PartitionIds(const Row* rows, const Col* cols, int64_t n, int64_t samples,
-                              const ParallelFor& parallel_for) {
-  IdPartition<Col> part;
+void PartitionIds(const Row* rows, const Col* cols, int64_t n, int64_t samples, const ParallelFor& parallel_for,
+                  IdPartition<Col>& part) {
+  part.shift = 0;
+  part.bad_entry = -1;
   int64_t low = 0, high = -1, real = 0;
   for (int64_t k = 0; k < n; ++k) {
     const int64_t row = static_cast<int64_t>(rows[k]);
     const int64_t id = static_cast<int64_t>(cols[k]);
     if (row < 0 || row > samples || id < 0) {
       part.bad_entry = k;
-      return part;
+      return;
     }
     if (row == samples) continue;
     low = real == 0 ? id : std::min(low, id);
@@ -125,17 +133,17 @@ IdPartition<Col> PartitionIds(const Row* rows, const Col* cols, int64_t n, int64
   }
   for (int64_t b = 0; b < used; ++b) part.bucket_offsets[b + 1] += part.bucket_offsets[b];
   part.entries.resize(real);
-  {
-    std::vector<int64_t> next(part.bucket_offsets.begin(), part.bucket_offsets.end() - 1);
-    for (int64_t k = 0; k < n; ++k) {
-      if (static_cast<int64_t>(rows[k]) == samples) continue;
-      part.entries[next[(static_cast<int64_t>(cols[k]) - low) >> part.shift]++] = k;
-    }
+  part.next.assign(part.bucket_offsets.begin(), part.bucket_offsets.end() - 1);
+  for (int64_t k = 0; k < n; ++k) {
+    if (static_cast<int64_t>(rows[k]) == samples) continue;
+    part.entries[part.next[(static_cast<int64_t>(cols[k]) - low) >> part.shift]++] = k;
   }
   // Each range numbers its ids on its own; ranges are split over threads by entry counts.
   part.local_slot.resize(real);
-  std::vector<Col> ids_by_entry(real);
-  std::vector<int64_t> distinct(used, 0);
+  part.ids_by_entry.resize(real);
+  part.distinct.assign(used, 0);
+  std::vector<int64_t>& distinct = part.distinct;
+  Col* ids_by_entry = part.ids_by_entry.data();
   const int64_t* offsets = part.bucket_offsets.data();
   const std::vector<int64_t> chunks = BalancedChunks(offsets, used, kEntriesPerChunk);
   const int64_t count = static_cast<int64_t>(chunks.size()) - 1;
@@ -147,17 +155,15 @@ IdPartition<Col> PartitionIds(const Row* rows, const Col* cols, int64_t n, int64
       const int64_t first = offsets[b];
       distinct[b] = NumberRange(cols, part.entries.data() + first, offsets[b + 1] - first,
                                 low + (b << part.shift), part.shift, part.local_slot.data() + first,
-                                ids_by_entry.data() + first, dense, keys, slots);
+                                ids_by_entry + first, dense, keys, slots);
     }
   });
   part.slot_base.assign(used + 1, 0);
   for (int64_t b = 0; b < used; ++b) part.slot_base[b + 1] = part.slot_base[b] + distinct[b];
   part.ids.resize(part.slot_base[used]);
   for (int64_t b = 0; b < used; ++b) {
-    std::copy(ids_by_entry.begin() + offsets[b], ids_by_entry.begin() + offsets[b] + distinct[b],
-              part.ids.begin() + part.slot_base[b]);
+    std::copy(ids_by_entry + offsets[b], ids_by_entry + offsets[b] + distinct[b], part.ids.begin() + part.slot_base[b]);
   }
-  return part;
 }
 
 // values[slot] for every distinct id: one range at a time, its rows summed in entry order.
