@@ -520,6 +520,18 @@ def _ingest_scaling(r: dict) -> list[dict]:
     return rows
 
 
+def _bag_regime(r: dict, what: str) -> str:
+    """Where a target is missed: the batch's shape of work and the machine's state."""
+    ids = next((name for name in r.get("distinct_ids", {}) if f"{name} ids" in what), None)
+    if ids is None:
+        return ""
+    distinct = r["distinct_ids"][ids]
+    gradient_mb = distinct * r["dim"] * 4 / 1e6
+    load = r.get("load_average", [float("nan")])[0]
+    return (f"; regime: {distinct:,} distinct of {r['ids_per_call'][ids]:,} ids, a {gradient_mb:.1f} MB gradient "
+            f"written per call, {r.get('cpus', '?')} cores at load average {load:.1f}")
+
+
 def _embedding_bag_targets(r: dict) -> list[dict]:
     rows = []
     for t in r["targets"]:
@@ -531,6 +543,8 @@ def _embedding_bag_targets(r: dict) -> list[dict]:
         status = "met" if t["met"] else "NOT met"
         what = f"embedding_bag native weighted {t['what']}"
         note = f"{goal}: {status} (median of the per-round ratios {t['paired_value']:.2f})"
+        if not t["met"]:
+            note += _bag_regime(r, t["what"])
         rows.append(comparison_row("embedding_bag_targets", what, t["peer_name"], "ms", False,
                                    (ours["median"], ours["min"], ours["max"]),
                                    (peer["median"], peer["min"], peer["max"]), note, t["noisy"]))
