@@ -16,7 +16,7 @@ STEPS batches (2 with --quick), each with its own copy of the same initial weigh
     stock-op compositions, what an exported graph runs);
   - compositions, XLA: the step with `jit_compile=True`, as `make demo`'s
     `--jit_compile` runs it (XLA compiles the compositions; the native
-    kernels never run inside it).
+    kernels never run inside it). Not with --quick.
 
 Reported: examples per second (medians and min-max over the rounds) and the
 native step's speed over each composition's.
@@ -112,14 +112,16 @@ def _trainer(weights: list, batches, *, stock: bool, jit_compile: bool):
 
 
 def run(quick: bool = False) -> dict:
-    """Times the three steps alternately; prints the table and returns it as a JSON-able dict."""
+    """Times the steps alternately; prints the table and returns it as a JSON-able dict."""
     reps, steps = (2, 2) if quick else (15, STEPS)
     rng = np.random.default_rng(0)
     batches = _batches(rng, steps)
     weights = _model().get_weights()
     contenders, native_ops = {}, {}
-    for name, stock, jit in (("native", False, False), ("compositions", True, False),
-                             ("compositions, XLA", True, True)):
+    steps_traced = [("native", False, False), ("compositions", True, False)]
+    if not quick:  # XLA compiles the step once per batch shape: minutes, too long for a smoke run
+        steps_traced.append(("compositions, XLA", True, True))
+    for name, stock, jit in steps_traced:
         contenders[name], native_ops[name] = _trainer(weights, batches, stock=stock, jit_compile=jit)
     if not native_ops["native"]:
         raise RuntimeError("the native step traced no native kernel: are they built here? (python -m ops.build)")
