@@ -28,7 +28,8 @@ __all__ = ["BENCHMARKS", "comparison_row", "normalise", "run_benchmark", "data_s
 
 # Run order: TensorFlow device set-up happens in the first one, before any module hides GPUs.
 BENCHMARKS = (
-    "convert_to_coo", "embedding_bag_and_block_sparse", "beam_ingest", "io_formats", "tfdata_input", "reader_memory",
+    "convert_to_coo", "embedding_bag_and_block_sparse", "embedding_bag_targets", "demo_training_throughput",
+    "beam_ingest", "io_formats", "tfdata_input", "reader_memory",
     "ingest_memory", "vocabulary", "reliability", "validation_cost", "feature_transforms", "ingest_scaling",
 )
 
@@ -519,9 +520,64 @@ def _ingest_scaling(r: dict) -> list[dict]:
     return rows
 
 
+def _bag_regime(r: dict, what: str) -> str:
+    """Where a target is missed: the batch's shape of work and the machine's state."""
+    ids = next((name for name in r.get("distinct_ids", {}) if f"{name} ids" in what), None)
+    if ids is None:
+        return ""
+    distinct = r["distinct_ids"][ids]
+    gradient_mb = distinct * r["dim"] * 4 / 1e6
+    load = r.get("load_average", [float("nan")])[0]
+    return (f"; regime: {distinct:,} distinct of {r['ids_per_call'][ids]:,} ids, a {gradient_mb:.1f} MB gradient "
+            f"written per call, {r.get('cpus', '?')} cores at load average {load:.1f}")
+
+
+def _embedding_bag_targets(r: dict) -> list[dict]:
+    rows = []
+    for t in r["targets"]:
+        ours, peer = t["ours_ms"], t["peer_ms"]
+        if "time_ratio_at_most" in t:
+            goal = f"target: ours <= {t['time_ratio_at_most']}x torch's time"
+        else:
+            goal = f"target: >= {t['speedup_at_least']}x"
+        status = "met" if t["met"] else "NOT met"
+        what = f"embedding_bag native weighted {t['what']}"
+        note = f"{goal}: {status} (median of the per-round ratios {t['paired_value']:.2f})"
+        if not t["met"]:
+            note += _bag_regime(r, t["what"])
+        rows.append(comparison_row("embedding_bag_targets", what, t["peer_name"], "ms", False,
+                                   (ours["median"], ours["min"], ours["max"]),
+                                   (peer["median"], peer["min"], peer["max"]), note, t["noisy"]))
+    for d in r["dtypes"]:
+        ms, base = d["ms"], d["float32_ms"]
+        rows.append(comparison_row("embedding_bag_targets", f"embedding_bag native {d['dtype']} table, uniform ids, "
+                                   f"{d['pass']}", "the same on float32", "ms", False,
+                                   (ms["median"], ms["min"], ms["max"]), (base["median"], base["min"], base["max"]),
+                                   "summed in float32", d["noisy"]))
+    if "torch_skipped" in r and rows:
+        rows[0]["limit"] += f"; {r['torch_skipped']}"
+    return rows
+
+
+def _demo_training_throughput(r: dict) -> list[dict]:
+    native = next(row for row in r["rows"] if row["step"] == "native")
+    rows = []
+    for row in r["rows"]:
+        if row["step"] == "native":
+            continue
+        rows.append(comparison_row("demo_training_throughput", "demo model training step, native kernels",
+                                   f"the same step on the {row['step']}", "examples/s", True,
+                                   (native["examples_per_s"], *native["examples_per_s_range"]),
+                                   (row["examples_per_s"], *row["examples_per_s_range"]),
+                                   f"{native['ms_per_step']:.1f} against {row['ms_per_step']:.1f} ms a step"))
+    return rows
+
+
 _NORMALISERS = {
     "convert_to_coo": _convert_to_coo,
     "embedding_bag_and_block_sparse": _embedding_bag_and_block_sparse,
+    "embedding_bag_targets": _embedding_bag_targets,
+    "demo_training_throughput": _demo_training_throughput,
     "beam_ingest": _beam_ingest,
     "io_formats": _io_formats,
     "tfdata_input": _tfdata_input,
@@ -550,6 +606,13 @@ def data_sizes(name: str, r: dict) -> str:
             f"embedding batch {e['batch']}, vocab {e['vocab']:,}, dim {e['dim']}; "
             f"matmul M={b['m']} K={b['k']} N={b['n']}, block {b['block_size']}"
         )
+    if name == "embedding_bag_targets":
+        ids = ", ".join(f"{k} {v:,} ids" for k, v in r["ids_per_call"].items())
+        return f"batch {r['batch']}, vocab {r['vocab']:,}, dim {r['dim']}, {r['reps']} rounds; {ids} per call"
+    if name == "demo_training_throughput":
+        return (f"CtrModel of make demo: batch {r['batch']}, {r['sparse_features']} sparse features of "
+                f"{r['buckets']:,} buckets, {r['dense_features']} dense; {r['reps']} rounds of {r['steps_per_call']} "
+                "steps")
     if name == "beam_ingest":
         c = r["config"]
         return f"{c['rows']:,} TSV rows (per-row peer: {c['peer_rows']:,}), {c['reps']} reps"

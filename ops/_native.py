@@ -90,7 +90,8 @@ def unavailable_reason() -> str | None:
 def embedding_bag(table, row_ids, col_ids, gains, sample_count, *, col_message, row_message, length_message):
     """`out[r] = sum_k gains[k] * table[col_ids[k]]` over entries of row r; row `sample_count` is padding.
 
-    `table` [vocab, dim] float32/float64, `gains` [N] of the table dtype,
+    `table` [vocab, dim] float32/float64/float16/bfloat16 (16-bit rows summed in
+    float32, each output element rounded once), `gains` [N] of the table dtype,
     `row_ids`/`col_ids` int32/int64 [N], `sample_count` int or int32 scalar.
     Out-of-range ids or rows raise InvalidArgumentError with `col_message` or
     `row_message` followed by `; first offending position: K` (the column check

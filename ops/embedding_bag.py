@@ -71,13 +71,15 @@ def embedding_bag(
         "mod": id i lives in shard `i % num_shards` at row `i // num_shards`
         (shard sizes must then be `ceil((vocab - s) / num_shards)`).
         "div": shards hold consecutive id ranges, in order, of any sizes.
-      implementation: "segment", "csr", "native" (both float32/float64 tables
-        only) or "auto" (default): "segment" inside an XLA-compiled function,
-        when a GPU is visible or for other dtypes, else "native" for one
-        table, "csr" for a sharded one. "native" runs the fused CPU kernel
+      implementation: "segment", "csr" (float32/float64 tables only), "native"
+        (float32, float64, float16 and bfloat16 tables; the 16-bit ones summed
+        in float32 and rounded once per output element) or "auto" (default):
+        "segment" inside an XLA-compiled function, when a GPU is visible or for
+        other dtypes, else "native" for one table, "csr" for a sharded one
+        ("segment" for a sharded 16-bit one). "native" runs the fused CPU kernel
         (ops/native, built on first use); inside an XLA-compiled function it
         runs "segment", for a sharded table or where the kernel could not be
-        built (one warning line in the log) "csr".
+        built (one warning line in the log) "csr" ("segment" for 16-bit tables).
       name: feature name, for the name scope and error messages.
 
     Returns:
@@ -211,23 +213,25 @@ def _row_message(where: str, sample_count) -> str:
     )
 
 
+# The CSR kernels exist for float32 and float64; the native kernel for those and the 16-bit floats.
+_CSR_DTYPES = (tf.float32, tf.float64)
+_NATIVE_DTYPES = (tf.float32, tf.float64, tf.float16, tf.bfloat16)
+
+
 def _auto_implementation(rows_dtype: tf.DType, sharded: bool) -> str:
-    # The CSR kernels and the native kernel exist for float32 and float64 only.
-    if (
-        in_xla_context()
-        or rows_dtype not in (tf.float32, tf.float64)
-        or tf.config.list_logical_devices("GPU")
-    ):
+    if in_xla_context() or rows_dtype not in _NATIVE_DTYPES or tf.config.list_logical_devices("GPU"):
         return "segment"
-    return "csr" if sharded else "native"
+    if sharded:
+        return "csr" if rows_dtype in _CSR_DTYPES else "segment"
+    return "native"
 
 
 def _native_or_composition(shards) -> str:
     """"native" where the fused kernel can run, else the composition that runs in its place."""
-    if in_xla_context() or shards[0].dtype not in (tf.float32, tf.float64):
+    if in_xla_context() or shards[0].dtype not in _NATIVE_DTYPES:
         return "segment"
     if len(shards) > 1 or not _native.available():
-        return "csr"
+        return "csr" if shards[0].dtype in _CSR_DTYPES else "segment"
     return "native"
 
 

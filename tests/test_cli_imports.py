@@ -79,6 +79,8 @@ BAD_ARGUMENTS = {
     "benchmarks.convert_to_coo": [["--bogus"]],
     "benchmarks.gpu": [["--reps", "many"]],
     "benchmarks.embedding_bag_and_block_sparse": [["--bogus"]],
+    "benchmarks.embedding_bag_targets": [["--bogus"]],
+    "benchmarks.demo_training_throughput": [["--bogus"]],
     "benchmarks.service_sharding": [["--files", "many"]],
     "benchmarks.feature_transforms": [["--bogus"]],
     "benchmarks.validation_cost": [["--bogus"]],

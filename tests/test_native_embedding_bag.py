@@ -62,6 +62,72 @@ def test_forward_matches_the_numpy_reference(dtype, row_dtype, col_dtype, shuffl
     np.testing.assert_allclose(out.numpy(), _reference(table, rows, cols, gains, 9), rtol=tolerance, atol=tolerance)
 
 
+# Unit roundoff of each 16-bit type: the kernel rounds a float32 sum once, so it is within this of the exact sum.
+_HALF_EPS = {tf.float16: 2.0**-11, tf.bfloat16: 2.0**-8}
+
+
+def _as_float64(tensor) -> np.ndarray:
+    return tf.cast(tensor, tf.float64).numpy()
+
+
+@pytest.mark.parametrize("dtype", [tf.float16, tf.bfloat16])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_16bit_tables_sum_in_float32_and_round_once(dtype, shuffle):
+    table, rows, cols, gains = _batch(16, shuffle=shuffle)
+    table16, gains16 = tf.cast(table, dtype), tf.cast(gains, dtype)
+    out = ops.embedding_bag(table16, rows, cols, gains16, 9, implementation="native")
+    assert out.dtype == dtype and out.shape == (9, 5)
+    exact = _reference(_as_float64(table16), rows, cols, _as_float64(gains16), 9)
+    eps = _HALF_EPS[dtype]
+    # One rounding of a float32 sum: eps relative, plus float32's own error on the terms' magnitudes.
+    magnitude = _reference(np.abs(_as_float64(table16)), rows, cols, np.abs(_as_float64(gains16)), 9)
+    np.testing.assert_array_less(np.abs(_as_float64(out) - exact), eps * np.abs(exact) + 1e-6 * magnitude + 1e-30)
+    # The composition rounds after every 16-bit product and addition: within a few roundings of the terms.
+    composed = ops.embedding_bag(table16, rows, cols, gains16, 9, implementation="segment")
+    assert composed.dtype == dtype
+    np.testing.assert_array_less(np.abs(_as_float64(out) - _as_float64(composed)), 8 * eps * magnitude + 1e-30)
+
+
+@pytest.mark.parametrize("dtype", [tf.float16, tf.bfloat16])
+def test_16bit_gradients_match_the_composition(dtype):
+    table, rows, cols, gains = _batch(17, shuffle=True)
+    upstream = np.random.default_rng(18).normal(size=(9, 5))
+    table16, gains16, upstream16 = (tf.cast(x, dtype) for x in (table, gains, upstream))
+    d_table, d_gains = _gradients(table16, rows, cols, gains16, 9, "native", upstream16)
+    assert isinstance(d_table, tf.IndexedSlices) and d_table.values.dtype == dtype and d_gains.dtype == dtype
+    ref_table, ref_gains = _gradients(table16, rows, cols, gains16, 9, "segment", upstream16)
+    eps = _HALF_EPS[dtype]
+    real = rows < 9
+    up, tab, gain = _as_float64(upstream16), _as_float64(table16), _as_float64(gains16)
+    # Exact float64 gradients of the 16-bit values, and the sums of the terms' magnitudes as the error scale.
+    exact_table, scale_table = np.zeros(table.shape), np.zeros(table.shape)
+    np.add.at(exact_table, cols[real], gain[real, None] * up[rows[real]])
+    np.add.at(scale_table, cols[real], np.abs(gain[real, None] * up[rows[real]]))
+    padded_up = np.vstack([up, np.zeros((1, 5))])
+    exact_gains = np.where(real, np.einsum("kd,kd->k", padded_up[rows], tab[cols]), 0.0)
+    scale_gains = np.einsum("kd,kd->k", np.abs(padded_up[rows]), np.abs(tab[cols]))
+    dense = _as_float64(tf.convert_to_tensor(d_table))
+    gains_grad = _as_float64(d_gains)
+    ref_dense = _as_float64(tf.convert_to_tensor(ref_table))
+    ref_gains_grad = _as_float64(tf.convert_to_tensor(ref_gains))
+    tiny = 1e-30
+    np.testing.assert_array_less(np.abs(dense - exact_table), eps * np.abs(exact_table) + 1e-6 * scale_table + tiny)
+    gains_bound = eps * np.abs(exact_gains) + 1e-6 * scale_gains + tiny
+    np.testing.assert_array_less(np.abs(gains_grad - exact_gains), gains_bound)
+    np.testing.assert_array_less(np.abs(dense - ref_dense), 8 * eps * scale_table + tiny)
+    np.testing.assert_array_less(np.abs(gains_grad - ref_gains_grad), 8 * eps * scale_gains + tiny)
+
+
+def test_auto_picks_the_native_kernel_for_16bit_tables_and_the_segment_composition_when_sharded():
+    table, rows, cols, gains = _batch(19)
+    table16 = tf.cast(table, tf.bfloat16)
+    assert _uses_native_kernel(lambda: ops.embedding_bag(table16, rows, cols, gains, 9))
+    sharded = [table16[:6], table16[6:]]
+    graph = tf.function(lambda: ops.embedding_bag(sharded, rows, cols, gains, 9, partition_strategy="div"))
+    operations = {op.type for op in graph.get_concrete_function().graph.get_operations()}
+    assert "SparseflowEmbeddingBag" not in operations and "SparseMatrixMatMul" not in operations
+
+
 def test_auto_picks_the_native_kernel_on_cpu_and_matches_csr():
     table, rows, cols, gains = _batch(4)
 
@@ -153,7 +219,8 @@ def test_gradients_match_the_compositions(dtype, shuffle):
     upstream = np.random.default_rng(6).normal(size=(9, 5)).astype(dtype)
     d_table, d_gains = _gradients(table, rows, cols, gains, 9, "native", upstream)
     assert isinstance(d_table, tf.IndexedSlices)
-    # One row per distinct id of the non-padding entries, first appearance first.
+    # One row per distinct id of the non-padding entries; this batch's ids lie in one range of the table
+    # gradient's partition (fewer than 512 entries, ids within 4096), so they come in first appearance order.
     real = rows < 9
     _, first = np.unique(cols[real], return_index=True)
     np.testing.assert_array_equal(d_table.indices.numpy(), cols[real][np.sort(first)])
@@ -178,6 +245,57 @@ def test_gradients_match_the_compositions(dtype, shuffle):
         np.testing.assert_allclose(
             d_gains.numpy(), tf.convert_to_tensor(ref_gains).numpy(), rtol=tolerance, atol=tolerance
         )
+
+
+def _documented_id_order(cols: np.ndarray) -> np.ndarray:
+    """The table gradient's ids as docs/native_kernels.md states their order, written from that text."""
+    _, first = np.unique(cols, return_index=True)
+    appearance = cols[np.sort(first)]
+    real = cols.size
+    ranges = 1
+    while ranges < 2**16 and ranges * 2 <= real // 256:
+        ranges *= 2
+    span = int(cols.max()) - int(cols.min())
+
+    def bits_for(count):
+        return next(bits for bits in range(64) if span >> bits < count)
+
+    shift = min(bits_for(ranges), max(12, bits_for(2**16)))
+    keys = (appearance.astype(np.int64) - int(cols.min())) >> shift
+    return appearance[np.argsort(keys, kind="stable")]
+
+
+@pytest.mark.parametrize("spread", [3_000, 200_000, 2**40])
+def test_table_gradient_ids_come_by_id_range_then_first_appearance(spread):
+    # 200k: many dense ranges of 4096 ids; 2**40: ids too spread for 2**16 dense ranges, hashed per range.
+    rng = np.random.default_rng(13)
+    samples, entries, dim = 500, 6000, 8
+    rows = np.concatenate([np.sort(rng.integers(0, samples, entries)), np.full(30, samples)])
+    cols = rng.integers(0, spread, rows.size).astype(np.int64)
+    cols[rng.integers(0, rows.size, 2000)] = cols[:50][rng.integers(0, 50, 2000)]  # repeated ids
+    gains = rng.normal(size=rows.size).astype(np.float32)
+    d_out = rng.normal(size=(samples, dim)).astype(np.float32)
+    ids, values = _native.library().sparseflow_embedding_bag_table_grad(
+        d_out=d_out, row_ids=rows, col_ids=cols, gains=gains
+    )
+    real = rows < samples
+    np.testing.assert_array_equal(ids.numpy(), _documented_id_order(cols[real]))
+    expected = {}
+    for row, col, gain in zip(rows[real], cols[real], gains[real].astype(np.float64)):
+        expected[col] = expected.get(col, 0.0) + gain * d_out[row].astype(np.float64)
+    np.testing.assert_allclose(values.numpy(), np.array([expected[i] for i in ids.numpy()]), rtol=1e-5, atol=1e-5)
+
+
+def test_table_gradient_of_a_large_batch_matches_the_composition_after_densifying():
+    table, rows, cols, gains = _batch(14, sample_count=300, vocab=20_000, dim=6, entries=4000, padding=10)
+    upstream = np.random.default_rng(15).normal(size=(300, 6)).astype(np.float32)
+    d_table, d_gains = _gradients(table, rows, cols, gains, 300, "native", upstream)
+    ref_table, ref_gains = _gradients(table, rows, cols, gains, 300, "segment", upstream)
+    assert isinstance(d_table, tf.IndexedSlices) and np.unique(d_table.indices.numpy()).size == d_table.indices.shape[0]
+    np.testing.assert_allclose(
+        tf.convert_to_tensor(d_table).numpy(), tf.convert_to_tensor(ref_table).numpy(), rtol=1e-5, atol=1e-5
+    )
+    np.testing.assert_allclose(d_gains.numpy(), tf.convert_to_tensor(ref_gains).numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_gradients_match_numeric_gradients():
@@ -231,34 +349,74 @@ _THREADED = textwrap.dedent(
     tf.config.threading.set_intra_op_parallelism_threads(int(sys.argv[1]))
     import ops
     rng = np.random.default_rng(0)
-    rows = np.repeat(np.arange(3000), rng.integers(0, 20, 3000))
+    lengths = rng.integers(0, 20, 3000)
+    if sys.argv[2] == "skewed":
+        lengths[[7, 1500, 2999]] = [4000, 2500, 3000]  # a few long bags among short ones
+    rows = np.repeat(np.arange(3000), lengths)
     rows = np.concatenate([rows, np.full(50, 3000)])
     order = rng.permutation(rows.size)
-    rows, cols = rows[order], rng.integers(0, 500, rows.size)
-    table = tf.Variable(rng.normal(size=(500, 33)).astype(np.float32))
-    gains = tf.Variable(rng.normal(size=rows.size).astype(np.float32))
-    upstream = rng.normal(size=(3000, 33)).astype(np.float32)
+    rows = rows[order]
+    if sys.argv[2] == "skewed":
+        cols = (rng.zipf(1.3, rows.size) - 1) % 500  # a few ids hold most entries
+    else:
+        cols = rng.integers(0, 500, rows.size)
+    dtype = tf.as_dtype(sys.argv[3])
+    table = tf.Variable(tf.cast(rng.normal(size=(500, 33)), dtype))
+    gains = tf.Variable(tf.cast(rng.normal(size=rows.size), dtype))
+    upstream = tf.cast(rng.normal(size=(3000, 33)), dtype)
     with tf.GradientTape() as tape:
         out = ops.embedding_bag(table, rows, cols, gains, 3000, implementation="native")
         loss = tf.reduce_sum(out * upstream)
     d_table, d_gains = tape.gradient(loss, [table, gains])
     digest = hashlib.sha256()
     for array in (out, d_table.indices, d_table.values, d_gains):
-        digest.update(np.ascontiguousarray(array.numpy()).tobytes())
+        digest.update(np.ascontiguousarray(tf.bitcast(array, tf.uint8).numpy()).tobytes())
     print(digest.hexdigest())
     """
 )
 
 
-def test_results_are_bitwise_the_same_for_any_thread_count():
-    # Each output row (table-gradient row, gain) is summed by one thread, in entry order.
-    digests = {
-        threads: subprocess.run(
-            [sys.executable, "-c", _THREADED, str(threads)], capture_output=True, text=True, check=True, timeout=300
+@pytest.mark.parametrize(
+    "ids, dtype", [("uniform", "float32"), ("skewed", "float32"), ("skewed", "float16"), ("skewed", "bfloat16")]
+)
+def test_results_are_bitwise_the_same_for_any_thread_count(ids, dtype):
+    # Each output row (table-gradient row, gain) is summed by one thread, in entry order, however the
+    # bags are split over the threads (by entry counts, so long bags get threads of their own).
+    digests = [
+        subprocess.run(
+            [sys.executable, "-c", _THREADED, str(threads), ids, dtype], capture_output=True, text=True, check=True,
+            timeout=300,
         ).stdout.split()[-1]
-        for threads in (1, 4)
-    }
-    assert digests[1] == digests[4]
+        for threads in (1, 3, 4, 4)
+    ]
+    assert len(set(digests)) == 1, digests
+
+
+def _skewed_batch(seed, sample_count=400, vocab=300, dim=16):
+    """Mostly short bags, a few thousand-id ones, Zipf ids, padding, entries shuffled."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 4, sample_count)
+    lengths[[3, 200, sample_count - 1]] = [1500, 900, 1200]
+    rows = np.concatenate([np.repeat(np.arange(sample_count), lengths), np.full(20, sample_count)])
+    cols = (rng.zipf(1.3, rows.size) - 1) % vocab
+    gains = rng.uniform(-2.0, 2.0, rows.size).astype(np.float32)
+    order = rng.permutation(rows.size)
+    table = rng.normal(size=(vocab, dim)).astype(np.float32)
+    return table, rows[order], cols[order], gains[order]
+
+
+def test_skewed_bags_match_the_composition():
+    # More entries than one chunk of the balanced split holds, in bags far longer than the rest.
+    table, rows, cols, gains = _skewed_batch(11)
+    out = ops.embedding_bag(table, rows, cols, gains, 400, implementation="native")
+    np.testing.assert_allclose(out.numpy(), _reference(table, rows, cols, gains, 400), rtol=1e-4, atol=1e-4)
+    upstream = np.random.default_rng(12).normal(size=(400, 16)).astype(np.float32)
+    d_table, d_gains = _gradients(table, rows, cols, gains, 400, "native", upstream)
+    ref_table, ref_gains = _gradients(table, rows, cols, gains, 400, "segment", upstream)
+    np.testing.assert_allclose(
+        tf.convert_to_tensor(d_table).numpy(), tf.convert_to_tensor(ref_table).numpy(), rtol=1e-4, atol=1e-4
+    )
+    np.testing.assert_allclose(d_gains.numpy(), tf.convert_to_tensor(ref_gains).numpy(), rtol=1e-4, atol=1e-4)
 
 
 def test_without_a_compiler_the_composition_runs_after_one_warning_line(tmp_path):

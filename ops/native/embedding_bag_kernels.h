@@ -4,7 +4,7 @@
 // Entries whose row is `samples` are padding and are skipped everywhere.
 //
 //   forward:     out[r]        = sum_{k: row k == r} gains[k] * table[col k]         [samples, dim]
-//   table grad:  d_table[id]   = sum_{k: col k == id} gains[k] * d_out[row k]         one row per distinct id
+//   table grad:  d_table[id]   = sum_{k: col k == id} gains[k] * d_out[row k]         embedding_bag_table_grad.h
 //   gains grad:  d_gains[k]    = <d_out[row k], table[col k]>                         0 for padding
 //
 // Every output element is computed by one thread, from its entries in their input order, so
@@ -64,115 +64,90 @@ RowGroups GroupByRow(const Row* rows, const Col* cols, int64_t n, int64_t sample
   return groups;
 }
 
-// How far ahead the forward loop prefetches table rows: the rows are cold (a batch touches a few
-// of a large table's rows), so the loop is bound by memory latency, not bandwidth.
-constexpr int64_t kPrefetchDistance = 4;
+// Chunks of consecutive groups (rows, or distinct ids) holding about `target` entries each: chunk c is
+// groups [bounds[c], bounds[c + 1]). The split follows the entry counts, not the group index, so a few
+// long bags (skewed ids) do not all land on one thread; a group is never split, so every output is still
+// summed by one thread in entry order. The split depends only on the offsets, never on the thread count.
+inline std::vector<int64_t> BalancedChunks(const int64_t* offsets, int64_t groups, int64_t target) {
+  const int64_t entries = offsets[groups] - offsets[0];
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(groups, entries / std::max<int64_t>(target, 1)));
+  std::vector<int64_t> bounds(chunks + 1, groups);
+  bounds[0] = 0;
+  for (int64_t c = 1; c < chunks; ++c) {
+    const int64_t goal = offsets[0] + entries / chunks * c + entries % chunks * c / chunks;
+    const int64_t at = std::lower_bound(offsets, offsets + groups + 1, goal) - offsets;
+    bounds[c] = std::max(bounds[c - 1], std::min(at, groups));
+  }
+  return bounds;
+}
+
+// Entries per chunk: enough to amortise a task and the prefetch start-up, small enough that a batch of a
+// few thousand bags gives every thread several chunks.
+constexpr int64_t kEntriesPerChunk = 512;
+
+// How many entries ahead the loops prefetch table rows (forward, gains gradient) and output-gradient rows
+// (table gradient): the rows are cold (a batch touches a few rows of a large table), so the loops are
+// bound by memory latency, and this many rows (times their cache lines) are in flight per thread. Tuned
+// by a sweep (docs/native_kernels.md): 1M x 64 float32 table, uniform ids.
+constexpr int64_t kPrefetchDistance = 16;
 
 template <typename T>
 inline void PrefetchRow(const T* row, int64_t dim) {
-  const char* bytes = reinterpret_cast<const char*>(row);
-  for (int64_t offset = 0; offset < dim * static_cast<int64_t>(sizeof(T)); offset += 64) {
-    __builtin_prefetch(bytes + offset);
+  // Every cache line the row touches, from the line holding its first byte.
+  const uintptr_t end = reinterpret_cast<uintptr_t>(row + dim);
+  for (uintptr_t line = reinterpret_cast<uintptr_t>(row) & ~uintptr_t{63}; line < end; line += 64) {
+    __builtin_prefetch(reinterpret_cast<const void*>(line));
   }
 }
 
-template <typename T, typename Col>
-void EmbeddingBagForward(const T* table, int64_t dim, const Col* cols, const T* gains, const RowGroups& groups,
-                         int64_t samples, T* out, const ParallelFor& parallel_for) {
-  const int64_t entries = groups.offsets[samples];  // padding excluded
-  const int64_t per_row = samples > 0 ? entries / samples + 1 : 1;
-  const bool in_order = groups.order.empty();
-  const int64_t* order = groups.order.data();
-  const int64_t* offsets = groups.offsets.data();
-  parallel_for(samples, per_row * dim * 4, [&](int64_t begin, int64_t end) {
-    const int64_t last = offsets[end];
-    for (int64_t r = begin; r < end; ++r) {
-      T* __restrict dst = out + r * dim;
-      std::fill(dst, dst + dim, T(0));
-      for (int64_t i = offsets[r]; i < offsets[r + 1]; ++i) {
-        if (i + kPrefetchDistance < last) {
-          const int64_t ahead = in_order ? i + kPrefetchDistance : order[i + kPrefetchDistance];
-          PrefetchRow(table + static_cast<int64_t>(cols[ahead]) * dim, dim);
-        }
-        const int64_t k = in_order ? i : order[i];
-        const T gain = gains[k];
-        const T* __restrict src = table + static_cast<int64_t>(cols[k]) * dim;
-        for (int64_t d = 0; d < dim; ++d) dst[d] += gain * src[d];
-      }
-    }
-  });
-}
-
-// The distinct ids of the non-padding entries, in order of first appearance, and for each the
-// entries that hold it: entries[offsets[u] .. offsets[u + 1]) in input order.
-template <typename Col>
-struct DistinctIds {
-  std::vector<Col> ids;
-  std::vector<int64_t> offsets;
-  std::vector<int64_t> entries;
-  int64_t bad_entry = -1;  // first entry with a negative id or a row outside [0, samples]
+// How table elements are summed: in their own type, except 16-bit floats (embedding_bag_half.h), which
+// are widened to float32 and rounded back once per output element.
+template <typename T>
+struct Accumulation {
+  using Acc = T;
+  static Acc Load(T value) { return value; }
+  static T Store(Acc value) { return value; }
+  static void AddScaled(Acc* __restrict acc, Acc gain, const T* __restrict src, int64_t dim) {
+    for (int64_t d = 0; d < dim; ++d) acc[d] += gain * src[d];
+  }
 };
 
-// One pass with an open-addressing hash map (id -> slot), then a counting sort of the entries by
-// slot: linear in N, and the ids come out in first-appearance order, as tf.unique gives them.
-template <typename Row, typename Col>
-DistinctIds<Col> FindDistinctIds(const Row* rows, const Col* cols, int64_t n, int64_t samples) {
-  DistinctIds<Col> distinct;
-  int64_t capacity = 16;
-  while (capacity < 2 * n) capacity <<= 1;
-  const int shift = 64 - __builtin_ctzll(static_cast<uint64_t>(capacity));
-  // Key and slot side by side: a probe touches one cache line.
-  struct Bucket {
-    int64_t id;
-    int64_t slot;
+// out[r] for rows [begin, end); `order` null when the entries are already grouped by row.
+template <int64_t Distance, typename T, typename Col>
+void ForwardRows(const T* table, int64_t dim, const Col* cols, const T* gains, const int64_t* order,
+                 const int64_t* offsets, int64_t begin, int64_t end, T* out,
+                 typename Accumulation<T>::Acc* __restrict acc) {
+  using A = Accumulation<T>;
+  const int64_t first = offsets[begin];
+  const int64_t last = offsets[end];
+  auto row_of = [&](int64_t i) {
+    return table + static_cast<int64_t>(cols[order == nullptr ? i : order[i]]) * dim;
   };
-  std::vector<Bucket> buckets(capacity, Bucket{-1, -1});
-  std::vector<int64_t> slot_of(n, -1);
-  std::vector<int64_t> counts;
-  for (int64_t k = 0; k < n; ++k) {
-    const int64_t row = static_cast<int64_t>(rows[k]);
-    const int64_t id = static_cast<int64_t>(cols[k]);
-    if (row < 0 || row > samples || id < 0) {
-      distinct.bad_entry = k;
-      return distinct;
+  for (int64_t i = first; i < std::min(first + Distance, last); ++i) PrefetchRow(row_of(i), dim);
+  for (int64_t r = begin; r < end; ++r) {
+    std::fill(acc, acc + dim, typename A::Acc(0));
+    for (int64_t i = offsets[r]; i < offsets[r + 1]; ++i) {
+      if (i + Distance < last) PrefetchRow(row_of(i + Distance), dim);
+      const int64_t k = order == nullptr ? i : order[i];
+      A::AddScaled(acc, A::Load(gains[k]), table + static_cast<int64_t>(cols[k]) * dim, dim);
     }
-    if (row == samples) continue;
-    uint64_t h = (static_cast<uint64_t>(id) * 0x9E3779B97F4A7C15ull) >> shift;
-    while (buckets[h].id != -1 && buckets[h].id != id) h = (h + 1) & (capacity - 1);
-    if (buckets[h].id == -1) {
-      buckets[h] = Bucket{id, static_cast<int64_t>(distinct.ids.size())};
-      distinct.ids.push_back(cols[k]);
-      counts.push_back(0);
-    }
-    slot_of[k] = buckets[h].slot;
-    ++counts[buckets[h].slot];
+    T* __restrict dst = out + r * dim;
+    for (int64_t d = 0; d < dim; ++d) dst[d] = A::Store(acc[d]);
   }
-  const int64_t unique = static_cast<int64_t>(distinct.ids.size());
-  distinct.offsets.assign(unique + 1, 0);
-  for (int64_t u = 0; u < unique; ++u) distinct.offsets[u + 1] = distinct.offsets[u] + counts[u];
-  distinct.entries.resize(distinct.offsets[unique]);
-  std::vector<int64_t> next(distinct.offsets.begin(), distinct.offsets.end() - 1);
-  for (int64_t k = 0; k < n; ++k) {
-    if (slot_of[k] >= 0) distinct.entries[next[slot_of[k]]++] = k;
-  }
-  return distinct;
 }
 
-template <typename T, typename Row, typename Col>
-void EmbeddingBagTableGrad(const T* d_out, int64_t dim, const Row* rows, const T* gains,
-                           const DistinctIds<Col>& distinct, T* values, const ParallelFor& parallel_for) {
-  const int64_t unique = static_cast<int64_t>(distinct.ids.size());
-  const int64_t per_id = unique > 0 ? static_cast<int64_t>(distinct.entries.size()) / unique + 1 : 1;
-  parallel_for(unique, per_id * dim * 4, [&](int64_t begin, int64_t end) {
-    for (int64_t u = begin; u < end; ++u) {
-      T* __restrict dst = values + u * dim;
-      std::fill(dst, dst + dim, T(0));
-      for (int64_t i = distinct.offsets[u]; i < distinct.offsets[u + 1]; ++i) {
-        const int64_t k = distinct.entries[i];
-        const T gain = gains[k];
-        const T* __restrict src = d_out + static_cast<int64_t>(rows[k]) * dim;
-        for (int64_t d = 0; d < dim; ++d) dst[d] += gain * src[d];
-      }
+template <typename T, typename Col, int64_t Distance = kPrefetchDistance>
+void EmbeddingBagForward(const T* table, int64_t dim, const Col* cols, const T* gains, const RowGroups& groups,
+                         int64_t samples, T* out, const ParallelFor& parallel_for) {
+  const int64_t* order = groups.order.empty() ? nullptr : groups.order.data();
+  const int64_t* offsets = groups.offsets.data();
+  const std::vector<int64_t> chunks = BalancedChunks(offsets, samples, kEntriesPerChunk);
+  const int64_t count = static_cast<int64_t>(chunks.size()) - 1;
+  const int64_t per_chunk = offsets[samples] / count + 1;
+  parallel_for(count, per_chunk * dim * 4, [&](int64_t begin, int64_t end) {
+    std::vector<typename Accumulation<T>::Acc> acc(dim);
+    for (int64_t c = begin; c < end; ++c) {
+      ForwardRows<Distance>(table, dim, cols, gains, order, offsets, chunks[c], chunks[c + 1], out, acc.data());
     }
   });
 }
@@ -180,15 +155,17 @@ void EmbeddingBagTableGrad(const T* d_out, int64_t dim, const Row* rows, const T
 // A dot product in a fixed order: 8 interleaved partial sums (which the compiler keeps in one
 // vector register) added up at the end, so the result does not depend on threads or alignment.
 template <typename T>
-inline T Dot(const T* __restrict a, const T* __restrict b, int64_t dim) {
+inline typename Accumulation<T>::Acc Dot(const T* __restrict a, const T* __restrict b, int64_t dim) {
+  using A = Accumulation<T>;
+  using Acc = typename A::Acc;
   constexpr int64_t kLanes = 8;
-  T partial[kLanes] = {};
+  Acc partial[kLanes] = {};
   int64_t d = 0;
   for (; d + kLanes <= dim; d += kLanes) {
-    for (int64_t j = 0; j < kLanes; ++j) partial[j] += a[d + j] * b[d + j];
+    for (int64_t j = 0; j < kLanes; ++j) partial[j] += A::Load(a[d + j]) * A::Load(b[d + j]);
   }
-  for (int64_t j = 0; d < dim; ++d, ++j) partial[j] += a[d] * b[d];
-  T sum = T(0);
+  for (int64_t j = 0; d < dim; ++d, ++j) partial[j] += A::Load(a[d]) * A::Load(b[d]);
+  Acc sum = Acc(0);
   for (int64_t j = 0; j < kLanes; ++j) sum += partial[j];
   return sum;
 }
@@ -196,10 +173,18 @@ inline T Dot(const T* __restrict a, const T* __restrict b, int64_t dim) {
 template <typename T, typename Row, typename Col>
 void EmbeddingBagGainsGrad(const T* d_out, const T* table, int64_t dim, const Row* rows, const Col* cols, int64_t n,
                            int64_t samples, T* d_gains, const ParallelFor& parallel_for) {
+  // One gain per entry: the entries are balanced by index. The table rows are the cold, random reads.
   parallel_for(n, dim * 4, [&](int64_t begin, int64_t end) {
+    auto prefetch = [&](int64_t k) {
+      if (static_cast<int64_t>(rows[k]) != samples) PrefetchRow(table + static_cast<int64_t>(cols[k]) * dim, dim);
+    };
+    for (int64_t k = begin; k < std::min(begin + kPrefetchDistance, end); ++k) prefetch(k);
     for (int64_t k = begin; k < end; ++k) {
+      if (k + kPrefetchDistance < end) prefetch(k + kPrefetchDistance);
       const int64_t row = static_cast<int64_t>(rows[k]);
-      d_gains[k] = row == samples ? T(0) : Dot(d_out + row * dim, table + static_cast<int64_t>(cols[k]) * dim, dim);
+      d_gains[k] = row == samples ? T(0)
+                                  : Accumulation<T>::Store(Dot(d_out + row * dim,
+                                                               table + static_cast<int64_t>(cols[k]) * dim, dim));
     }
   });
 }

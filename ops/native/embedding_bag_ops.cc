@@ -6,11 +6,16 @@
 // ...Variable ops) as a resource variable read in place under its lock, as ResourceGather reads it.
 // A dense read of a variable that sparse updates have touched copies the whole table (its
 // copy-on-read mode), which for a large table costs far more than the bag itself.
+//
+// Tables of float32, float64, float16 and bfloat16; the 16-bit ones are summed in float32 and rounded
+// once per output element (embedding_bag_half.h).
 #include <cstdint>
 #include <optional>
 #include <string>
 
+#include "embedding_bag_half.h"
 #include "embedding_bag_kernels.h"
+#include "embedding_bag_table_grad.h"
 #include "huge_pages.h"
 #include "tensorflow/core/framework/resource_mgr.h"
 #include "tensorflow/core/framework/resource_var.h"
@@ -81,7 +86,7 @@ REGISTER_OP("SparseflowEmbeddingBag")
     .Input("gains: T")
     .Input("sample_count: int32")
     .Output("out: T")
-    .Attr("T: {float, double}")
+    .Attr("T: {float, double, half, bfloat16}")
     .Attr("Trow: {int32, int64}")
     .Attr("Tcol: {int32, int64}")
     .Attr("col_message: string")
@@ -98,7 +103,7 @@ REGISTER_OP("SparseflowEmbeddingBagVariable")
     .Input("gains: T")
     .Input("sample_count: int32")
     .Output("out: T")
-    .Attr("T: {float, double}")
+    .Attr("T: {float, double, half, bfloat16}")
     .Attr("Trow: {int32, int64}")
     .Attr("Tcol: {int32, int64}")
     .Attr("col_message: string")
@@ -114,7 +119,7 @@ REGISTER_OP("SparseflowEmbeddingBagTableGrad")
     .Input("gains: T")
     .Output("ids: Tcol")
     .Output("values: T")
-    .Attr("T: {float, double}")
+    .Attr("T: {float, double, half, bfloat16}")
     .Attr("Trow: {int32, int64}")
     .Attr("Tcol: {int32, int64}")
     .SetShapeFn([](InferenceContext* c) {
@@ -132,7 +137,7 @@ REGISTER_OP("SparseflowEmbeddingBagGainsGrad")
     .Input("row_ids: Trow")
     .Input("col_ids: Tcol")
     .Output("d_gains: T")
-    .Attr("T: {float, double}")
+    .Attr("T: {float, double, half, bfloat16}")
     .Attr("Trow: {int32, int64}")
     .Attr("Tcol: {int32, int64}")
     .SetShapeFn(GainsGradShape)
@@ -144,7 +149,7 @@ REGISTER_OP("SparseflowEmbeddingBagGainsGradVariable")
     .Input("row_ids: Trow")
     .Input("col_ids: Tcol")
     .Output("d_gains: T")
-    .Attr("T: {float, double}")
+    .Attr("T: {float, double, half, bfloat16}")
     .Attr("Trow: {int32, int64}")
     .Attr("Tcol: {int32, int64}")
     .SetShapeFn(GainsGradShape)
@@ -225,18 +230,21 @@ class EmbeddingBagTableGradOp : public OpKernel {
     const int64_t samples = d_out.dim_size(0);
     const int64_t dim = d_out.dim_size(1);
     const Row* rows = row_ids.flat<Row>().data();
-    const DistinctIds<Col> distinct = FindDistinctIds(rows, col_ids.flat<Col>().data(), col_ids.NumElements(), samples);
-    OP_REQUIRES(context, distinct.bad_entry < 0,
-                errors::InvalidArgument("entry ", distinct.bad_entry, " has a negative id or a row outside [0, ",
+    const ParallelFor workers = WorkersOf(context);
+    // One per thread, reused: its buffers stay mapped (about 28 bytes per entry of the largest batch seen).
+    static thread_local IdPartition<Col> part;
+    PartitionIds(rows, col_ids.flat<Col>().data(), col_ids.NumElements(), samples, workers, part);
+    OP_REQUIRES(context, part.bad_entry < 0,
+                errors::InvalidArgument("entry ", part.bad_entry, " has a negative id or a row outside [0, ",
                                         samples, "]"));
-    const int64_t unique = static_cast<int64_t>(distinct.ids.size());
+    const int64_t unique = static_cast<int64_t>(part.ids.size());
     Tensor* ids = nullptr;
     Tensor* values = nullptr;
     OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({unique}), &ids));
     OP_REQUIRES_OK(context, context->allocate_output(1, TensorShape({unique, dim}), &values));
-    std::copy(distinct.ids.begin(), distinct.ids.end(), ids->flat<Col>().data());
-    EmbeddingBagTableGrad(d_out.flat<T>().data(), dim, rows, gains.flat<T>().data(), distinct,
-                          values->flat<T>().data(), WorkersOf(context));
+    std::copy(part.ids.begin(), part.ids.end(), ids->flat<Col>().data());
+    EmbeddingBagTableGrad(d_out.flat<T>().data(), dim, rows, gains.flat<T>().data(), part, values->flat<T>().data(),
+                          workers);
   }
 };
 
@@ -297,6 +305,8 @@ class EmbeddingBagGainsGradOp : public OpKernel {
 
 SPARSEFLOW_REGISTER_IDS(float)
 SPARSEFLOW_REGISTER_IDS(double)
+SPARSEFLOW_REGISTER_IDS(Eigen::half)
+SPARSEFLOW_REGISTER_IDS(Eigen::bfloat16)
 
 #undef SPARSEFLOW_REGISTER_IDS
 #undef SPARSEFLOW_REGISTER

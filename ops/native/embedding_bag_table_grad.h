@@ -1,0 +1,213 @@
+// The embedding bag's table gradient without hashing or sorting the batch: a radix partition of the
+// entries by id range, then per range a dense slot array.
+//
+//   d_table[id] = sum over non-padding entries k with col k == id of gains[k] * d_out[row k]
+//
+// given as the distinct ids and one row each (a tf.IndexedSlices). The entries are scattered, stably,
+// into `buckets` ranges of 2^shift consecutive ids (bucket = (id - min id) >> shift); every range then
+// numbers its distinct ids in order of first appearance with a dense array over its 2^shift ids (no
+// hashing: one L1-resident array per thread), or, where the ids spread over more than 2^16 ranges of
+// 2^12 ids (hashed 64-bit ids), with a small open-addressing table per range. Each row is summed from
+// zero over its entries in their input order by one thread, so the bits do not depend on the thread
+// count, and are those of a per-id loop in entry order.
+//
+// The ids come out range by range in ascending order of range, and within a range in order of first
+// appearance (as tf.unique gives them): ordered by (id - min id) >> shift first. `shift` is the smallest
+// that leaves fewer than B ranges, B the largest power of two <= max(1, real / 256) (real: the
+// non-padding entries), but at most 12 where 2^16 ranges of 2^12 ids cover the ids. A batch of fewer than
+// 512 non-padding entries whose ids lie within 4096 of each other is one range: first appearance order.
+#ifndef SPARSEFLOW_OPS_NATIVE_EMBEDDING_BAG_TABLE_GRAD_H_
+#define SPARSEFLOW_OPS_NATIVE_EMBEDDING_BAG_TABLE_GRAD_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "embedding_bag_kernels.h"
+
+namespace sparseflow {
+
+// About this many entries per range: a range's slots and rows then stay in a core's L1/L2.
+constexpr int64_t kEntriesPerBucket = 256;
+constexpr int64_t kMaxBuckets = int64_t{1} << 16;
+// Ranges at most this many ids wide number their ids with a dense array (16 KiB of int32).
+constexpr int kDenseSpanBits = 12;
+
+// The batch partitioned by id range, with each entry's slot: ids[slot] is its id.
+template <typename Col>
+struct IdPartition {
+  int shift = 0;
+  std::vector<int64_t> bucket_offsets;  // [buckets + 1] into `entries`
+  std::vector<int64_t> entries;         // non-padding entries, range by range, input order within
+  std::vector<int32_t> local_slot;      // [entries] the entry's id's number within its range
+  std::vector<int64_t> slot_base;       // [buckets + 1] the first slot of each range
+  std::vector<Col> ids;                 // [distinct]
+  int64_t bad_entry = -1;               // first entry with a negative id or a row outside [0, samples]
+  // Working space, kept with the rest so that an IdPartition reused from call to call (the op keeps one
+  // per thread) writes into pages already mapped: fresh ones cost a page fault per 4 KiB, which on a batch
+  // of 40k ids took as long as the partition itself.
+  std::vector<int64_t> next;
+  std::vector<int64_t> distinct;
+  std::vector<Col> ids_by_entry;
+};
+
+// Numbers the distinct ids of one range in order of first appearance, writing each entry's number and
+// the range's ids (at most one per entry) from `ids_out`. Returns how many there are.
+template <typename Col>
+int64_t NumberRange(const Col* cols, const int64_t* entries, int64_t count, int64_t low, int shift,
+                    int32_t* local_slot, Col* ids_out, std::vector<int32_t>& dense, std::vector<int64_t>& keys,
+                    std::vector<int32_t>& slots) {
+  int64_t distinct = 0;
+  if (shift <= kDenseSpanBits) {
+    dense.resize(int64_t{1} << shift, -1);
+    for (int64_t i = 0; i < count; ++i) {
+      const Col id = cols[entries[i]];
+      int32_t& slot = dense[static_cast<int64_t>(id) - low];
+      if (slot < 0) {
+        slot = static_cast<int32_t>(distinct);
+        ids_out[distinct++] = id;
+      }
+      local_slot[i] = slot;
+    }
+    for (int64_t i = 0; i < count; ++i) dense[static_cast<int64_t>(cols[entries[i]]) - low] = -1;
+    return distinct;
+  }
+  int64_t capacity = 16;
+  while (capacity < 2 * count) capacity <<= 1;
+  keys.assign(capacity, -1);
+  slots.resize(capacity);
+  const int bits = 64 - __builtin_ctzll(static_cast<uint64_t>(capacity));
+  for (int64_t i = 0; i < count; ++i) {
+    const Col id = cols[entries[i]];
+    const int64_t key = static_cast<int64_t>(id);
+    uint64_t h = (static_cast<uint64_t>(key) * 0x9E3779B97F4A7C15ull) >> bits;
+    while (keys[h] != -1 && keys[h] != key) h = (h + 1) & (capacity - 1);
+    if (keys[h] == -1) {
+      keys[h] = key;
+      slots[h] = static_cast<int32_t>(distinct);
+      ids_out[distinct++] = id;
+    }
+    local_slot[i] = slots[h];
+  }
+  return distinct;
+}
+
+// Fills `part` (its earlier contents are overwritten, its buffers reused).
+template <typename Row, typename Col>
+void PartitionIds(const Row* rows, const Col* cols, int64_t n, int64_t samples, const ParallelFor& parallel_for,
+                  IdPartition<Col>& part) {
+  part.shift = 0;
+  part.bad_entry = -1;
+  int64_t low = 0, high = -1, real = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t row = static_cast<int64_t>(rows[k]);
+    const int64_t id = static_cast<int64_t>(cols[k]);
+    if (row < 0 || row > samples || id < 0) {
+      part.bad_entry = k;
+      return;
+    }
+    if (row == samples) continue;
+    low = real == 0 ? id : std::min(low, id);
+    high = real == 0 ? id : std::max(high, id);
+    ++real;
+  }
+  // As many ranges as about kEntriesPerBucket entries each would fill, or, where that leaves ranges
+  // wider than 2^kDenseSpanBits ids, as many as keep them that narrow (at most kMaxBuckets).
+  int64_t buckets = 1;
+  while (buckets < kMaxBuckets && buckets * 2 * kEntriesPerBucket <= real) buckets <<= 1;
+  const uint64_t span = static_cast<uint64_t>(high - low);
+  auto bits_for = [span](int64_t ranges) {
+    int bits = 0;
+    while (bits < 63 && (span >> bits) >= static_cast<uint64_t>(ranges)) ++bits;
+    return bits;
+  };
+  part.shift = std::min(bits_for(buckets), std::max(kDenseSpanBits, bits_for(kMaxBuckets)));
+  const int64_t used = real == 0 ? 0 : static_cast<int64_t>(span >> part.shift) + 1;
+  // Stable counting scatter of the non-padding entries by range.
+  part.bucket_offsets.assign(used + 1, 0);
+  for (int64_t k = 0; k < n; ++k) {
+    if (static_cast<int64_t>(rows[k]) != samples) {
+      ++part.bucket_offsets[((static_cast<int64_t>(cols[k]) - low) >> part.shift) + 1];
+    }
+  }
+  for (int64_t b = 0; b < used; ++b) part.bucket_offsets[b + 1] += part.bucket_offsets[b];
+  part.entries.resize(real);
+  part.next.assign(part.bucket_offsets.begin(), part.bucket_offsets.end() - 1);
+  for (int64_t k = 0; k < n; ++k) {
+    if (static_cast<int64_t>(rows[k]) == samples) continue;
+    part.entries[part.next[(static_cast<int64_t>(cols[k]) - low) >> part.shift]++] = k;
+  }
+  // Each range numbers its ids on its own; ranges are split over threads by entry counts.
+  part.local_slot.resize(real);
+  part.ids_by_entry.resize(real);
+  part.distinct.assign(used, 0);
+  std::vector<int64_t>& distinct = part.distinct;
+  Col* ids_by_entry = part.ids_by_entry.data();
+  const int64_t* offsets = part.bucket_offsets.data();
+  const std::vector<int64_t> chunks = BalancedChunks(offsets, used, kEntriesPerChunk);
+  const int64_t count = static_cast<int64_t>(chunks.size()) - 1;
+  parallel_for(count, kEntriesPerChunk * 20, [&](int64_t begin, int64_t end) {
+    std::vector<int32_t> dense;
+    std::vector<int64_t> keys;
+    std::vector<int32_t> slots;
+    for (int64_t b = chunks[begin]; b < chunks[end]; ++b) {
+      const int64_t first = offsets[b];
+      distinct[b] = NumberRange(cols, part.entries.data() + first, offsets[b + 1] - first,
+                                low + (b << part.shift), part.shift, part.local_slot.data() + first,
+                                ids_by_entry + first, dense, keys, slots);
+    }
+  });
+  part.slot_base.assign(used + 1, 0);
+  for (int64_t b = 0; b < used; ++b) part.slot_base[b + 1] = part.slot_base[b] + distinct[b];
+  part.ids.resize(part.slot_base[used]);
+  for (int64_t b = 0; b < used; ++b) {
+    std::copy(ids_by_entry + offsets[b], ids_by_entry + offsets[b] + distinct[b], part.ids.begin() + part.slot_base[b]);
+  }
+}
+
+// values[slot] for every distinct id: one range at a time, its rows summed in entry order.
+template <typename T, typename Row, typename Col>
+void EmbeddingBagTableGrad(const T* d_out, int64_t dim, const Row* rows, const T* gains,
+                           const IdPartition<Col>& part, T* values, const ParallelFor& parallel_for) {
+  using A = Accumulation<T>;
+  using Acc = typename A::Acc;
+  const int64_t used = static_cast<int64_t>(part.bucket_offsets.size()) - 1;
+  if (used <= 0) return;
+  const int64_t* offsets = part.bucket_offsets.data();
+  const int64_t* entries = part.entries.data();
+  const std::vector<int64_t> chunks = BalancedChunks(offsets, used, kEntriesPerChunk);
+  const int64_t count = static_cast<int64_t>(chunks.size()) - 1;
+  parallel_for(count, kEntriesPerChunk * dim * 4, [&](int64_t begin, int64_t end) {
+    std::vector<Acc> scratch;
+    auto row_of = [&](int64_t i) { return d_out + static_cast<int64_t>(rows[entries[i]]) * dim; };
+    const int64_t first = offsets[chunks[begin]];
+    const int64_t last = offsets[chunks[end]];
+    for (int64_t i = first; i < std::min(first + kPrefetchDistance, last); ++i) PrefetchRow(row_of(i), dim);
+    for (int64_t b = chunks[begin]; b < chunks[end]; ++b) {
+      const int64_t distinct = part.slot_base[b + 1] - part.slot_base[b];
+      T* out = values + part.slot_base[b] * dim;
+      // Float and double sum in place; 16-bit rows in a float scratch, rounded once at the end.
+      Acc* acc = nullptr;
+      if constexpr (std::is_same_v<T, Acc>) {
+        acc = out;
+      } else {
+        scratch.resize(distinct * dim);
+        acc = scratch.data();
+      }
+      std::fill(acc, acc + distinct * dim, Acc(0));
+      for (int64_t i = offsets[b]; i < offsets[b + 1]; ++i) {
+        if (i + kPrefetchDistance < last) PrefetchRow(row_of(i + kPrefetchDistance), dim);
+        A::AddScaled(acc + static_cast<int64_t>(part.local_slot[i]) * dim, A::Load(gains[entries[i]]), row_of(i),
+                     dim);
+      }
+      if constexpr (!std::is_same_v<T, Acc>) {
+        for (int64_t j = 0; j < distinct * dim; ++j) out[j] = A::Store(acc[j]);
+      }
+    }
+  });
+}
+
+}  // namespace sparseflow
+
+#endif  // SPARSEFLOW_OPS_NATIVE_EMBEDDING_BAG_TABLE_GRAD_H_
