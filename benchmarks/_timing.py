@@ -133,3 +133,23 @@ def markdown_table(rows: list[dict], columns: list[str]) -> str:
     lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
     lines += ["| " + " | ".join(cell(row.get(column, "")) for column in columns) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def busy(seconds: float) -> Callable[[], None]:
+    """A call that copies memory for `seconds`: keeps a core busy while other threads' spinning dies down.
+
+    torch's OpenMP threads spin on the cores for a while after their work; placed right after a torch
+    contender in `alternate` (which keeps the contenders' cyclic order), it takes that spinning instead of
+    the next contender.
+    """
+    import numpy as np
+
+    source = np.ones(1 << 20)
+    target = np.empty_like(source)
+
+    def call() -> None:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            np.copyto(target, source)
+
+    return call

@@ -27,8 +27,9 @@ time is the floor a bandwidth-bound op could reach here.
 
 Embedding-bag calls start cold: before each timed call a 64 MiB copy (twice
 the L3) evicts the table rows the previous call left cached, as a new
-batch's ids would find them; it also absorbs the spinning of torch's OpenMP
-threads after their work. Beside torch, `tf.unique` + `tf.gather` of the
+batch's ids would find them. An untimed busy step runs right after each torch
+contender (`_timing.busy`): torch's OpenMP threads spin on the cores for a
+while after their work, longer than the flush lasts. Beside torch, `tf.unique` + `tf.gather` of the
 distinct rows alone are timed: the first two steps of our design as stock
 kernels, which no combine after them can make faster.
 
@@ -63,7 +64,7 @@ import scipy.sparse
 import tensorflow as tf
 
 import ops
-from benchmarks._timing import alternate, markdown_table, noisy, ratio
+from benchmarks._timing import alternate, busy, markdown_table, noisy, ratio
 
 DIM = 64
 BLOCK = 32
@@ -404,6 +405,9 @@ def _break_even(rows) -> str:
 # torch ------------------------------------------------------------------------------------------
 
 
+_AFTER_TORCH = ("after torch fwd (not reported)", "after torch fwd+bwd (not reported)")
+
+
 def _torch_embedding_bag(quick: bool) -> dict:
     try:
         import torch
@@ -456,14 +460,16 @@ def _torch_embedding_bag(quick: bool) -> dict:
             "ours fwd": blocking(tf.function(ours)),
             "unique+gather": blocking(tf.function(unique_gather)),
             "torch fwd": torch_forward,
+            _AFTER_TORCH[0]: busy(0.3),  # untimed in the results: takes torch's spinning threads
             "ours fwd+bwd": blocking(_forward_backward(ours, table, upstream)),
             "torch fwd+bwd": torch_forward_backward,
+            _AFTER_TORCH[1]: busy(0.3),
             "native fwd": blocking(tf.function(native)),
             "native fwd+bwd": blocking(_forward_backward(native, table, upstream)),
         },
         reps=reps,
         warmup=2,
-        before=cache_flush(),  # cold rows, as a new batch's; and torch's spinning threads land on it
+        before=cache_flush(),  # cold rows, as a new batch's
     )
     rows_out = []
     for step in ("fwd", "fwd+bwd"):

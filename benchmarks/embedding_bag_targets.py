@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -51,7 +50,7 @@ import numpy as np
 import tensorflow as tf
 
 import ops
-from benchmarks._timing import Timing, alternate, markdown_table, noisy, paired, ratio
+from benchmarks._timing import Timing, alternate, busy, markdown_table, noisy, paired, ratio
 from benchmarks.embedding_bag_and_block_sparse import _forward_backward, _ids_batch, blocking, cache_flush
 
 BATCH, VOCAB, DIM = 4096, 1_000_000, 64
@@ -131,24 +130,11 @@ def _add_torch(contenders: dict, table_np: np.ndarray, batch) -> str | None:
     # torch's OpenMP threads spin on the cores for a while after their work, longer than the cache flush
     # before each call lasts; `alternate` keeps the contenders' cyclic order, so this one, untimed in the
     # results, always runs right after torch and takes that spinning instead of a contender.
-    contenders[_SPIN_ABSORBER] = _busy(0.3)
+    contenders[_SPIN_ABSORBER] = busy(0.3)
     return None
 
 
 _SPIN_ABSORBER = "after torch (not reported)"
-
-
-def _busy(seconds: float):
-    """Copies memory for `seconds`: keeps a core busy while other threads' spinning dies down."""
-    source = np.ones(1 << 20)
-    target = np.empty_like(source)
-
-    def call():
-        end = time.perf_counter() + seconds
-        while time.perf_counter() < end:
-            np.copyto(target, source)
-
-    return call
 
 
 def _ms(t: Timing) -> dict:
