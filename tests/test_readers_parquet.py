@@ -141,6 +141,40 @@ def test_dictionary_encoded_strings_are_read(tmp_path):
     assert [r["price"] for r in rows] == [1.0, 2.0, 3.0]
 
 
+@pytest.mark.parametrize("ints, exact", [
+    (pa.array([-2**63, 2**62, -(2**24), 7], pa.int64()), [True, True, True, True]),  # powers of two are exact
+    (pa.array([2**63 - 1, 2**24 + 1, -(2**63) + 1], pa.int64()), [False, False, False]),  # float32 rounds these
+    (pa.array([2**63, 2**64 - 2**40, 3], pa.uint64()), [True, True, True]),
+    (pa.array([2**64 - 1], pa.uint64()), [False]),
+])
+def test_integers_read_as_float32_are_kept_exactly_when_float32_holds_them(tmp_path, ints, exact):
+    n = len(ints)
+    table = _table(label=pa.array([1] * n, pa.int64()), price=ints, items=pa.array([[1]] * n, pa.list_(pa.int64())),
+                   items__weights=pa.array([[1.0]] * n, pa.list_(pa.float32())),
+                   tags=pa.array([["a"]] * n, pa.list_(pa.string())), unused=pa.array(["x"] * n))
+    batches, sink = _read(_write(tmp_path, table))
+    kept = [r["price"] for b in batches for r in b.to_pylist()]
+    assert kept == [float(v) for v, ok in zip(ints.to_pylist(), exact) if ok]
+    assert sorted(d.line for d in sink) == [i + 1 for i, ok in enumerate(exact) if not ok]
+
+
+def test_lists_of_dictionary_strings_are_read_across_row_groups(tmp_path):
+    # pyarrow cannot join such a column's row groups into one batch; a batch larger than a row group must still
+    # read (the file is not damaged), every row once, in order.
+    tags = [["a"], None, ["b", "c"], [], ["a", "d"]] * 3
+    table = _table(label=pa.array([1] * 15, pa.int64()), price=pa.array([1.0] * 15, pa.float32()),
+                   items=pa.array([[1]] * 15, pa.list_(pa.int64())),
+                   items__weights=pa.array([[1.0]] * 15, pa.list_(pa.float32())),
+                   tags=pa.array(tags, pa.list_(pa.dictionary(pa.int32(), pa.string()))),
+                   unused=pa.array(["x"] * 15))
+    path = _write(tmp_path, table, row_group_size=2)
+    batches, sink = _read(path, batch_size=5)
+    assert all(b.num_rows <= 5 for b in batches)
+    rows = pa.Table.from_batches(batches).to_pylist()
+    assert [r["tags"] for r in rows] == [t or [] for t in tags]
+    assert sink.records == 15 and sink.bad == 0
+
+
 @pytest.mark.parametrize("damage", ["empty", "truncated", "not parquet"])
 def test_a_damaged_file_is_a_corrupt_file_error_naming_it(tmp_path, damage):
     path = _write(tmp_path, _table())

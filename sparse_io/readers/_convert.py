@@ -310,10 +310,14 @@ def _from_arrow(values: pa.Array, spec: FeatureSpec, column: str):
             # An integer column the float type would round is refused (floats narrow as floats do).
             ints = pc.fill_null(values, 0).to_numpy(zero_copy_only=False)
             narrowed = pc.fill_null(typed, 0).to_numpy(zero_copy_only=False)
+            # Compared back in the integers' own type, over the floats that type holds: [-2^63, 2^63) for
+            # signed (-2^63 itself is exact), [0, 2^64) for unsigned.
+            unsigned = ints.dtype.kind == "u"
+            low, high = (0.0, 2.0**64) if unsigned else (-(2.0**63), 2.0**63)
+            fits = (narrowed >= low) & (narrowed < high)
             with np.errstate(invalid="ignore"):
-                back = np.where(np.abs(narrowed) < 2.0**63, narrowed, 0).astype(ints.dtype if ints.dtype.kind == "u"
-                                                                              else np.int64)
-            bad |= (back != ints) | (np.abs(narrowed) >= 2.0**63)
+                back = np.where(fits, narrowed, 0).astype(ints.dtype if unsigned else np.int64)
+            bad |= (back != ints) | ~fits
             bad &= values.is_valid().to_numpy(zero_copy_only=False)
         return typed, bad, lambda i: f"{_show(values, i)} is not a finite {spec.dtype} (or {spec.dtype} would round it)"
     info = np.iinfo(np.dtype(spec.dtype))

@@ -94,7 +94,7 @@ def read_parquet_log(
             parquet = pq.ParquetFile(source, page_checksum_verification=True)
         stack.enter_context(contextlib.closing(parquet))
         _check_types(parquet, schema, path)
-        batches = parquet.iter_batches(batch_size=batch_size, columns=schema.arrow_schema().names, use_threads=False)
+        batches = _batches(parquet, batch_size, schema.arrow_schema().names)
         first_row = 1
         while True:
             with damage_is_corruption(path, "Parquet"):
@@ -110,3 +110,25 @@ def read_parquet_log(
             first_row += batch.num_rows
             if out.num_rows:
                 yield out
+
+
+def _batches(parquet: pq.ParquetFile, batch_size: int, columns: list[str]):
+    """The file's record batches of `columns`, at most `batch_size` rows each.
+
+    pyarrow cannot put a list of dictionary-encoded values from two row groups into one batch ("Nested data
+    conversions not implemented for chunked array outputs"), so a file with such a column is read a row group
+    at a time: its batches end at row-group boundaries.
+    """
+    wanted = [parquet.schema_arrow.field(name).type for name in columns if name in parquet.schema_arrow.names]
+    if not any(_nested_dictionary(t) for t in wanted):
+        yield from parquet.iter_batches(batch_size=batch_size, columns=columns, use_threads=False)
+        return
+    for group in range(parquet.num_row_groups):
+        yield from parquet.iter_batches(batch_size=batch_size, columns=columns, row_groups=[group], use_threads=False)
+
+
+def _nested_dictionary(arrow_type: pa.DataType) -> bool:
+    """Whether a dictionary type sits inside a list or struct of `arrow_type`."""
+    children = [arrow_type.field(i).type for i in range(arrow_type.num_fields)] if arrow_type.num_fields else []
+    return any(pa.types.is_dictionary(c) or _nested_dictionary(c) for c in children)
+
