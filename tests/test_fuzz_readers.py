@@ -82,6 +82,8 @@ def _file_bytes(lines: list[bytes], layout: dict) -> bytes:
     data = end.join(lines)
     if layout["final_newline"] or layout["crlf"] or lines[-1] == b"":
         data += end  # (an empty last line only exists when something ends it)
+    elif b"\r" in data and b"\n" not in data:
+        data += end  # a carriage return inside a line ("cr"), not a file of classic Mac line ends
     return (b"\xef\xbb\xbf" if layout["bom"] else b"") + data
 
 
