@@ -43,8 +43,8 @@ def native_available() -> bool:
 
 
 def _checked(values: np.ndarray, weights: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    values = np.ascontiguousarray(values).view(np.int64) if np.asarray(values).dtype == np.uint64 else \
-        np.ascontiguousarray(values, dtype=np.int64)
+    values = np.ascontiguousarray(values)
+    values = values.view(np.int64) if values.dtype == np.uint64 else values.astype(np.int64, copy=False)
     if values.ndim != 1:
         raise ValueError(f"group_fingerprints: values must be 1-D, got shape {values.shape}")
     weights = np.zeros(0, np.int64) if weights is None else np.ascontiguousarray(weights, dtype=np.int64)

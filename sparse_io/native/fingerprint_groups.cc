@@ -9,19 +9,6 @@
 #include <new>
 #include <vector>
 
-namespace {
-
-inline uint64_t Mix(uint64_t h) {
-  h ^= h >> 33;
-  h *= 0xFF51AFD7ED558CCDull;
-  h ^= h >> 33;
-  h *= 0xC4CEB9FE1A85EC53ull;
-  h ^= h >> 33;
-  return h;
-}
-
-}  // namespace
-
 extern "C" {
 
 // `fps[n]`: the values; the first `weighted` of them count `weights[i]` each, the rest 1 each.
@@ -33,9 +20,9 @@ __attribute__((visibility("default"))) int64_t sparseflow_fingerprint_groups(con
                                                                         int64_t* groups, int64_t* counts,
                                                                         int64_t* first, int64_t* last) {
   if (n <= 0) return 0;
-  uint64_t slots = 16;
-  while (slots < 2 * static_cast<uint64_t>(n)) slots <<= 1;
-  const uint64_t mask = slots - 1;
+  int shift = 60;  // 64 - log2(slots), slots >= 16 and at least twice the values
+  while ((uint64_t{1} << (64 - shift)) < 2 * static_cast<uint64_t>(n)) --shift;
+  const uint64_t slots = uint64_t{1} << (64 - shift), mask = slots - 1;
   // A slot holds the value beside its group, so a probe touches one cache line, not the groups array too.
   struct Slot {
     int64_t value;
@@ -51,7 +38,9 @@ __attribute__((visibility("default"))) int64_t sparseflow_fingerprint_groups(con
   for (int64_t i = 0; i < n; ++i) {
     const int64_t value = fps[i];
     const int64_t count = i < weighted ? weights[i] : 1;
-    uint64_t slot = Mix(static_cast<uint64_t>(value)) & mask;
+    // Fibonacci hashing: the product's top bits depend on every bit of the value, so ids that differ only in
+    // their high bits (shifted counters) still spread over the table.
+    uint64_t slot = (static_cast<uint64_t>(value) * 0x9E3779B97F4A7C15ull) >> shift;
     for (;;) {
       Slot& entry = table[slot];
       if (entry.group == 0) {
