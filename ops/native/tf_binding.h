@@ -5,8 +5,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 
 #include "embedding_bag_kernels.h"  // ParallelFor
+#include "parallel_blocks.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -26,11 +28,13 @@ using ::tensorflow::shape_inference::InferenceContext;
 using ::tensorflow::shape_inference::ShapeHandle;
 namespace errors = ::tensorflow::errors;
 
-// The kernels' work split over the op's CPU worker threads (TensorFlow's intra-op pool).
+// The kernels' work split over the calling thread and the op's CPU worker threads (TensorFlow's
+// intra-op pool), the caller working from the start (parallel_blocks.h says why).
 inline ParallelFor WorkersOf(OpKernelContext* context) {
   ::tensorflow::thread::ThreadPool* workers = context->device()->tensorflow_cpu_worker_threads()->workers;
   return [workers](int64_t count, int64_t cost_per_unit, const std::function<void(int64_t, int64_t)>& work) {
-    workers->ParallelFor(count, cost_per_unit, work);
+    RunBlocks(count, cost_per_unit, workers->NumThreads(),
+              [workers](std::function<void()> closure) { workers->Schedule(std::move(closure)); }, work);
   };
 }
 
