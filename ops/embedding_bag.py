@@ -349,10 +349,13 @@ def _shards(table, where: str) -> list:
     return out
 
 
+def _tensor(value) -> tf.Tensor:
+    # A conversion is an eager dispatch even for a tensor; a forward is called once per batch.
+    return value if isinstance(value, tf.Tensor) else tf.convert_to_tensor(value)
+
+
 def _coo(row_ids, col_ids, gains, dtype, where):
-    row_ids = tf.convert_to_tensor(row_ids)
-    col_ids = tf.convert_to_tensor(col_ids)
-    gains = tf.convert_to_tensor(gains)
+    row_ids, col_ids, gains = (_tensor(t) for t in (row_ids, col_ids, gains))
     for what, t in (("row_ids", row_ids), ("col_ids", col_ids), ("gains", gains)):
         if t.shape.rank != 1:
             raise ValueError(f"{where}: {what} must be 1-D [N], got shape {t.shape}")
@@ -367,7 +370,8 @@ def _coo(row_ids, col_ids, gains, dtype, where):
             f"{where}: row_ids, col_ids and gains must have one length, got "
             f"{row_ids.shape[0]}, {col_ids.shape[0]}, {gains.shape[0]}"
         )
-    return row_ids, col_ids, tf.cast(gains, dtype)
+    # Each eager op costs a dispatch (tens of microseconds when the runtime's code is cold): skip a no-op cast.
+    return row_ids, col_ids, gains if gains.dtype == dtype else tf.cast(gains, dtype)
 
 
 def _coo_arguments(row_ids, col_ids, gains, sample_count, where: str):
@@ -392,7 +396,7 @@ def _sample_count(sample_count, where):
     if isinstance(sample_count, tf.Tensor):
         if sample_count.shape.rank != 0 or not sample_count.dtype.is_integer:
             raise ValueError(f"{where}: sample_count must be an int scalar, got {sample_count}")
-        return tf.cast(sample_count, tf.int32)
+        return sample_count if sample_count.dtype == tf.int32 else tf.cast(sample_count, tf.int32)
     if int(sample_count) != sample_count or sample_count < 0:
         raise ValueError(f"{where}: sample_count must be a non-negative int, got {sample_count!r}")
     return int(sample_count)
