@@ -33,6 +33,8 @@ constexpr int64_t kEntriesPerBucket = 256;
 constexpr int64_t kMaxBuckets = int64_t{1} << 16;
 // Ranges at most this many ids wide number their ids with a dense array (16 KiB of int32).
 constexpr int kDenseSpanBits = 12;
+// A range of many entries is summed in at most this many pieces.
+constexpr int64_t kMaxPiecesPerRange = 8;
 
 // The batch partitioned by id range, with each entry's slot: ids[slot] is its id.
 template <typename Col>
@@ -166,7 +168,61 @@ void PartitionIds(const Row* rows, const Col* cols, int64_t n, int64_t samples, 
   }
 }
 
-// values[slot] for every distinct id: one range at a time, its rows summed in entry order.
+// A piece of the gradient's work: the slots [slot_begin, slot_end) of range `bucket`. Most pieces are a
+// whole range, its entries the positions [begin, end) of the partition. A range holding far more entries
+// than a chunk (the hot ids of a skewed batch) is cut into pieces by slot, so that it is spread over
+// threads while every row is still summed by one thread in entry order: such a piece's entries are
+// `split_positions[begin, end)`, its own entries in their input order (a stable scatter by piece).
+struct GradPiece {
+  int64_t bucket, slot_begin, slot_end, begin, end;
+  bool split;
+};
+
+// The pieces, with `weights[p + 1] - weights[p]` the entries of piece p (for balancing chunks).
+inline std::vector<GradPiece> GradPieces(const int64_t* offsets, const int64_t* slot_base, const int32_t* local_slot,
+                                         int64_t used, std::vector<int64_t>& weights,
+                                         std::vector<int64_t>& split_positions) {
+  std::vector<GradPiece> pieces;
+  weights.assign(1, 0);
+  split_positions.clear();
+  std::vector<int64_t> per_slot, piece_of_slot, next;
+  for (int64_t b = 0; b < used; ++b) {
+    const int64_t entries = offsets[b + 1] - offsets[b];
+    const int64_t distinct = slot_base[b + 1] - slot_base[b];
+    const int64_t parts = std::min<int64_t>({distinct, entries / kEntriesPerChunk, kMaxPiecesPerRange});
+    if (parts <= 1) {
+      pieces.push_back({b, 0, distinct, offsets[b], offsets[b + 1], false});
+      weights.push_back(weights.back() + entries);
+      continue;
+    }
+    // Contiguous slot ranges holding about entries / parts entries each (a slot is never split).
+    per_slot.assign(distinct, 0);
+    for (int64_t i = offsets[b]; i < offsets[b + 1]; ++i) ++per_slot[local_slot[i]];
+    piece_of_slot.assign(distinct, 0);
+    const int64_t base = static_cast<int64_t>(split_positions.size());
+    const size_t first_piece = pieces.size();
+    int64_t slot = 0, taken = 0;
+    for (int64_t p = 1; p <= parts && slot < distinct; ++p) {
+      const int64_t goal = entries * p / parts;
+      const int64_t begin = slot;
+      int64_t sum = 0;
+      while (slot < distinct && (slot == begin || taken + sum + per_slot[slot] <= goal || p == parts)) {
+        piece_of_slot[slot] = static_cast<int64_t>(pieces.size() - first_piece);
+        sum += per_slot[slot++];
+      }
+      pieces.push_back({b, begin, slot, base + taken, base + taken + sum, true});
+      taken += sum;
+      weights.push_back(weights.back() + sum);
+    }
+    split_positions.resize(base + entries);
+    next.clear();
+    for (size_t p = first_piece; p < pieces.size(); ++p) next.push_back(pieces[p].begin);
+    for (int64_t i = offsets[b]; i < offsets[b + 1]; ++i) split_positions[next[piece_of_slot[local_slot[i]]]++] = i;
+  }
+  return pieces;
+}
+
+// values[slot] for every distinct id, piece by piece (GradPieces), each row summed in entry order.
 template <typename T, typename Row, typename Col>
 void EmbeddingBagTableGrad(const T* d_out, int64_t dim, const Row* rows, const T* gains,
                            const IdPartition<Col>& part, T* values, const ParallelFor& parallel_for) {
@@ -174,35 +230,43 @@ void EmbeddingBagTableGrad(const T* d_out, int64_t dim, const Row* rows, const T
   using Acc = typename A::Acc;
   const int64_t used = static_cast<int64_t>(part.bucket_offsets.size()) - 1;
   if (used <= 0) return;
-  const int64_t* offsets = part.bucket_offsets.data();
   const int64_t* entries = part.entries.data();
-  const std::vector<int64_t> chunks = BalancedChunks(offsets, used, kEntriesPerChunk);
+  const int32_t* local_slot = part.local_slot.data();
+  std::vector<int64_t> weights, split_positions;
+  const std::vector<GradPiece> pieces =
+      GradPieces(part.bucket_offsets.data(), part.slot_base.data(), local_slot, used, weights, split_positions);
+  const std::vector<int64_t> chunks =
+      BalancedChunks(weights.data(), static_cast<int64_t>(pieces.size()), kEntriesPerChunk);
   const int64_t count = static_cast<int64_t>(chunks.size()) - 1;
   parallel_for(count, kEntriesPerChunk * dim * 4, [&](int64_t begin, int64_t end) {
     std::vector<Acc> scratch;
-    auto row_of = [&](int64_t i) { return d_out + static_cast<int64_t>(rows[entries[i]]) * dim; };
-    const int64_t first = offsets[chunks[begin]];
-    const int64_t last = offsets[chunks[end]];
-    for (int64_t i = first; i < std::min(first + kPrefetchDistance, last); ++i) PrefetchRow(row_of(i), dim);
-    for (int64_t b = chunks[begin]; b < chunks[end]; ++b) {
-      const int64_t distinct = part.slot_base[b + 1] - part.slot_base[b];
-      T* out = values + part.slot_base[b] * dim;
+    for (int64_t p = chunks[begin]; p < chunks[end]; ++p) {
+      const GradPiece& piece = pieces[p];
+      const int64_t* positions = piece.split ? split_positions.data() : nullptr;
+      auto position = [&](int64_t j) { return positions == nullptr ? j : positions[j]; };
+      auto row_of = [&](int64_t j) { return d_out + static_cast<int64_t>(rows[entries[position(j)]]) * dim; };
+      const int64_t slots = piece.slot_end - piece.slot_begin;
+      T* out = values + (part.slot_base[piece.bucket] + piece.slot_begin) * dim;
       // Float and double sum in place; 16-bit rows in a float scratch, rounded once at the end.
       Acc* acc = nullptr;
       if constexpr (std::is_same_v<T, Acc>) {
         acc = out;
       } else {
-        scratch.resize(distinct * dim);
+        scratch.resize(slots * dim);
         acc = scratch.data();
       }
-      std::fill(acc, acc + distinct * dim, Acc(0));
-      for (int64_t i = offsets[b]; i < offsets[b + 1]; ++i) {
-        if (i + kPrefetchDistance < last) PrefetchRow(row_of(i + kPrefetchDistance), dim);
-        A::AddScaled(acc + static_cast<int64_t>(part.local_slot[i]) * dim, A::Load(gains[entries[i]]), row_of(i),
-                     dim);
+      std::fill(acc, acc + slots * dim, Acc(0));
+      for (int64_t j = piece.begin; j < std::min(piece.begin + kPrefetchDistance, piece.end); ++j) {
+        PrefetchRow(row_of(j), dim);
+      }
+      for (int64_t j = piece.begin; j < piece.end; ++j) {
+        if (j + kPrefetchDistance < piece.end) PrefetchRow(row_of(j + kPrefetchDistance), dim);
+        const int64_t i = position(j);
+        A::AddScaled(acc + (static_cast<int64_t>(local_slot[i]) - piece.slot_begin) * dim, A::Load(gains[entries[i]]),
+                     row_of(j), dim);
       }
       if constexpr (!std::is_same_v<T, Acc>) {
-        for (int64_t j = 0; j < distinct * dim; ++j) out[j] = A::Store(acc[j]);
+        for (int64_t j = 0; j < slots * dim; ++j) out[j] = A::Store(acc[j]);
       }
     }
   });
