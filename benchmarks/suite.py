@@ -543,6 +543,11 @@ def _embedding_bag_targets(r: dict) -> list[dict]:
         status = "met" if t["met"] else "NOT met"
         what = f"embedding_bag native weighted {t['what']}"
         note = f"{goal}: {status} (median of the per-round ratios {t['paired_value']:.2f})"
+        if "in_tf_function" in t:
+            f = t["in_tf_function"]
+            note += (f"; inside a tf.function {f['ms']['median']:.2f} ms ({f['time_vs_torch']:.2f}x torch's time), "
+                     f"where a tf.function of one tf.identity alone takes {f['identity_function_ms']['median']:.2f} ms "
+                     "after the same cache flush")
         if not t["met"]:
             note += _bag_regime(r, t["what"])
         rows.append(comparison_row("embedding_bag_targets", what, t["peer_name"], "ms", False,
