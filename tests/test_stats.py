@@ -184,3 +184,23 @@ def test_value_stats_sample_stays_bounded_and_drops_counts_of_many_values():
     assert abs(r["quantiles"]["p50"] - 2000) < 300
     with pytest.raises(ValueError, match="column 'x' must be a numeric scalar column"):
         ValueStats("x").add(pa.array(["a"]))
+
+
+def test_value_stats_sample_is_the_bottom_k_of_every_values_priority():
+    # The sample is the sample_size values of smallest priority, each add drawing its values' priorities
+    # from default_rng((seed, rows before it)): a reference that keeps every value and priority.
+    from transforms.beam._value_stats import ValueStats
+
+    rng = np.random.default_rng(5)
+    stats, all_values, all_priorities, rows = ValueStats("x", sample_size=300, seed=7), [], [], 0
+    for size in (50, 400, 1000, 7, 2500, 600):
+        values = rng.normal(size=size)
+        values[rng.random(size) < 0.2] = np.nan
+        stats.add(pa.array(values))
+        present = values[~np.isnan(values)]
+        all_values.append(present)
+        all_priorities.append(np.random.default_rng((7, rows)).random(present.size))
+        rows += size
+    values, priorities = np.concatenate(all_values), np.concatenate(all_priorities)
+    expected = np.sort(values[np.argsort(priorities)[:300]])
+    np.testing.assert_array_equal(np.sort(stats.sample), expected)

@@ -54,7 +54,9 @@ class ValueStats:
         ):
             raise ValueError(f"ComputeStats: column {self.name!r} must be a numeric scalar column, got {column.type}")
         values = pc.drop_null(column).to_numpy(zero_copy_only=False).astype(np.float64)
-        values = values[~np.isnan(values)]
+        nan = np.isnan(values)
+        if nan.any():
+            values = values[~nan]
         self.missing += len(column) - len(values)
         if values.size:
             self.total += float(values.sum())
@@ -84,12 +86,18 @@ class ValueStats:
             self._cap_counts()
 
     def _keep(self, values: np.ndarray, priority: np.ndarray) -> None:
-        sample = np.concatenate([self.sample, values])
-        priority = np.concatenate([self.priority, priority])
-        if sample.size > self.sample_size:
-            keep = np.argpartition(priority, self.sample_size - 1)[: self.sample_size]
-            sample, priority = sample[keep], priority[keep]
-        self.sample, self.priority = sample, priority
+        # The sample is kept ordered by priority, so the bottom-k of it and the new values is a merge: once
+        # the sample is full, only values below its largest priority can enter, and there are few of them.
+        if self.sample.size >= self.sample_size:
+            candidates = priority < self.priority[-1]
+            values, priority = values[candidates], priority[candidates]
+        if not values.size:
+            return
+        order = np.argsort(priority, kind="stable")
+        values, priority = values[order], priority[order]
+        at = np.searchsorted(self.priority, priority, side="right")
+        self.sample = np.insert(self.sample, at, values)[: self.sample_size]
+        self.priority = np.insert(self.priority, at, priority)[: self.sample_size]
 
     def _cap_counts(self) -> None:
         if self.counts is not None and len(self.counts) > self.max_counted_values:
