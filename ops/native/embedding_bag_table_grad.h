@@ -35,6 +35,9 @@ constexpr int64_t kMaxBuckets = int64_t{1} << 16;
 constexpr int kDenseSpanBits = 12;
 // A range of many entries is summed in at most this many pieces.
 constexpr int64_t kMaxPiecesPerRange = 8;
+// The partition's passes split the entries into at most this many stripes of at least kEntriesPerStripe.
+constexpr int64_t kPartitionStripes = 8;
+constexpr int64_t kEntriesPerStripe = 4096;
 
 // The batch partitioned by id range, with each entry's slot: ids[slot] is its id.
 template <typename Col>
@@ -96,23 +99,51 @@ int64_t NumberRange(const Col* cols, const int64_t* entries, int64_t count, int6
 }
 
 // Fills `part` (its earlier contents are overwritten, its buffers reused).
+//
+// The passes over the entries run on up to kPartitionStripes contiguous stripes of them in parallel: each
+// stripe finds its id range and counts its entries per range, a prefix over (range, stripe) gives each stripe
+// where its entries of a range go, and each scatters its own, so the scatter stays stable (entry order within
+// a range) whatever the stripes or threads.
 template <typename Row, typename Col>
 void PartitionIds(const Row* rows, const Col* cols, int64_t n, int64_t samples, const ParallelFor& parallel_for,
                   IdPartition<Col>& part) {
   part.shift = 0;
   part.bad_entry = -1;
+  const int64_t stripes = std::clamp<int64_t>(n / kEntriesPerStripe, 1, kPartitionStripes);
+  auto stripe_begin = [n, stripes](int64_t s) { return n * s / stripes; };
+  struct Extent {
+    int64_t bad = -1, low = 0, high = -1, real = 0;
+  };
+  Extent extents[kPartitionStripes];
+  parallel_for(stripes, kEntriesPerStripe * 4, [&](int64_t first, int64_t last) {
+    for (int64_t s = first; s < last; ++s) {
+      Extent e;
+      for (int64_t k = stripe_begin(s); k < stripe_begin(s + 1); ++k) {
+        const int64_t row = static_cast<int64_t>(rows[k]);
+        const int64_t id = static_cast<int64_t>(cols[k]);
+        if (row < 0 || row > samples || id < 0) {
+          e.bad = k;
+          break;
+        }
+        if (row == samples) continue;
+        e.low = e.real == 0 ? id : std::min(e.low, id);
+        e.high = e.real == 0 ? id : std::max(e.high, id);
+        ++e.real;
+      }
+      extents[s] = e;
+    }
+  });
   int64_t low = 0, high = -1, real = 0;
-  for (int64_t k = 0; k < n; ++k) {
-    const int64_t row = static_cast<int64_t>(rows[k]);
-    const int64_t id = static_cast<int64_t>(cols[k]);
-    if (row < 0 || row > samples || id < 0) {
-      part.bad_entry = k;
+  for (int64_t s = 0; s < stripes; ++s) {
+    const Extent& e = extents[s];
+    if (e.bad >= 0) {
+      part.bad_entry = e.bad;  // the first stripe's with one holds the first bad entry
       return;
     }
-    if (row == samples) continue;
-    low = real == 0 ? id : std::min(low, id);
-    high = real == 0 ? id : std::max(high, id);
-    ++real;
+    if (e.real == 0) continue;
+    low = real == 0 ? e.low : std::min(low, e.low);
+    high = real == 0 ? e.high : std::max(high, e.high);
+    real += e.real;
   }
   // As many ranges as about kEntriesPerBucket entries each would fill, or, where that leaves ranges
   // wider than 2^kDenseSpanBits ids, as many as keep them that narrow (at most kMaxBuckets).
@@ -125,21 +156,45 @@ void PartitionIds(const Row* rows, const Col* cols, int64_t n, int64_t samples, 
     return bits;
   };
   part.shift = std::min(bits_for(buckets), std::max(kDenseSpanBits, bits_for(kMaxBuckets)));
-  const int64_t used = real == 0 ? 0 : static_cast<int64_t>(span >> part.shift) + 1;
-  // Stable counting scatter of the non-padding entries by range.
+  const int shift = part.shift;
+  const int64_t used = real == 0 ? 0 : static_cast<int64_t>(span >> shift) + 1;
+  // Stable counting scatter of the non-padding entries by range: counts per (stripe, range), then each
+  // stripe's starting position per range. Fewer stripes where the ranges outnumber the entries (ids spread
+  // over many ranges), so the counts never outgrow the batch.
+  const int64_t scatter_stripes = std::clamp<int64_t>(n / std::max<int64_t>(used, 1), 1, stripes);
+  auto scatter_begin = [n, scatter_stripes](int64_t s) { return n * s / scatter_stripes; };
+  part.next.assign(scatter_stripes * used, 0);
+  int64_t* next = part.next.data();
+  parallel_for(scatter_stripes, kEntriesPerStripe * 2, [&](int64_t first, int64_t last) {
+    for (int64_t s = first; s < last; ++s) {
+      int64_t* counts = next + s * used;
+      for (int64_t k = scatter_begin(s); k < scatter_begin(s + 1); ++k) {
+        if (static_cast<int64_t>(rows[k]) != samples) ++counts[(static_cast<int64_t>(cols[k]) - low) >> shift];
+      }
+    }
+  });
   part.bucket_offsets.assign(used + 1, 0);
-  for (int64_t k = 0; k < n; ++k) {
-    if (static_cast<int64_t>(rows[k]) != samples) {
-      ++part.bucket_offsets[((static_cast<int64_t>(cols[k]) - low) >> part.shift) + 1];
+  int64_t at = 0;
+  for (int64_t b = 0; b < used; ++b) {
+    part.bucket_offsets[b] = at;
+    for (int64_t s = 0; s < scatter_stripes; ++s) {
+      const int64_t count = next[s * used + b];
+      next[s * used + b] = at;
+      at += count;
     }
   }
-  for (int64_t b = 0; b < used; ++b) part.bucket_offsets[b + 1] += part.bucket_offsets[b];
+  part.bucket_offsets[used] = at;
   part.entries.resize(real);
-  part.next.assign(part.bucket_offsets.begin(), part.bucket_offsets.end() - 1);
-  for (int64_t k = 0; k < n; ++k) {
-    if (static_cast<int64_t>(rows[k]) == samples) continue;
-    part.entries[part.next[(static_cast<int64_t>(cols[k]) - low) >> part.shift]++] = k;
-  }
+  int64_t* entries = part.entries.data();
+  parallel_for(scatter_stripes, kEntriesPerStripe * 3, [&](int64_t first, int64_t last) {
+    for (int64_t s = first; s < last; ++s) {
+      int64_t* where = next + s * used;
+      for (int64_t k = scatter_begin(s); k < scatter_begin(s + 1); ++k) {
+        if (static_cast<int64_t>(rows[k]) == samples) continue;
+        entries[where[(static_cast<int64_t>(cols[k]) - low) >> shift]++] = k;
+      }
+    }
+  });
   // Each range numbers its ids on its own; ranges are split over threads by entry counts.
   part.local_slot.resize(real);
   part.ids_by_entry.resize(real);
