@@ -282,6 +282,16 @@ class ArrowShard:
             batch = batch.select(list(columns))
         return pa.Table.from_batches([batch])
 
+    def mapped_range(self) -> tuple[int, int] | None:
+        """`(address, bytes)` of the whole file as mapped (buffers read from it lie inside), or None (a URL)."""
+        if not isinstance(self._source, pa.MemoryMappedFile):
+            return None
+        at = self._source.tell()
+        self._source.seek(0)
+        whole = self._source.read_buffer()  # a view of the mapping, not a copy
+        self._source.seek(at)
+        return whole.address, whole.size
+
     def close(self) -> None:
         """Closes the file; tables already read keep the mapping alive while they live."""
         self._source.close()

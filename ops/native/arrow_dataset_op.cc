@@ -1,0 +1,455 @@
+// SparseflowArrowDataset: aligned Arrow shards read memory-mapped into the flat batches of
+// `transforms.tfdata.columnar` (its `BatchLayout`, COO groups), with no Python in the graph.
+//
+// What is done once per dataset stays in Python, at graph construction
+// (`transforms.tfdata.columnar.arrow_op`): the shards opened, every record batch's checksum checked,
+// and each unit's column buffers described by their byte offsets in the file. The op maps each shard
+// when its first unit is read (checking it is still the file verified), turns the offsets into
+// addresses and writes each batch with the kernels the Python reader calls (arrow_batch_kernels.h),
+// so both read a unit alike. The plan is the op's inputs, so the dataset serialises (the tf.data
+// service runs it) and its iterator's state is the next batch's number.
+//
+// Element: per group of F features, row_ids int32, col_ids (int64 or int32), gains float32 and the
+// entries per feature int64 [F]; per dense block of D columns its [D * n] values; the label [n];
+// the rows int64 [1]; the position after the batch int64 [4].
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "arrow_batch_kernels.h"
+#include "arrow_dataset_plan.h"
+#include "tensorflow/core/framework/dataset.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/common_shape_fns.h"
+#include "tensorflow/core/framework/shape_inference.h"
+
+namespace sparseflow {
+namespace {
+
+// TensorFlow's names and tf.data's, under one prefix.
+namespace tf {
+using namespace ::tensorflow;        // NOLINT
+using namespace ::tensorflow::data;  // NOLINT
+}  // namespace tf
+using tf::DatasetBase;
+using tf::IteratorContext;
+using tf::Tensor;
+
+// settings: batch_size, drop_remainder, num_epochs (negative: endless), start_epoch, start_row,
+// fingerprint, the int64 a missing integer reads as.
+enum Setting { kBatchSize, kDropRemainder, kNumEpochs, kStartEpoch, kStartRow, kFingerprint, kMissingInt, kSettings };
+
+const char* KernelError(int64_t code) {
+  switch (code) {
+    case -1: return "a row outside the column";
+    case -2: return "offsets that decrease or pass the end of its ids";
+    case -3: return "no room";
+    default: return "unknown error";
+  }
+}
+
+// Whether [offset, offset + bytes) lies in a file of `size` bytes.
+bool Inside(int64_t offset, int64_t bytes, int64_t size) {
+  return offset >= 0 && bytes >= 0 && offset <= size && bytes <= size - offset;
+}
+
+class ArrowDataset : public DatasetBase {
+ public:
+  ArrowDataset(tf::OpKernelContext* ctx, std::vector<Tensor> inputs, std::vector<int64_t> group_sizes,
+               std::vector<int64_t> combiners, std::vector<int64_t> block_sizes, bool has_label,
+               tf::DataTypeVector types, std::vector<tf::PartialTensorShape> shapes)
+      : DatasetBase(tf::DatasetContext(ctx)),
+        inputs_(std::move(inputs)),
+        group_sizes_(std::move(group_sizes)),
+        combiners_(std::move(combiners)),
+        block_sizes_(std::move(block_sizes)),
+        has_label_(has_label),
+        types_(std::move(types)),
+        shapes_(std::move(shapes)) {
+    const auto settings = inputs_[kSettingsInput].vec<int64_t>();
+    plan_.batch_size = settings(kBatchSize);
+    plan_.drop_remainder = settings(kDropRemainder) != 0;
+    plan_.start_epoch = settings(kStartEpoch);
+    plan_.start_row = settings(kStartRow);
+    plan_.fingerprint = settings(kFingerprint);
+    num_epochs_ = settings(kNumEpochs);
+    missing_int_ = settings(kMissingInt);
+    const auto units = inputs_[kUnitsInput].matrix<int64_t>();
+    std::vector<int64_t> rows(units.dimension(0));
+    for (size_t k = 0; k < rows.size(); ++k) rows[k] = units(k, 2);
+    plan_.SetUnits(std::move(rows));
+  }
+
+  // The inputs, in the op's order.
+  enum Input { kFilesInput, kIdentitiesInput, kUnitsInput, kListsInput, kWeightsInput, kDenseInput, kNamesInput,
+               kSettingsInput, kInputs };
+
+  std::unique_ptr<tf::IteratorBase> MakeIteratorInternal(const std::string& prefix) const override;
+  const tf::DataTypeVector& output_dtypes() const override { return types_; }
+  const std::vector<tf::PartialTensorShape>& output_shapes() const override { return shapes_; }
+  std::string DebugString() const override { return "SparseflowArrowDatasetOp::Dataset"; }
+  int64_t CardinalityInternal(tf::CardinalityOptions) const override {
+    const int64_t n = plan_.NumBatches(num_epochs_);
+    return n < 0 ? tf::data::kInfiniteCardinality : n;
+  }
+  absl::Status InputDatasets(std::vector<const DatasetBase*>* inputs) const override {
+    inputs->clear();
+    return absl::OkStatus();
+  }
+  absl::Status CheckExternalState() const override { return absl::OkStatus(); }
+
+  const RowPlan& plan() const { return plan_; }
+  int64_t num_epochs() const { return num_epochs_; }
+  const Tensor& input(int k) const { return inputs_[k]; }
+  const std::vector<int64_t>& group_sizes() const { return group_sizes_; }
+  const std::vector<int64_t>& combiners() const { return combiners_; }
+  const std::vector<int64_t>& block_sizes() const { return block_sizes_; }
+  bool has_label() const { return has_label_; }
+  int64_t missing_int() const { return missing_int_; }
+
+ protected:
+  absl::Status AsGraphDefInternal(tf::SerializationContext*, DatasetGraphDefBuilder* b,
+                                  tf::Node** output) const override {
+    std::vector<tf::Node*> nodes(kInputs);
+    for (int k = 0; k < kInputs; ++k) TF_RETURN_IF_ERROR(b->AddTensor(inputs_[k], &nodes[k]));
+    auto list = [&](const std::vector<int64_t>& values) {
+      tf::AttrValue value;
+      for (int64_t v : values) value.mutable_list()->add_i(v);
+      return value;
+    };
+    tf::AttrValue label;
+    label.set_b(has_label_);
+    return b->AddDataset(this, nodes,
+                         {{"group_sizes", list(group_sizes_)}, {"group_combiners", list(combiners_)},
+                          {"block_sizes", list(block_sizes_)}, {"has_label", label}},
+                         output);
+  }
+
+ private:
+  class Iterator;
+
+  const std::vector<Tensor> inputs_;
+  const std::vector<int64_t> group_sizes_, combiners_, block_sizes_;
+  const bool has_label_;
+  const tf::DataTypeVector types_;
+  const std::vector<tf::PartialTensorShape> shapes_;
+  RowPlan plan_;
+  int64_t num_epochs_ = -1;
+  int64_t missing_int_ = 0;
+};
+
+class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
+ public:
+  explicit Iterator(const Params& params)
+      : tf::DatasetIterator<ArrowDataset>(params), shards_(dataset()->input(kFilesInput).NumElements()) {}
+
+  absl::Status GetNextInternal(IteratorContext* ctx, std::vector<Tensor>* out, bool* end_of_sequence) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    const ArrowDataset& d = *dataset();
+    const int64_t total = d.plan().NumBatches(d.num_epochs());
+    int64_t epoch, begin, end;
+    if ((total >= 0 && next_ >= total) || !d.plan().Locate(next_, &epoch, &begin, &end)) {
+      *end_of_sequence = true;
+      return absl::OkStatus();
+    }
+    d.plan().Pieces(begin, end, &units_, &begins_, &counts_);
+    for (int64_t unit : units_) TF_RETURN_IF_ERROR(MapUnit(unit));
+    const int64_t n = end - begin;
+    const auto& types = d.output_dtypes();
+    int64_t column = 0;  // the first descriptor (of lists, then of dense columns) of the current call
+    size_t output = 0;
+    for (size_t g = 0; g < d.group_sizes().size(); ++g) {
+      const int64_t features = d.group_sizes()[g];
+      Describe(kListsInput, column, features, kArrowListFields, {kArrowOffsets, kArrowValidity, kArrowIds,
+                                                                 kArrowWeights});
+      Shared(column, features);
+      const int64_t room = sparseflow_arrow_lists_room(descriptors_.data(), features, Pieces(), begins_.data(),
+                                                       counts_.data(), index_.data(), error_);
+      if (room < 0) return Failure(column, features);
+      Tensor rows(ctx->allocator({}), tf::DT_INT32, {room}), ids(ctx->allocator({}), types[output + 1], {room}),
+          gains(ctx->allocator({}), tf::DT_FLOAT, {room}), per_feature(ctx->allocator({}), tf::DT_INT64, {features});
+      const int combiner = static_cast<int>(d.combiners()[g]);
+      const int64_t written =
+          types[output + 1] == tf::DT_INT64
+              ? sparseflow_arrow_lists_to_coo_i64(
+                    descriptors_.data(), weights_.data(), features, Pieces(), begins_.data(), counts_.data(),
+                    index_.data(), combiner, room, rows.flat<int32_t>().data(), ids.flat<int64_t>().data(),
+                    gains.flat<float>().data(), per_feature.flat<int64_t>().data(), error_)
+              : sparseflow_arrow_lists_to_coo_i32(
+                    descriptors_.data(), weights_.data(), features, Pieces(), begins_.data(), counts_.data(),
+                    index_.data(), combiner, room, rows.flat<int32_t>().data(), ids.flat<int32_t>().data(),
+                    gains.flat<float>().data(), per_feature.flat<int64_t>().data(), error_);
+      if (written < 0) return Failure(column, features);
+      // Merged entries are fewer than the ids: the arrays' first `written` (a slice shares the buffer).
+      out->push_back(rows.Slice(0, written));
+      out->push_back(ids.Slice(0, written));
+      out->push_back(gains.Slice(0, written));
+      out->push_back(std::move(per_feature));
+      output += 4;
+      column += features;
+    }
+    const int64_t lists = column;
+    std::vector<int64_t> blocks = d.block_sizes();
+    if (d.has_label()) blocks.push_back(1);
+    int64_t dense_column = 0;
+    for (int64_t columns : blocks) {
+      Describe(kDenseInput, dense_column, columns, kArrowDenseFields, {kArrowValues, kArrowDenseValidity});
+      const tf::DataType type = types[output];
+      Tensor values(ctx->allocator({}), type, {columns * n});
+      const int64_t item = tf::DataTypeSize(type);
+      const double nan = std::numeric_limits<double>::quiet_NaN();
+      const float nan32 = std::numeric_limits<float>::quiet_NaN();
+      const int64_t missing_int = d.missing_int();
+      const void* missing = type == tf::DT_INT64 ? static_cast<const void*>(&missing_int)
+                            : item == 8          ? static_cast<const void*>(&nan)
+                                                 : static_cast<const void*>(&nan32);
+      const int64_t status = sparseflow_arrow_dense_rows(descriptors_.data(), columns, Pieces(), begins_.data(),
+                                                         counts_.data(), index_.data(), item, missing,
+                                                         values.data(), n, error_);
+      if (status < 0) return Failure(lists + dense_column, columns);
+      out->push_back(std::move(values));
+      ++output;
+      dense_column += columns;
+    }
+    Tensor rows(ctx->allocator({}), tf::DT_INT64, {1}), position(ctx->allocator({}), tf::DT_INT64, {4});
+    rows.flat<int64_t>()(0) = n;
+    d.plan().Position(epoch, end, position.flat<int64_t>().data());
+    out->push_back(std::move(rows));
+    out->push_back(std::move(position));
+    ++next_;
+    *end_of_sequence = false;
+    return absl::OkStatus();
+  }
+
+ protected:
+  std::shared_ptr<tf::model::Node> CreateNode(IteratorContext*, tf::model::Node::Args args) const override {
+    return tf::model::MakeSourceNode(std::move(args));
+  }
+
+  absl::Status SaveInternal(tf::SerializationContext*, tf::IteratorStateWriter* writer) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return writer->WriteScalar(prefix(), "next", next_);
+  }
+
+  absl::Status RestoreInternal(IteratorContext*, tf::IteratorStateReader* reader) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reader->ReadScalar(prefix(), "next", &next_);
+  }
+
+ private:
+  int64_t Pieces() const { return static_cast<int64_t>(units_.size()); }
+
+  absl::Status MapUnit(int64_t unit) {
+    const int64_t file = dataset()->input(kUnitsInput).matrix<int64_t>()(unit, 0);
+    if (shards_[file] != nullptr) return absl::OkStatus();
+    const auto identities = dataset()->input(kIdentitiesInput).matrix<int64_t>();
+    auto shard = std::make_unique<MappedShard>();
+    const std::string error = shard->Map(dataset()->input(kFilesInput).flat<tf::tstring>()(file),
+                                         identities(file, 0), identities(file, 1), identities(file, 2));
+    if (!error.empty()) return absl::FailedPreconditionError(error);
+    shards_[file] = std::move(shard);
+    return absl::OkStatus();
+  }
+
+  // The descriptors of `count` columns from `first`, for every piece, with the file offsets at
+  // `addresses` turned into addresses of the mapped shard (an offset 0 is "none" and stays 0).
+  void Describe(int input, int64_t first, int64_t count, int64_t fields, std::initializer_list<int> addresses) {
+    const Tensor& table = dataset()->input(input);
+    const int64_t per_unit = table.dim_size(1);
+    const int64_t* all = table.flat<int64_t>().data();
+    descriptors_.resize(Pieces() * count * fields);
+    index_.assign(Pieces(), 0);
+    for (int64_t p = 0; p < Pieces(); ++p) {
+      const int64_t file = dataset()->input(kUnitsInput).matrix<int64_t>()(units_[p], 0);
+      const int64_t base = reinterpret_cast<int64_t>(shards_[file]->base());
+      for (int64_t c = 0; c < count; ++c) {
+        int64_t* d = &descriptors_[(p * count + c) * fields];
+        std::memcpy(d, all + (units_[p] * per_unit + first + c) * fields, fields * sizeof(int64_t));
+        for (int field : addresses) {
+          if (d[field] != 0) d[field] += base;
+        }
+      }
+    }
+  }
+
+  void Shared(int64_t first, int64_t count) {
+    const Tensor& table = dataset()->input(kWeightsInput);
+    const int64_t per_unit = table.dim_size(1);
+    weights_.resize(Pieces() * count);
+    for (int64_t p = 0; p < Pieces(); ++p) {
+      for (int64_t c = 0; c < count; ++c) weights_[p * count + c] = table.flat<float>()(units_[p] * per_unit + first + c);
+    }
+  }
+
+  // The Python reader's message for the last kernel error: "<unit>: column 'x' row r: what".
+  absl::Status Failure(int64_t first, int64_t count) const {
+    const int64_t piece = error_[1] / count, column = first + error_[1] % count;
+    const auto units = dataset()->input(kUnitsInput).matrix<int64_t>();
+    const int64_t unit = units_[piece];
+    const std::string where = std::string(dataset()->input(kFilesInput).flat<tf::tstring>()(units(unit, 0))) +
+                              " record batch " + std::to_string(units(unit, 1));
+    const std::string name(dataset()->input(kNamesInput).flat<tf::tstring>()(column));
+    return absl::InvalidArgumentError(where + ": column '" + name + "' row " + std::to_string(error_[2]) + ": " +
+                                      KernelError(error_[0]));
+  }
+
+  std::mutex mu_;
+  int64_t next_ = 0;
+  std::vector<std::unique_ptr<MappedShard>> shards_;
+  std::vector<int64_t> units_, begins_, counts_, index_, descriptors_;
+  std::vector<float> weights_;
+  int64_t error_[3] = {0, 0, 0};
+};
+
+std::unique_ptr<tf::IteratorBase> ArrowDataset::MakeIteratorInternal(const std::string& prefix) const {
+  return std::make_unique<Iterator>(Iterator::Params{this, prefix + "::SparseflowArrow"});
+}
+
+// Whether every buffer a unit's descriptors name lies inside its file; "" or the problem.
+std::string CheckBuffers(const int64_t* list, int64_t id_size, int64_t file_size) {
+  const int64_t rows = list[kArrowRows];
+  if (rows < 0 || (list[kArrowOffsetWidth] != 4 && list[kArrowOffsetWidth] != 8)) return "a bad list column";
+  if (!Inside(list[kArrowOffsets], (rows + 1) * list[kArrowOffsetWidth], file_size)) return "offsets past the file";
+  if (list[kArrowValidity] != 0 && !Inside(list[kArrowValidity], (list[kArrowValidityBit] + rows + 7) / 8, file_size))
+    return "a validity bitmap past the file";
+  if (!Inside(list[kArrowIds], list[kArrowIdsLength] * id_size, file_size)) return "ids past the file";
+  if (list[kArrowWeights] != 0 && !Inside(list[kArrowWeights], list[kArrowWeightsLength] * 4, file_size))
+    return "weights past the file";
+  return "";
+}
+
+std::string CheckDense(const int64_t* dense, int64_t item, int64_t file_size) {
+  const int64_t rows = dense[kArrowDenseRows];
+  if (rows < 0 || !Inside(dense[kArrowValues], rows * item, file_size)) return "values past the file";
+  if (dense[kArrowDenseValidity] != 0 &&
+      !Inside(dense[kArrowDenseValidity], (dense[kArrowDenseValidityBit] + rows + 7) / 8, file_size))
+    return "a validity bitmap past the file";
+  return "";
+}
+
+class ArrowDatasetOp : public tf::DatasetOpKernel {
+ public:
+  explicit ArrowDatasetOp(tf::OpKernelConstruction* ctx) : tf::DatasetOpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("group_sizes", &group_sizes_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("group_combiners", &combiners_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("block_sizes", &block_sizes_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("has_label", &has_label_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("output_types", &types_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("output_shapes", &shapes_));
+  }
+
+ protected:
+  void MakeDataset(tf::OpKernelContext* ctx, DatasetBase** output) override {
+    std::vector<Tensor> inputs;
+    for (int k = 0; k < ArrowDataset::kInputs; ++k) inputs.push_back(ctx->input(k));
+    OP_REQUIRES_OK(ctx, Check(inputs));
+    *output = new ArrowDataset(ctx, std::move(inputs), group_sizes_, combiners_, block_sizes_, has_label_, types_,
+                               shapes_);
+  }
+
+ private:
+  // The plan's shapes agree with the attributes, and every buffer lies inside its file.
+  absl::Status Check(const std::vector<Tensor>& in) const {
+    using D = ArrowDataset;
+    int64_t lists = 0, dense = has_label_ ? 1 : 0;
+    for (int64_t f : group_sizes_) lists += f;
+    for (int64_t c : block_sizes_) dense += c;
+    const size_t outputs = 4 * group_sizes_.size() + block_sizes_.size() + (has_label_ ? 1 : 0) + 2;
+    const int64_t files = in[D::kFilesInput].NumElements();
+    if (group_sizes_.size() != combiners_.size() || types_.size() != outputs || shapes_.size() != outputs)
+      return absl::InvalidArgumentError("SparseflowArrowDataset: attributes of different lengths");
+    if (in[D::kUnitsInput].dims() != 2 || in[D::kUnitsInput].dim_size(1) != 3)
+      return absl::InvalidArgumentError("SparseflowArrowDataset: units must be [units, 3]");
+    const int64_t units = in[D::kUnitsInput].dim_size(0);
+    const auto shaped = [&](int k, std::vector<int64_t> dims) {
+      if (in[k].dims() != static_cast<int>(dims.size())) return false;
+      for (size_t i = 0; i < dims.size(); ++i) {
+        if (in[k].dim_size(i) != dims[i]) return false;
+      }
+      return true;
+    };
+    if (!shaped(D::kFilesInput, {files}) || !shaped(D::kIdentitiesInput, {files, 3}) ||
+        !shaped(D::kListsInput, {units, lists, kArrowListFields}) || !shaped(D::kWeightsInput, {units, lists}) ||
+        !shaped(D::kDenseInput, {units, dense, kArrowDenseFields}) || !shaped(D::kNamesInput, {lists + dense}) ||
+        !shaped(D::kSettingsInput, {kSettings}))
+      return absl::InvalidArgumentError("SparseflowArrowDataset: the plan's tensors do not match its attributes");
+    const auto settings = in[D::kSettingsInput].vec<int64_t>();
+    if (settings(kBatchSize) <= 0 || settings(kStartEpoch) < 0 || settings(kStartRow) < 0)
+      return absl::InvalidArgumentError("SparseflowArrowDataset: a bad batch size or start");
+    const auto unit_table = in[D::kUnitsInput].matrix<int64_t>();
+    const auto identities = in[D::kIdentitiesInput].matrix<int64_t>();
+    const int64_t* list = in[D::kListsInput].flat<int64_t>().data();
+    const int64_t* columns = in[D::kDenseInput].flat<int64_t>().data();
+    for (int64_t u = 0; u < units; ++u) {
+      const int64_t file = unit_table(u, 0);
+      if (file < 0 || file >= files || unit_table(u, 2) < 0)
+        return absl::InvalidArgumentError("SparseflowArrowDataset: a unit of no file");
+      const int64_t size = identities(file, 0);
+      int64_t f = 0;
+      for (size_t g = 0; g < group_sizes_.size(); ++g) {
+        const int64_t id_size = tf::DataTypeSize(types_[4 * g + 1]);
+        for (int64_t k = 0; k < group_sizes_[g]; ++k, ++f) {
+          const int64_t* descriptor = list + (u * lists + f) * kArrowListFields;
+          std::string problem = CheckBuffers(descriptor, id_size, size);
+          // One offset width per group (the kernels take one per call).
+          const int64_t* first = list + (f - k) * kArrowListFields;  // unit 0's
+          if (problem.empty() && descriptor[kArrowOffsetWidth] != first[kArrowOffsetWidth])
+            problem = "offset widths that differ within a group";
+          if (!problem.empty()) return Refusal(in, u, f, problem);
+        }
+      }
+      int64_t c = 0, output = 4 * group_sizes_.size();
+      std::vector<int64_t> blocks = block_sizes_;
+      if (has_label_) blocks.push_back(1);
+      for (int64_t count : blocks) {
+        const int64_t item = tf::DataTypeSize(types_[output++]);
+        for (int64_t k = 0; k < count; ++k, ++c) {
+          const std::string problem = CheckDense(columns + (u * dense + c) * kArrowDenseFields, item, size);
+          if (!problem.empty()) return Refusal(in, u, lists + c, problem);
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  static absl::Status Refusal(const std::vector<Tensor>& in, int64_t unit, int64_t column, const std::string& what) {
+    const auto units = in[ArrowDataset::kUnitsInput].matrix<int64_t>();
+    return absl::InvalidArgumentError(
+        std::string(in[ArrowDataset::kFilesInput].flat<tf::tstring>()(units(unit, 0))) + " record batch " +
+        std::to_string(units(unit, 1)) + ": column '" +
+        std::string(in[ArrowDataset::kNamesInput].flat<tf::tstring>()(column)) + "': the plan names " + what);
+  }
+
+  std::vector<int64_t> group_sizes_, combiners_, block_sizes_;
+  bool has_label_ = false;
+  tf::DataTypeVector types_;
+  std::vector<tf::PartialTensorShape> shapes_;
+};
+
+REGISTER_OP("SparseflowArrowDataset")
+    .Input("files: string")
+    .Input("identities: int64")
+    .Input("units: int64")
+    .Input("lists: int64")
+    .Input("shared_weights: float")
+    .Input("dense: int64")
+    .Input("names: string")
+    .Input("settings: int64")
+    .Output("handle: variant")
+    .Attr("group_sizes: list(int) >= 0")
+    .Attr("group_combiners: list(int) >= 0")
+    .Attr("block_sizes: list(int) >= 0")
+    .Attr("has_label: bool")
+    .Attr("output_types: list(type) >= 1")
+    .Attr("output_shapes: list(shape) >= 1")
+    .SetIsStateful()  // a source dataset: not constant-folded
+    .SetShapeFn(tf::shape_inference::ScalarShape);
+
+REGISTER_KERNEL_BUILDER(Name("SparseflowArrowDataset").Device(tf::DEVICE_CPU), ArrowDatasetOp);
+
+}  // namespace
+}  // namespace sparseflow
