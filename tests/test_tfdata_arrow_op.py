@@ -1,0 +1,226 @@
+"""The native Arrow dataset op against the Python reader: the same elements, element by element.
+
+The same directory is read twice, once by the op (what make_dataset picks for Arrow shards read in
+order as COO) and once by the Python reader (forced with `python_arrow_reader`), over the options
+the op reads: batch sizes, drop_remainder, epochs, combiners, capacities with overflow, sharding,
+start= and positions. Each case first checks the op really read it, so a silent fall back to the
+Python reader fails here.
+"""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from oracles import capacity_max
+from tfdata_data import random_rows, write_arrow_shards
+
+from ops import _native
+from sparse_io.arrow_shards import ArrowShard
+from sparse_io.errors import CorruptFileError
+from sparse_io.manifest import commit_directory
+from transforms import InputState, make_dataset
+from transforms.tfdata.columnar.arrow_op import python_arrow_reader
+
+pytestmark = pytest.mark.skipif(
+    _native.library() is None or not hasattr(_native.library(), "sparseflow_arrow_dataset"),
+    reason="the native kernels are not built here",
+)
+
+ROWS = random_rows(170, seed=8)
+
+
+def _write(directory: str) -> str:
+    write_arrow_shards(directory, ROWS, 3, 20)
+    stats = {
+        "format_version": 1,
+        "num_rows": len(ROWS),
+        "features": {
+            f: {"rows": len(ROWS), "capacity": {"16": {"max": capacity_max([len(r[f]) for r in ROWS], 16), "p99_9": 6}}}
+            for f in ("user", "items")
+        },
+    }
+    with open(os.path.join(directory, "stats.json"), "w") as f:
+        json.dump(stats, f)
+    commit_directory(directory)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    return _write(str(tmp_path_factory.mktemp("arrow_op")))
+
+
+def _reader(ds) -> str:
+    return ds._sparseflow_parquet_source.reader
+
+
+def _flat(element) -> list[np.ndarray]:
+    return [np.asarray(t) for t in tf.nest.flatten(element, expand_composites=True)]
+
+
+def _both(path, **args):
+    """(op dataset, Python reader dataset) of the same arguments; the first checked to be the op's."""
+    op = make_dataset(path, **args)
+    assert _reader(op) == "op"
+    with python_arrow_reader():
+        python = make_dataset(path, **args)
+    assert _reader(python).startswith("python")
+    return op, python
+
+
+def _assert_same(a_ds, b_ds) -> int:
+    assert a_ds.element_spec == b_ds.element_spec
+    count = 0
+    for a, b in zip(a_ds, b_ds, strict=True):
+        for x, y in zip(_flat(a), _flat(b), strict=True):
+            assert x.dtype == y.dtype
+            np.testing.assert_array_equal(x, y)
+        count += 1
+    return count
+
+
+CASES = {
+    "in order": dict(batch_size=16),
+    "batch 7, drop_remainder, 3 epochs": dict(batch_size=7, drop_remainder=True, num_epochs=3),
+    "batch larger than a file": dict(batch_size=64, num_epochs=2),
+    "mean combiner": dict(batch_size=16, combiner="mean"),
+    "sqrtn combiner, items only": dict(batch_size=9, combiner="sqrtn", features=["items"]),
+    "capacities, static shapes": dict(batch_size=16, capacities="stats", drop_remainder=True),
+    "capacities p99_9, overflow drop": dict(batch_size=16, capacities="stats", capacity_kind="p99_9",
+                                           overflow="drop"),
+    "no label": dict(batch_size=16, label=False),
+    "worker 1 of 2 (whole files)": dict(batch_size=16, num_shards=2, index=1),
+    "worker 3 of 4 (row ranges)": dict(batch_size=8, num_shards=4, index=3),
+    "balanced rows": dict(batch_size=8, num_shards=2, index=0, balance="rows"),
+    "positions": dict(batch_size=16, return_position=True, num_epochs=2),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_op_gives_the_python_readers_elements(shards, case):
+    op, python = _both(shards, shuffle=False, **CASES[case])
+    assert _assert_same(op, python) > 0
+
+
+def test_dropped_entries_are_counted_alike(shards):
+    counts = []
+    for forced in (False, True):
+        dropped = tf.Variable(0, dtype=tf.int64)
+        args = dict(capacities="stats", capacity_kind="p99_9", overflow="drop", dropped=dropped, shuffle=False)
+        if forced:
+            with python_arrow_reader():
+                ds = make_dataset(shards, 16, **args)
+        else:
+            ds = make_dataset(shards, 16, **args)
+            assert _reader(ds) == "op"
+        for _ in ds:
+            pass
+        counts.append(int(dropped.numpy()))
+    assert counts[0] == counts[1] > 0
+
+
+def test_endless_epochs_go_on_as_the_python_readers(shards):
+    op, python = _both(shards, batch_size=16, shuffle=False, num_epochs=None)
+    assert op.cardinality() == tf.data.INFINITE_CARDINALITY
+    assert _assert_same(op.take(40), python.take(40)) == 40  # 11 batches an epoch: into the fourth
+
+
+def test_a_resumed_op_dataset_goes_on_where_it_stopped(shards):
+    args = dict(batch_size=16, shuffle=False, num_epochs=2, return_position=True)
+    whole = [_flat(e) for e in make_dataset(shards, **args)]
+    iterator = iter(make_dataset(shards, **args))
+    for _ in range(14):
+        *_, position = next(iterator)
+    start = InputState.from_tensor(position)
+    op, python = _both(shards, start=start, **args)
+    rest = [_flat(e) for e in op]
+    assert len(rest) == len(whole) - 14 == _assert_same(op, python)
+    for x, y in zip(whole[14:], rest, strict=True):
+        for a, b in zip(x, y, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_an_op_iterator_checkpoint_restores_the_rest(shards, tmp_path):
+    args = dict(batch_size=16, shuffle=False, num_epochs=2)
+    iterator = iter(make_dataset(shards, **args))
+    for _ in range(5):
+        next(iterator)
+    tf.train.Checkpoint(iterator=iterator).write(str(tmp_path / "ckpt"))
+    expected = [_flat(e) for e in iterator]
+    again = iter(make_dataset(shards, **args))
+    tf.train.Checkpoint(iterator=again).read(str(tmp_path / "ckpt")).assert_consumed()
+    got = [_flat(e) for e in again]
+    assert len(got) == len(expected) == 22 - 5
+    for x, y in zip(expected, got, strict=True):
+        for a, b in zip(x, y, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_the_input_graph_holds_the_op_and_no_python(shards):
+    ds = make_dataset(shards, 16, shuffle=False)
+    graph = tf.compat.v1.GraphDef.FromString(ds._as_serialized_graph().numpy())
+    ops = {node.op for node in graph.node}
+    ops |= {node.op for function in graph.library.function for node in function.node_def}
+    assert "SparseflowArrowDataset" in ops
+    assert not {op for op in ops if "PyFunc" in op}
+
+
+@pytest.mark.parametrize(
+    "args, why",
+    [
+        (dict(shuffle=True, seed=3), "shuffled"),
+        (dict(shuffle=False, output="ragged"), "CSR output"),
+    ],
+)
+def test_what_the_op_does_not_read_falls_back_to_the_python_reader_saying_why(shards, args, why):
+    ds = make_dataset(shards, 16, **args)
+    assert _reader(ds).startswith("python (") and why in _reader(ds)
+    assert sum(1 for _ in ds) == 11
+
+
+def _copy(shards, tmp_path) -> str:
+    directory = str(tmp_path / "copy")
+    shutil.copytree(shards, directory)
+    return directory
+
+
+def test_a_shard_replaced_after_the_dataset_was_made_is_refused(shards, tmp_path):
+    directory = _copy(shards, tmp_path)
+    ds = make_dataset(directory, 16, shuffle=False)
+    path = os.path.join(directory, sorted(f for f in os.listdir(directory) if f.endswith(".arrow"))[1])
+    shutil.copyfile(path, path + ".new")
+    os.replace(path + ".new", path)  # the same bytes, another file
+    with pytest.raises(tf.errors.FailedPreconditionError, match="replaced or changed since it was verified"):
+        for _ in ds:
+            pass
+
+
+def _flip_a_price(path: str, record_batch: int) -> None:
+    """Flips a bit of a value of `price` in a record batch: the same size, another value."""
+    with ArrowShard(path) as shard:
+        base, _ = shard.mapped_range()
+        array = shard.read_unit(record_batch, ["price"])["price"].chunk(0)
+        at = array.buffers()[1].address - base
+    data = bytearray(open(path, "rb").read())
+    data[at + 1] ^= 0x10
+    open(path, "wb").write(bytes(data))
+
+
+def test_a_damaged_record_batch_is_refused_with_the_python_readers_message(shards, tmp_path):
+    directory = _copy(shards, tmp_path)
+    path = os.path.join(directory, sorted(f for f in os.listdir(directory) if f.endswith(".arrow"))[0])
+    _flip_a_price(path, 1)
+    with python_arrow_reader():
+        python = make_dataset(directory, 16, shuffle=False)
+    with pytest.raises(tf.errors.OpError) as python_error:
+        for _ in python:
+            pass
+    # The op's plan reads every record batch when the dataset is made: the damage is found then.
+    with pytest.raises(CorruptFileError) as op_error:
+        make_dataset(directory, 16, shuffle=False)
+    message = str(op_error.value)
+    assert "record batch 1: checksum" in message and "differs from the stored" in message
+    assert message in python_error.value.message
