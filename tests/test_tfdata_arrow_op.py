@@ -96,12 +96,16 @@ CASES = {
     "worker 3 of 4 (row ranges)": dict(batch_size=8, num_shards=4, index=3),
     "balanced rows": dict(batch_size=8, num_shards=2, index=0, balance="rows"),
     "positions": dict(batch_size=16, return_position=True, num_epochs=2),
+    "shuffled, two epochs": dict(batch_size=16, shuffle=True, seed=4, num_epochs=2),
+    "shuffled worker 3 of 4 (row ranges), drop_remainder": dict(batch_size=8, shuffle=True, seed=5, num_shards=4,
+                                                                index=3, drop_remainder=True, num_epochs=2),
+    "shuffled positions": dict(batch_size=16, shuffle=True, seed=9, return_position=True, num_epochs=2),
 }
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_op_gives_the_python_readers_elements(shards, case):
-    op, python = _both(shards, shuffle=False, **CASES[case])
+    op, python = _both(shards, **{"shuffle": False, **CASES[case]})
     assert _assert_same(op, python) > 0
 
 
@@ -128,8 +132,9 @@ def test_endless_epochs_go_on_as_the_python_readers(shards):
     assert _assert_same(op.take(40), python.take(40)) == 40  # 11 batches an epoch: into the fourth
 
 
-def test_a_resumed_op_dataset_goes_on_where_it_stopped(shards):
-    args = dict(batch_size=16, shuffle=False, num_epochs=2, return_position=True)
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_a_resumed_op_dataset_goes_on_where_it_stopped(shards, shuffle):
+    args = dict(batch_size=16, shuffle=shuffle, seed=6, num_epochs=2, return_position=True)
     whole = [_flat(e) for e in make_dataset(shards, **args)]
     iterator = iter(make_dataset(shards, **args))
     for _ in range(14):
@@ -143,9 +148,13 @@ def test_a_resumed_op_dataset_goes_on_where_it_stopped(shards):
             np.testing.assert_array_equal(a, b)
 
 
-def test_an_op_iterator_checkpoint_restores_the_rest(shards, tmp_path):
-    args = dict(batch_size=16, shuffle=False, num_epochs=2)
-    iterator = iter(make_dataset(shards, **args))
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_an_op_iterator_checkpoint_restores_the_rest(shards, tmp_path, shuffle):
+    # Shuffled without a seed: each dataset draws its own; the checkpoint carries the first one's.
+    args = dict(batch_size=16, shuffle=shuffle, num_epochs=2)
+    first = make_dataset(shards, **args)
+    assert _reader(first) == "op"
+    iterator = iter(first)
     for _ in range(5):
         next(iterator)
     tf.train.Checkpoint(iterator=iterator).write(str(tmp_path / "ckpt"))
@@ -171,7 +180,6 @@ def test_the_input_graph_holds_the_op_and_no_python(shards):
 @pytest.mark.parametrize(
     "args, why",
     [
-        (dict(shuffle=True, seed=3), "shuffled"),
         (dict(shuffle=False, output="ragged"), "CSR output"),
     ],
 )

@@ -40,8 +40,10 @@ using tf::IteratorContext;
 using tf::Tensor;
 
 // settings: batch_size, drop_remainder, num_epochs (negative: endless), start_epoch, start_row,
-// fingerprint, the int64 a missing integer reads as.
-enum Setting { kBatchSize, kDropRemainder, kNumEpochs, kStartEpoch, kStartRow, kFingerprint, kMissingInt, kSettings };
+// fingerprint, the int64 a missing integer reads as, shuffle, seed.
+enum Setting {
+  kBatchSize, kDropRemainder, kNumEpochs, kStartEpoch, kStartRow, kFingerprint, kMissingInt, kShuffle, kSeed, kSettings
+};
 
 const char* KernelError(int64_t code) {
   switch (code) {
@@ -76,6 +78,8 @@ class ArrowDataset : public DatasetBase {
     plan_.start_epoch = settings(kStartEpoch);
     plan_.start_row = settings(kStartRow);
     plan_.fingerprint = settings(kFingerprint);
+    plan_.shuffle = settings(kShuffle) != 0;
+    plan_.seed = static_cast<uint64_t>(settings(kSeed));
     num_epochs_ = settings(kNumEpochs);
     missing_int_ = settings(kMissingInt);
     const auto units = inputs_[kUnitsInput].matrix<int64_t>();
@@ -145,18 +149,20 @@ class ArrowDataset : public DatasetBase {
 class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
  public:
   explicit Iterator(const Params& params)
-      : tf::DatasetIterator<ArrowDataset>(params), shards_(dataset()->input(kFilesInput).NumElements()) {}
+      : tf::DatasetIterator<ArrowDataset>(params),
+        plan_(dataset()->plan()),
+        shards_(dataset()->input(kFilesInput).NumElements()) {}
 
   absl::Status GetNextInternal(IteratorContext* ctx, std::vector<Tensor>* out, bool* end_of_sequence) override {
     std::lock_guard<std::mutex> lock(mu_);
     const ArrowDataset& d = *dataset();
-    const int64_t total = d.plan().NumBatches(d.num_epochs());
+    const int64_t total = plan_.NumBatches(d.num_epochs());
     int64_t epoch, begin, end;
-    if ((total >= 0 && next_ >= total) || !d.plan().Locate(next_, &epoch, &begin, &end)) {
+    if ((total >= 0 && next_ >= total) || !plan_.Locate(next_, &epoch, &begin, &end)) {
       *end_of_sequence = true;
       return absl::OkStatus();
     }
-    d.plan().Pieces(begin, end, &units_, &begins_, &counts_);
+    plan_.Pieces(epoch, begin, end, &units_, &begins_, &counts_, &index_);
     for (int64_t unit : units_) TF_RETURN_IF_ERROR(MapUnit(unit));
     const int64_t n = end - begin;
     const auto& types = d.output_dtypes();
@@ -217,7 +223,7 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
     }
     Tensor rows(ctx->allocator({}), tf::DT_INT64, {1}), position(ctx->allocator({}), tf::DT_INT64, {4});
     rows.flat<int64_t>()(0) = n;
-    d.plan().Position(epoch, end, position.flat<int64_t>().data());
+    plan_.Position(epoch, end, position.flat<int64_t>().data());
     out->push_back(std::move(rows));
     out->push_back(std::move(position));
     ++next_;
@@ -232,11 +238,18 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
 
   absl::Status SaveInternal(tf::SerializationContext*, tf::IteratorStateWriter* writer) override {
     std::lock_guard<std::mutex> lock(mu_);
+    // The seed too: a shuffled dataset made again draws another where the user gave none.
+    TF_RETURN_IF_ERROR(writer->WriteScalar(prefix(), "seed", static_cast<int64_t>(plan_.seed)));
+    TF_RETURN_IF_ERROR(writer->WriteScalar(prefix(), "fingerprint", plan_.fingerprint));
     return writer->WriteScalar(prefix(), "next", next_);
   }
 
   absl::Status RestoreInternal(IteratorContext*, tf::IteratorStateReader* reader) override {
     std::lock_guard<std::mutex> lock(mu_);
+    int64_t seed;
+    TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), "seed", &seed));
+    TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), "fingerprint", &plan_.fingerprint));
+    plan_.Reseed(static_cast<uint64_t>(seed));
     return reader->ReadScalar(prefix(), "next", &next_);
   }
 
@@ -262,7 +275,6 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
     const int64_t per_unit = table.dim_size(1);
     const int64_t* all = table.flat<int64_t>().data();
     descriptors_.resize(Pieces() * count * fields);
-    index_.assign(Pieces(), 0);
     for (int64_t p = 0; p < Pieces(); ++p) {
       const int64_t file = dataset()->input(kUnitsInput).matrix<int64_t>()(units_[p], 0);
       const int64_t base = reinterpret_cast<int64_t>(shards_[file]->base());
@@ -298,6 +310,7 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
   }
 
   std::mutex mu_;
+  RowPlan plan_;  // the dataset's, with this iterator's seed and cached orders
   int64_t next_ = 0;
   std::vector<std::unique_ptr<MappedShard>> shards_;
   std::vector<int64_t> units_, begins_, counts_, index_, descriptors_;

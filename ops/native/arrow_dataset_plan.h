@@ -2,9 +2,10 @@
 // units make up batch i, the position after it, and the shards memory-mapped, each checked to be
 // the file that was verified when the dataset was made.
 //
-// The row rule is `transforms.tfdata.columnar.row_plan.RowPlan`'s for an unshuffled plan (the op
-// reads no shuffled plan): an epoch is the worker's units end to end, batch i is rows
-// [begin, end) of it across unit boundaries, the position is (epoch, unit, row in unit).
+// The row rule is `transforms.tfdata.columnar.row_plan.RowPlan`'s: an epoch is the worker's units
+// end to end (permuted each epoch when shuffling, and the rows inside each unit too, with numpy's
+// permutations: numpy_permutation.h), batch i is rows [begin, end) of it across unit boundaries,
+// the position is (epoch, unit in the epoch's order, row in unit).
 #ifndef SPARSEFLOW_NATIVE_ARROW_DATASET_PLAN_H_
 #define SPARSEFLOW_NATIVE_ARROW_DATASET_PLAN_H_
 
@@ -17,26 +18,37 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "numpy_permutation.h"
 
 namespace sparseflow {
 
-struct RowPlan {
-  std::vector<int64_t> unit_rows;
-  std::vector<int64_t> cum;  // cum[k]: the epoch's rows before unit k; cum.back(): the epoch's rows
+class RowPlan {
+ public:
   int64_t batch_size = 1;
   bool drop_remainder = false;
   int64_t start_epoch = 0;
   int64_t start_row = 0;
   int64_t fingerprint = 0;
+  bool shuffle = false;
+  uint64_t seed = 0;  // with `shuffle`: units are permuted by (seed, epoch), a unit's rows by (seed, epoch, unit, 1)
 
   void SetUnits(std::vector<int64_t> rows) {
-    unit_rows = std::move(rows);
-    cum.assign(unit_rows.size() + 1, 0);
-    for (size_t k = 0; k < unit_rows.size(); ++k) cum[k + 1] = cum[k] + unit_rows[k];
+    unit_rows_ = std::move(rows);
+    rows_per_epoch_ = 0;
+    for (int64_t n : unit_rows_) rows_per_epoch_ += n;
   }
-  int64_t RowsPerEpoch() const { return cum.back(); }
+  // A new seed (a checkpoint's): the orders cached are another seed's.
+  void Reseed(uint64_t new_seed) {
+    seed = new_seed;
+    order_epoch_ = -1;
+    perms_.clear();
+  }
+  int64_t RowsPerEpoch() const { return rows_per_epoch_; }
   int64_t Batches(int64_t rows) const {
     return drop_remainder ? rows / batch_size : (rows + batch_size - 1) / batch_size;
   }
@@ -66,14 +78,9 @@ struct RowPlan {
     return true;
   }
 
-  // The unit holding row `row` of an epoch (the last unit starting at or before it).
-  int64_t UnitAt(int64_t row) const {
-    return static_cast<int64_t>(std::upper_bound(cum.begin(), cum.end(), row) - cum.begin()) - 1;
-  }
-
-  // The position after row `row` of `epoch` (epoch, unit, row in unit, fingerprint): an epoch's
-  // end is the next one's start, as is a remainder that `drop_remainder` drops.
-  void Position(int64_t epoch, int64_t row, int64_t* out) const {
+  // The position after row `row` of `epoch` (epoch, unit in the epoch's order, row in unit,
+  // fingerprint): an epoch's end is the next one's start, as is a remainder `drop_remainder` drops.
+  void Position(int64_t epoch, int64_t row, int64_t* out) {
     const int64_t remaining = RowsPerEpoch() - row;
     out[3] = fingerprint;
     if (remaining == 0 || (drop_remainder && remaining < batch_size)) {
@@ -81,26 +88,74 @@ struct RowPlan {
       out[1] = out[2] = 0;
       return;
     }
-    const int64_t unit = UnitAt(row);
+    Order(epoch);
+    const int64_t k = UnitAt(row);
     out[0] = epoch;
-    out[1] = unit;
-    out[2] = row - cum[unit];
+    out[1] = k;
+    out[2] = row - cum_[k];
   }
 
-  // Rows [begin, end) of an epoch as pieces: (unit, first row in it, rows), in order.
-  void Pieces(int64_t begin, int64_t end, std::vector<int64_t>* units, std::vector<int64_t>* begins,
-              std::vector<int64_t>* counts) const {
+  // Rows [begin, end) of an epoch as pieces, in order: the unit, and its rows from `begins` on
+  // (`index` 0) or, shuffled, the `counts` rows listed at the address in `index`. The lists stay
+  // valid until the next call.
+  void Pieces(int64_t epoch, int64_t begin, int64_t end, std::vector<int64_t>* units, std::vector<int64_t>* begins,
+              std::vector<int64_t>* counts, std::vector<int64_t>* index) {
+    Order(epoch);
     units->clear();
     begins->clear();
     counts->clear();
-    for (int64_t k = UnitAt(begin); k < static_cast<int64_t>(unit_rows.size()) && cum[k] < end; ++k) {
-      const int64_t lo = std::max<int64_t>(begin - cum[k], 0), hi = std::min(end - cum[k], unit_rows[k]);
+    index->clear();
+    if (perms_.size() > kCachedPermutations) perms_.clear();
+    for (int64_t k = UnitAt(begin); k < static_cast<int64_t>(order_.size()) && cum_[k] < end; ++k) {
+      const int64_t unit = order_[k];
+      const int64_t lo = std::max<int64_t>(begin - cum_[k], 0), hi = std::min(end - cum_[k], unit_rows_[unit]);
       if (hi <= lo) continue;  // a unit of no rows
-      units->push_back(k);
-      begins->push_back(lo);
+      units->push_back(unit);
       counts->push_back(hi - lo);
+      if (shuffle) {
+        begins->push_back(0);
+        index->push_back(reinterpret_cast<int64_t>(Permutation(epoch, unit).data() + lo));
+      } else {
+        begins->push_back(lo);
+        index->push_back(0);
+      }
     }
   }
+
+ private:
+  static constexpr size_t kCachedPermutations = 16;
+
+  void Order(int64_t epoch) {
+    if (epoch == order_epoch_) return;
+    const int64_t units = static_cast<int64_t>(unit_rows_.size());
+    if (shuffle) {
+      order_ = NumpyPermutation({seed, static_cast<uint64_t>(epoch)}, units);
+    } else {
+      order_.resize(units);
+      for (int64_t k = 0; k < units; ++k) order_[k] = k;
+    }
+    cum_.assign(units + 1, 0);
+    for (int64_t k = 0; k < units; ++k) cum_[k + 1] = cum_[k] + unit_rows_[order_[k]];
+    order_epoch_ = epoch;
+  }
+
+  // The position in the epoch's order of the unit holding row `row` (the last starting at or before it).
+  int64_t UnitAt(int64_t row) const {
+    return static_cast<int64_t>(std::upper_bound(cum_.begin(), cum_.end(), row) - cum_.begin()) - 1;
+  }
+
+  const std::vector<int64_t>& Permutation(int64_t epoch, int64_t unit) {
+    auto found = perms_.find({epoch, unit});
+    if (found != perms_.end()) return found->second;
+    const std::vector<uint64_t> entropy{seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(unit), 1};
+    return perms_.emplace(std::make_pair(epoch, unit), NumpyPermutation(entropy, unit_rows_[unit])).first->second;
+  }
+
+  std::vector<int64_t> unit_rows_;
+  int64_t rows_per_epoch_ = 0;
+  int64_t order_epoch_ = -1;
+  std::vector<int64_t> order_, cum_;  // the epoch's units in order, and the rows before each (then all)
+  std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> perms_;  // (epoch, unit) -> its rows' order
 };
 
 // A shard memory-mapped read-only, after checking it is the file verified: the same size,

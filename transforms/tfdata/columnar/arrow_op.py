@@ -76,7 +76,7 @@ def _library():
 
 
 def arrow_op_batches(
-    source: ColumnarSource, pins: Sequence[ShardPin] | None, num_epochs: int | None, *, shuffle: bool
+    source: ColumnarSource, pins: Sequence[ShardPin] | None, num_epochs: int | None
 ) -> tuple[tf.data.Dataset | None, str]:
     """`(dataset of the flat batches source.read gives, "op")`, or `(None, why the op cannot read them)`.
 
@@ -95,8 +95,6 @@ def arrow_op_batches(
         return None, f"{source.shard_format} shards"
     if source.coo is None:
         return None, "CSR output (the op writes COO)"
-    if shuffle:
-        return None, "shuffled (the op reads in order)"
     library = _library()
     if library is None:
         return None, "the native kernels are not built"
@@ -115,7 +113,7 @@ def arrow_op_batches(
     start_epoch, start_row = source.plan.start
     settings = [
         source.plan.batch_size, int(source.plan.drop_remainder), -1 if num_epochs is None else int(num_epochs),
-        start_epoch, start_row, source.plan.fingerprint, MISSING_INT,
+        start_epoch, start_row, source.plan.fingerprint, MISSING_INT, int(source.plan.shuffle), source.plan.seed,
     ]
     attrs = dict(
         group_sizes=[len(g) for g in layout.groups],

@@ -95,7 +95,7 @@ def columnar_batches(
         pins=pins,
         balance=balance,
     )
-    raw, source.reader = arrow_op_batches(source, pins, batching.num_epochs, shuffle=shuffle)
+    raw, source.reader = arrow_op_batches(source, pins, batching.num_epochs)
     if raw is not None:
         return raw, _raw_batch(source, combiners, batching.static_rows, packed=False), source
     if shard_format == "arrow":
