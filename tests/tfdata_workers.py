@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from sparse_io.schema import FeatureSpec, Schema
 from transforms import InputState, make_dataset, make_log_dataset
+from transforms.tfdata.service import load_reader_ops
 
 RESUME_ARGS = dict(batch_size=16, shuffle=True, seed=9, num_epochs=2, output="ragged")
 
@@ -102,6 +103,7 @@ def service_worker(dispatcher_address: str, port: str) -> dict:
     port; static sharding needs the one the dispatcher lists. Workers learn
     of a new job at their heartbeat: a short one starts them together.
     """
+    load_reader_ops()  # the native Arrow dataset op, for datasets that read Arrow shards through it
     config = tf.data.experimental.service.WorkerConfig(
         dispatcher_address=dispatcher_address, port=int(port), heartbeat_interval_ms=50
     )

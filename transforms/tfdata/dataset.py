@@ -298,7 +298,8 @@ def make_dataset(
         out._sparseflow_parquet_source = source
     # transforms.distribute refuses Parquet and Arrow (their py_function lives only here) and counters, and
     # splitting by files where the files do not lead the pipeline or the shard is every n-th record.
-    return remember(out, fmt, {"dropped": dropped}, num_epochs=num_epochs, whole_files=whole_files)
+    reader = source.reader if fmt in COLUMNAR_FORMATS else ""
+    return remember(out, fmt, {"dropped": dropped}, num_epochs=num_epochs, whole_files=whole_files, reader=reader)
 
 
 def _schema_from_shard(path: str, shard_format: str) -> Schema:
