@@ -7,8 +7,10 @@ start= and positions. Each case first checks the op really read it, so a silent 
 Python reader fails here.
 """
 
+import contextlib
 import json
 import os
+import re
 import shutil
 
 import numpy as np
@@ -19,7 +21,6 @@ from tfdata_data import random_rows, write_arrow_shards
 
 from ops import _native
 from sparse_io.arrow_shards import ArrowShard
-from sparse_io.errors import CorruptFileError
 from sparse_io.manifest import commit_directory
 from transforms import InputState, make_dataset
 from transforms.tfdata.columnar.arrow_op import python_arrow_reader
@@ -221,14 +222,17 @@ def test_a_damaged_record_batch_is_refused_with_the_python_readers_message(shard
     directory = _copy(shards, tmp_path)
     path = os.path.join(directory, sorted(f for f in os.listdir(directory) if f.endswith(".arrow"))[0])
     _flip_a_price(path, 1)
-    with python_arrow_reader():
-        python = make_dataset(directory, 16, shuffle=False)
-    with pytest.raises(tf.errors.OpError) as python_error:
-        for _ in python:
-            pass
-    # The op's plan reads every record batch when the dataset is made: the damage is found then.
-    with pytest.raises(CorruptFileError) as op_error:
-        make_dataset(directory, 16, shuffle=False)
-    message = str(op_error.value)
-    assert "record batch 1: checksum" in message and "differs from the stored" in message
-    assert message in python_error.value.message
+    messages = []
+    for forced in (False, True):
+        with python_arrow_reader() if forced else contextlib.nullcontext():
+            ds = make_dataset(directory, 16, shuffle=False)  # nothing read yet: the damage is found at the read
+        assert _reader(ds).startswith("python") == forced
+        read = []
+        with pytest.raises(tf.errors.InvalidArgumentError) as refused:
+            for _, label in ds:
+                read += label.numpy().tolist()
+        assert read == list(range(16))  # the batch of record batch 0 only: the next reads record batch 1
+        messages.append(refused.value.message)
+    expected = re.escape(path) + r": record batch 1: checksum [0-9a-f]{8} differs from the stored [0-9a-f]{8}"
+    found = [re.search(expected, m) for m in messages]
+    assert all(found) and found[0].group(0) == found[1].group(0)

@@ -31,6 +31,16 @@ enum ArrowDenseField {
   kArrowDenseFields = 4,
 };
 
+// What a kernel's negative return means, as the Python reader words it (`native_batch._ERRORS`).
+inline const char* ArrowKernelError(int64_t code) {
+  switch (code) {
+    case -1: return "a row outside the column";
+    case -2: return "offsets that decrease or pass the end of its ids";
+    case -3: return "no room";
+    default: return "unknown error";
+  }
+}
+
 }  // namespace sparseflow
 
 #define SPARSEFLOW_ARROW_EXPORT __attribute__((visibility("default")))

@@ -2,18 +2,19 @@
 // `transforms.tfdata.columnar` (its `BatchLayout`, COO groups), with no Python in the graph.
 //
 // What is done once per dataset stays in Python, at graph construction
-// (`transforms.tfdata.columnar.arrow_op`): the shards opened, every record batch's checksum checked,
-// and each unit's column buffers described by their byte offsets in the file. The op maps each shard
-// when its first unit is read (checking it is still the file verified), turns the offsets into
-// addresses and writes each batch with the kernels the Python reader calls (arrow_batch_kernels.h),
-// so both read a unit alike. The plan is the op's inputs, so the dataset serialises (the tf.data
+// (`transforms.tfdata.columnar.arrow_op`): the shards opened, and each unit's column buffers and
+// checksummed bytes described by their byte offsets in the file. The op maps each shard when its
+// first unit is read (checking it is still the file verified), checks each unit's checksum at its
+// first read, turns the offsets into addresses and writes each batch with the kernels the Python
+// reader calls (arrow_batch_kernels.h), so both read a unit alike. The op itself is declared in
+// arrow_dataset_registration.cc. The plan is the op's inputs, so the dataset serialises (the tf.data
 // service runs it) and its iterator's state is the next batch's number.
 //
 // Element: per group of F features, row_ids int32, col_ids (int64 or int32), gains float32 and the
 // entries per feature int64 [F]; per dense block of D columns its [D * n] values; the label [n];
 // the rows int64 [1]; the position after the batch int64 [4].
 
-#include <cmath>
+#include <cstdio>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -22,10 +23,10 @@
 
 #include "arrow_batch_kernels.h"
 #include "arrow_dataset_plan.h"
+#include "arrow_plan_check.h"
 #include "tensorflow/core/framework/dataset.h"
-#include "tensorflow/core/framework/op.h"
-#include "tensorflow/core/framework/common_shape_fns.h"
-#include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "xla/tsl/lib/hash/crc32c.h"
 
 namespace sparseflow {
 namespace {
@@ -44,20 +45,6 @@ using tf::Tensor;
 enum Setting {
   kBatchSize, kDropRemainder, kNumEpochs, kStartEpoch, kStartRow, kFingerprint, kMissingInt, kShuffle, kSeed, kSettings
 };
-
-const char* KernelError(int64_t code) {
-  switch (code) {
-    case -1: return "a row outside the column";
-    case -2: return "offsets that decrease or pass the end of its ids";
-    case -3: return "no room";
-    default: return "unknown error";
-  }
-}
-
-// Whether [offset, offset + bytes) lies in a file of `size` bytes.
-bool Inside(int64_t offset, int64_t bytes, int64_t size) {
-  return offset >= 0 && bytes >= 0 && offset <= size && bytes <= size - offset;
-}
 
 class ArrowDataset : public DatasetBase {
  public:
@@ -90,7 +77,7 @@ class ArrowDataset : public DatasetBase {
 
   // The inputs, in the op's order.
   enum Input { kFilesInput, kIdentitiesInput, kUnitsInput, kListsInput, kWeightsInput, kDenseInput, kNamesInput,
-               kSettingsInput, kInputs };
+               kChecksInput, kSpansInput, kSettingsInput, kInputs };
 
   std::unique_ptr<tf::IteratorBase> MakeIteratorInternal(const std::string& prefix) const override;
   const tf::DataTypeVector& output_dtypes() const override { return types_; }
@@ -151,7 +138,8 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
   explicit Iterator(const Params& params)
       : tf::DatasetIterator<ArrowDataset>(params),
         plan_(dataset()->plan()),
-        shards_(dataset()->input(kFilesInput).NumElements()) {}
+        shards_(dataset()->input(kFilesInput).NumElements()),
+        verified_(dataset()->input(kUnitsInput).dim_size(0), false) {}
 
   absl::Status GetNextInternal(IteratorContext* ctx, std::vector<Tensor>* out, bool* end_of_sequence) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -163,7 +151,10 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
       return absl::OkStatus();
     }
     plan_.Pieces(epoch, begin, end, &units_, &begins_, &counts_, &index_);
-    for (int64_t unit : units_) TF_RETURN_IF_ERROR(MapUnit(unit));
+    for (int64_t unit : units_) {
+      TF_RETURN_IF_ERROR(MapUnit(unit));
+      if (!verified_[unit]) TF_RETURN_IF_ERROR(Verify(unit));
+    }
     const int64_t n = end - begin;
     const auto& types = d.output_dtypes();
     int64_t column = 0;  // the first descriptor (of lists, then of dense columns) of the current call
@@ -268,6 +259,30 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
     return absl::OkStatus();
   }
 
+  // The unit's record batch against its checksum (what `ArrowShard.read_unit` checks at its first
+  // read of a batch), with that reader's message: the CRC-32C of the batch's buffers, extended from
+  // the CRC of its metadata, must be the one stored.
+  absl::Status Verify(int64_t unit) {
+    const auto checks = dataset()->input(kChecksInput).matrix<int64_t>();
+    const auto spans = dataset()->input(kSpansInput).matrix<int64_t>();
+    const auto units = dataset()->input(kUnitsInput).matrix<int64_t>();
+    const uint8_t* base = shards_[units(unit, 0)]->base();
+    uint32_t crc = static_cast<uint32_t>(checks(unit, 1));
+    for (int64_t s = checks(unit, 2); s < checks(unit, 2) + checks(unit, 3); ++s) {
+      crc = tsl::crc32c::Extend(crc, reinterpret_cast<const char*>(base + spans(s, 0)), spans(s, 1));
+    }
+    if (crc != static_cast<uint32_t>(checks(unit, 0))) {
+      char found[9], stored[9];
+      std::snprintf(found, sizeof(found), "%08x", crc);
+      std::snprintf(stored, sizeof(stored), "%08x", static_cast<uint32_t>(checks(unit, 0)));
+      return absl::InvalidArgumentError(std::string(dataset()->input(kFilesInput).flat<tf::tstring>()(units(unit, 0))) +
+                                        ": record batch " + std::to_string(units(unit, 1)) + ": checksum " + found +
+                                        " differs from the stored " + stored);
+    }
+    verified_[unit] = true;
+    return absl::OkStatus();
+  }
+
   // The descriptors of `count` columns from `first`, for every piece, with the file offsets at
   // `addresses` turned into addresses of the mapped shard (an offset 0 is "none" and stays 0).
   void Describe(int input, int64_t first, int64_t count, int64_t fields, std::initializer_list<int> addresses) {
@@ -306,13 +321,14 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
                               " record batch " + std::to_string(units(unit, 1));
     const std::string name(dataset()->input(kNamesInput).flat<tf::tstring>()(column));
     return absl::InvalidArgumentError(where + ": column '" + name + "' row " + std::to_string(error_[2]) + ": " +
-                                      KernelError(error_[0]));
+                                      ArrowKernelError(error_[0]));
   }
 
   std::mutex mu_;
   RowPlan plan_;  // the dataset's, with this iterator's seed and cached orders
   int64_t next_ = 0;
   std::vector<std::unique_ptr<MappedShard>> shards_;
+  std::vector<bool> verified_;  // per unit: its checksum checked by this iterator
   std::vector<int64_t> units_, begins_, counts_, index_, descriptors_;
   std::vector<float> weights_;
   int64_t error_[3] = {0, 0, 0};
@@ -320,28 +336,6 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
 
 std::unique_ptr<tf::IteratorBase> ArrowDataset::MakeIteratorInternal(const std::string& prefix) const {
   return std::make_unique<Iterator>(Iterator::Params{this, prefix + "::SparseflowArrow"});
-}
-
-// Whether every buffer a unit's descriptors name lies inside its file; "" or the problem.
-std::string CheckBuffers(const int64_t* list, int64_t id_size, int64_t file_size) {
-  const int64_t rows = list[kArrowRows];
-  if (rows < 0 || (list[kArrowOffsetWidth] != 4 && list[kArrowOffsetWidth] != 8)) return "a bad list column";
-  if (!Inside(list[kArrowOffsets], (rows + 1) * list[kArrowOffsetWidth], file_size)) return "offsets past the file";
-  if (list[kArrowValidity] != 0 && !Inside(list[kArrowValidity], (list[kArrowValidityBit] + rows + 7) / 8, file_size))
-    return "a validity bitmap past the file";
-  if (!Inside(list[kArrowIds], list[kArrowIdsLength] * id_size, file_size)) return "ids past the file";
-  if (list[kArrowWeights] != 0 && !Inside(list[kArrowWeights], list[kArrowWeightsLength] * 4, file_size))
-    return "weights past the file";
-  return "";
-}
-
-std::string CheckDense(const int64_t* dense, int64_t item, int64_t file_size) {
-  const int64_t rows = dense[kArrowDenseRows];
-  if (rows < 0 || !Inside(dense[kArrowValues], rows * item, file_size)) return "values past the file";
-  if (dense[kArrowDenseValidity] != 0 &&
-      !Inside(dense[kArrowDenseValidity], (dense[kArrowDenseValidityBit] + rows + 7) / 8, file_size))
-    return "a validity bitmap past the file";
-  return "";
 }
 
 class ArrowDatasetOp : public tf::DatasetOpKernel {
@@ -388,43 +382,34 @@ class ArrowDatasetOp : public tf::DatasetOpKernel {
     if (!shaped(D::kFilesInput, {files}) || !shaped(D::kIdentitiesInput, {files, 3}) ||
         !shaped(D::kListsInput, {units, lists, kArrowListFields}) || !shaped(D::kWeightsInput, {units, lists}) ||
         !shaped(D::kDenseInput, {units, dense, kArrowDenseFields}) || !shaped(D::kNamesInput, {lists + dense}) ||
-        !shaped(D::kSettingsInput, {kSettings}))
+        !shaped(D::kSettingsInput, {kSettings}) || !shaped(D::kChecksInput, {units, 4}) ||
+        in[D::kSpansInput].dims() != 2 || in[D::kSpansInput].dim_size(1) != 2)
       return absl::InvalidArgumentError("SparseflowArrowDataset: the plan's tensors do not match its attributes");
     const auto settings = in[D::kSettingsInput].vec<int64_t>();
     if (settings(kBatchSize) <= 0 || settings(kStartEpoch) < 0 || settings(kStartRow) < 0)
       return absl::InvalidArgumentError("SparseflowArrowDataset: a bad batch size or start");
     const auto unit_table = in[D::kUnitsInput].matrix<int64_t>();
     const auto identities = in[D::kIdentitiesInput].matrix<int64_t>();
-    const int64_t* list = in[D::kListsInput].flat<int64_t>().data();
-    const int64_t* columns = in[D::kDenseInput].flat<int64_t>().data();
+    std::vector<int64_t> id_sizes, dense_items;
+    for (size_t g = 0; g < group_sizes_.size(); ++g) id_sizes.push_back(tf::DataTypeSize(types_[4 * g + 1]));
+    for (size_t b = 0; b < block_sizes_.size(); ++b) {
+      dense_items.insert(dense_items.end(), block_sizes_[b], tf::DataTypeSize(types_[4 * group_sizes_.size() + b]));
+    }
+    if (has_label_) dense_items.push_back(tf::DataTypeSize(types_[outputs - 3]));
     for (int64_t u = 0; u < units; ++u) {
       const int64_t file = unit_table(u, 0);
       if (file < 0 || file >= files || unit_table(u, 2) < 0)
         return absl::InvalidArgumentError("SparseflowArrowDataset: a unit of no file");
-      const int64_t size = identities(file, 0);
-      int64_t f = 0;
-      for (size_t g = 0; g < group_sizes_.size(); ++g) {
-        const int64_t id_size = tf::DataTypeSize(types_[4 * g + 1]);
-        for (int64_t k = 0; k < group_sizes_[g]; ++k, ++f) {
-          const int64_t* descriptor = list + (u * lists + f) * kArrowListFields;
-          std::string problem = CheckBuffers(descriptor, id_size, size);
-          // One offset width per group (the kernels take one per call).
-          const int64_t* first = list + (f - k) * kArrowListFields;  // unit 0's
-          if (problem.empty() && descriptor[kArrowOffsetWidth] != first[kArrowOffsetWidth])
-            problem = "offset widths that differ within a group";
-          if (!problem.empty()) return Refusal(in, u, f, problem);
-        }
-      }
-      int64_t c = 0, output = 4 * group_sizes_.size();
-      std::vector<int64_t> blocks = block_sizes_;
-      if (has_label_) blocks.push_back(1);
-      for (int64_t count : blocks) {
-        const int64_t item = tf::DataTypeSize(types_[output++]);
-        for (int64_t k = 0; k < count; ++k, ++c) {
-          const std::string problem = CheckDense(columns + (u * dense + c) * kArrowDenseFields, item, size);
-          if (!problem.empty()) return Refusal(in, u, lists + c, problem);
-        }
-      }
+      const UnitPlan unit{in[D::kListsInput].flat<int64_t>().data() + u * lists * kArrowListFields,
+                          in[D::kDenseInput].flat<int64_t>().data() + u * dense * kArrowDenseFields,
+                          in[D::kListsInput].flat<int64_t>().data(),
+                          in[D::kChecksInput].flat<int64_t>().data() + u * 4,
+                          in[D::kSpansInput].flat<int64_t>().data(),
+                          in[D::kSpansInput].dim_size(0),
+                          identities(file, 0)};
+      int64_t column;
+      const std::string problem = CheckUnit(unit, group_sizes_, id_sizes, dense_items, &column);
+      if (!problem.empty()) return Refusal(in, u, column, problem);
     }
     return absl::OkStatus();
   }
@@ -433,8 +418,9 @@ class ArrowDatasetOp : public tf::DatasetOpKernel {
     const auto units = in[ArrowDataset::kUnitsInput].matrix<int64_t>();
     return absl::InvalidArgumentError(
         std::string(in[ArrowDataset::kFilesInput].flat<tf::tstring>()(units(unit, 0))) + " record batch " +
-        std::to_string(units(unit, 1)) + ": column '" +
-        std::string(in[ArrowDataset::kNamesInput].flat<tf::tstring>()(column)) + "': the plan names " + what);
+        std::to_string(units(unit, 1)) +
+        (column < 0 ? "" : ": column '" + std::string(in[ArrowDataset::kNamesInput].flat<tf::tstring>()(column)) + "'") +
+        ": the plan names " + what);
   }
 
   std::vector<int64_t> group_sizes_, combiners_, block_sizes_;
@@ -442,25 +428,6 @@ class ArrowDatasetOp : public tf::DatasetOpKernel {
   tf::DataTypeVector types_;
   std::vector<tf::PartialTensorShape> shapes_;
 };
-
-REGISTER_OP("SparseflowArrowDataset")
-    .Input("files: string")
-    .Input("identities: int64")
-    .Input("units: int64")
-    .Input("lists: int64")
-    .Input("shared_weights: float")
-    .Input("dense: int64")
-    .Input("names: string")
-    .Input("settings: int64")
-    .Output("handle: variant")
-    .Attr("group_sizes: list(int) >= 0")
-    .Attr("group_combiners: list(int) >= 0")
-    .Attr("block_sizes: list(int) >= 0")
-    .Attr("has_label: bool")
-    .Attr("output_types: list(type) >= 1")
-    .Attr("output_shapes: list(shape) >= 1")
-    .SetIsStateful()  // a source dataset: not constant-folded
-    .SetShapeFn(tf::shape_inference::ScalarShape);
 
 REGISTER_KERNEL_BUILDER(Name("SparseflowArrowDataset").Device(tf::DEVICE_CPU), ArrowDatasetOp);
 

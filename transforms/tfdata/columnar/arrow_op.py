@@ -6,15 +6,17 @@ order, the op (ops/native/arrow_dataset_op.cc) reads the same batches
 natively: what is done once per dataset is done here, when the dataset is
 made, and handed to the op as constant tensors:
 
-* every unit (record-batch slice) of the worker is read once through
-  `ArrowShard`, which checks its CRC-32C and validates it, as the Python
-  reader does on its first read of each record batch;
+* every unit (record-batch slice) of the worker is opened through
+  `ArrowShard` (its rows and structure checked, none of its bytes read);
 * each unit's columns are described as `native_batch.unit_buffers` does,
-  but by their byte offsets in the file instead of addresses;
+  but by their byte offsets in the file instead of addresses, and so is
+  what its record batch's CRC-32C covers (`ArrowShard.checksum_parts`);
 * each file's identity (size, mtime_ns, inode) as pinned when verified.
 
 The op maps each shard when it first reads from it (refusing a file that is
-no longer the one verified, with `ShardPin`'s message), and writes each
+no longer the one verified, with `ShardPin`'s message), checks each unit's
+checksum at its first read by an iterator (refusing a damaged one with the
+Python reader's message), and writes each
 batch with the kernels the Python reader calls, into the flat list
 `BatchLayout` describes, so the graph after it is the same. Its iterator
 state is the next batch's number: `tf.train.Checkpoint` saves it, and the
@@ -30,6 +32,7 @@ reader raises or casts), or no native library.
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from collections.abc import Sequence
 
@@ -48,6 +51,7 @@ __all__ = ["arrow_op_batches", "python_arrow_reader"]
 _COMBINERS = {"sum": 0, "mean": 1, "sqrtn": 2}  # coo_rows.h
 _LIST_ADDRESSES = ((0, None), (3, None), (5, 6), (7, 8))  # (address field, its length field) of a list descriptor
 _DENSE_ADDRESSES = ((0, 1), (2, None))
+_HEX = re.compile("[0-9a-f]{8}")
 _scope = threading.local()
 
 
@@ -159,6 +163,8 @@ def _plan(source: ColumnarSource, pins: Sequence[ShardPin] | None) -> dict[str, 
     lists = np.zeros((len(source.units), len(sparse), 9), np.int64)
     shared = np.ones((len(source.units), len(sparse)), np.float32)
     columns = np.zeros((len(source.units), len(dense), 4), np.int64)
+    checks = np.zeros((len(source.units), 4), np.int64)
+    spans: list[tuple[int, int]] = []
     handles: dict[int, tuple] = {}
     try:
         for u, unit in enumerate(source.units):
@@ -168,7 +174,15 @@ def _plan(source: ColumnarSource, pins: Sequence[ShardPin] | None) -> dict[str, 
             shard, mapped = handles[unit.file]
             if mapped is None:
                 raise _Unreadable(f"{files[unit.file]}: not memory-mapped")
-            table = shard.read_unit(unit.row_group, read_names)  # the record batch's checksum, checked
+            stored, initial, buffers_at = shard.checksum_parts(unit.row_group)
+            if not _HEX.fullmatch(stored):
+                shard.read_unit(unit.row_group)  # checked here: raises the Python reader's error
+            checks[u] = (int(stored, 16), initial, len(spans), len(buffers_at))
+            for address, size in buffers_at:
+                if not (mapped[0] <= address and address + size <= mapped[0] + mapped[1]):
+                    raise _Unreadable(f"{files[unit.file]}: record batch {unit.row_group} is compressed")
+                spans.append((address - mapped[0], size))
+            table = shard.read_unit(unit.row_group, read_names, defer_checksum=True)  # the op checks it
             if unit.start or unit.stop != table.num_rows:
                 table = table.slice(unit.start, unit.stop - unit.start)
             where = f"{files[unit.file]} record batch {unit.row_group}"
@@ -201,6 +215,8 @@ def _plan(source: ColumnarSource, pins: Sequence[ShardPin] | None) -> dict[str, 
         "shared_weights": shared,
         "dense": columns,
         "names": np.array([c.name for c in sparse] + [c.name for c, _ in dense], dtype=object),
+        "checks": checks,
+        "spans": np.array(spans, np.int64).reshape(-1, 2),
     }
 
 
