@@ -47,7 +47,8 @@ def resume(parquet_dir: str, tfrecord_dir: str, work_dir: str) -> dict:
 
 
 # Every reading path x shuffle and seed that a checkpoint must restore exactly.
-CHECKPOINT_PATHS = ("parquet", "tfrecord", "arrow", "logs")
+# "arrow" reads CSR (the Python reader); "arrow_op" the same shards as COO (the native Arrow op).
+CHECKPOINT_PATHS = ("parquet", "tfrecord", "arrow", "arrow_op", "logs")
 CHECKPOINT_CASES = {"unseeded": dict(shuffle=True, seed=None), "seeded": dict(shuffle=True, seed=5),
                     "ordered": dict(shuffle=False, seed=None)}
 CHECKPOINT_TAKEN = 5  # batches read before saving: mid-epoch (15 batches of 8 per epoch)
@@ -60,6 +61,8 @@ def checkpoint_dataset(data_dir: str, path: str, case: str) -> tf.data.Dataset:
     if path == "logs":
         return make_log_dataset(os.path.join(data_dir, "logs"), "tsv", 8, schema=LOG_SCHEMA, shuffle_buffer=16,
                                 **args)
+    if path == "arrow_op":
+        return make_dataset(os.path.join(data_dir, "arrow"), 8, **{**args, "output": "coo"})
     return make_dataset(os.path.join(data_dir, path), 8, shuffle_buffer=16, **args)
 
 
