@@ -236,3 +236,21 @@ def test_a_damaged_record_batch_is_refused_with_the_python_readers_message(shard
     expected = re.escape(path) + r": record batch 1: checksum [0-9a-f]{8} differs from the stored [0-9a-f]{8}"
     found = [re.search(expected, m) for m in messages]
     assert all(found) and found[0].group(0) == found[1].group(0)
+
+
+def test_the_real_criteo_sample_reads_alike_through_the_op_and_the_python_reader(criteo_data_dir, tmp_path):
+    from transforms.testing import ingest_in_memory
+
+    lines = []
+    for path in sorted(criteo_data_dir.glob("criteo_paddlerec*.tsv")):
+        lines += [line for line in path.read_text().splitlines() if line]
+    directory = str(tmp_path / "criteo")
+    config = {
+        "input": {"format": "criteo"},
+        "features": {"C*": {"hash_buckets": 1000}},
+        "output": {"format": "arrow", "num_shards": 2, "row_group_size": 64},
+    }
+    ingest_in_memory(lines, config, output_dir=directory)
+    for args in (dict(shuffle=False, combiner="mean"), dict(shuffle=True, seed=7, num_epochs=2, drop_remainder=True)):
+        op, python = _both(directory, batch_size=48, **args)
+        assert _assert_same(op, python) >= 6
