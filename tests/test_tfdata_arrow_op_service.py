@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from test_tfdata_arrow_op import ROWS, _flat, _reader, _write
-from test_tfdata_service import _cluster, needs_proc
+from test_tfdata_service import _cluster, _labels, _producers, _read_per_worker, needs_proc
+from tfdata_data import random_rows, write_arrow_shards
 
 from ops import _native
 from transforms import distribute, make_dataset
@@ -46,11 +47,22 @@ def test_an_op_dataset_arrives_whole_through_the_service(shards, service, mode):
             np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("mode", ["distributed_epoch", POLICY.DYNAMIC, POLICY.FILE])
-def test_splitting_an_op_dataset_by_files_is_refused_naming_the_alternative(shards, service, mode):
+@pytest.mark.parametrize("mode", [POLICY.FILE, POLICY.FILE_OR_DATA])
+def test_static_file_sharding_of_an_op_dataset_is_refused_naming_the_alternatives(shards, service, mode):
     ds = make_dataset(shards, 16, shuffle=False, num_epochs=1)
-    with pytest.raises(ValueError, match=r"splits by files, which the native Arrow op does not offer.*DATA"):
+    with pytest.raises(ValueError, match=r"shards by files statically.*native Arrow op.*'distributed_epoch'"):
         distribute(ds, service, processing_mode=mode)
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_distributed_epoch_hands_out_units_one_worker_reads_every_row_once(shards, service, shuffle):
+    ds = make_dataset(shards, 16, shuffle=shuffle, seed=4, num_epochs=1, return_position=True)
+    labels = []
+    for _, label, _ in distribute(ds, service, processing_mode="distributed_epoch"):
+        labels += label.numpy().tolist()
+    assert sorted(labels) == list(range(len(ROWS)))
+    if not shuffle:  # one worker takes the units in order: the rows in order
+        assert labels == list(range(len(ROWS)))
 
 
 @needs_proc
@@ -67,3 +79,21 @@ def test_worker_processes_read_every_row_once_sharding_by_data(shards):
             per_worker.setdefault(int(pid), []).extend(label.numpy().tolist())
     assert sorted(r for got in per_worker.values() for r in got) == list(range(len(ROWS)))
     assert set(per_worker) == set(pids) and os.getpid() not in per_worker
+
+
+@needs_proc
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_distributed_epoch_splits_an_arrow_epoch_by_units_between_worker_processes(tmp_path_factory, shuffle):
+    files, rows_per_file, unit = 16, 300, 100
+    directory = str(tmp_path_factory.mktemp("arrow_split"))
+    write_arrow_shards(directory, random_rows(files * rows_per_file, seed=5), files, unit)
+    ds = make_dataset(directory, 16, shuffle=shuffle, seed=3, num_epochs=1)
+    assert _reader(ds) == "op"
+    with _cluster(2) as (target, pids):
+        per_worker = _read_per_worker(distribute(_producers(ds, _labels), target, processing_mode="distributed_epoch"))
+    assert sorted(r for got in per_worker.values() for r in got) == list(range(files * rows_per_file))
+    units = {pid: {r // unit for r in got} for pid, got in per_worker.items()}  # record batches of 100 rows
+    # Both worker processes read, and each unit was read whole by one of them.
+    assert set(units) == set(pids), (units, pids)
+    assert all(units.values())
+    assert not units[pids[0]] & units[pids[1]], units

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "arrow_batch_kernels.h"
+#include "arrow_dataset.h"
 #include "arrow_dataset_plan.h"
 #include "arrow_plan_check.h"
 #include "tensorflow/core/framework/dataset.h"
@@ -29,109 +30,7 @@
 #include "xla/tsl/lib/hash/crc32c.h"
 
 namespace sparseflow {
-namespace {
-
-// TensorFlow's names and tf.data's, under one prefix.
-namespace tf {
-using namespace ::tensorflow;        // NOLINT
-using namespace ::tensorflow::data;  // NOLINT
-}  // namespace tf
-using tf::DatasetBase;
-using tf::IteratorContext;
-using tf::Tensor;
-
-// settings: batch_size, drop_remainder, num_epochs (negative: endless), start_epoch, start_row,
-// fingerprint, the int64 a missing integer reads as, shuffle, seed.
-enum Setting {
-  kBatchSize, kDropRemainder, kNumEpochs, kStartEpoch, kStartRow, kFingerprint, kMissingInt, kShuffle, kSeed, kSettings
-};
-
-class ArrowDataset : public DatasetBase {
- public:
-  ArrowDataset(tf::OpKernelContext* ctx, std::vector<Tensor> inputs, std::vector<int64_t> group_sizes,
-               std::vector<int64_t> combiners, std::vector<int64_t> block_sizes, bool has_label,
-               tf::DataTypeVector types, std::vector<tf::PartialTensorShape> shapes)
-      : DatasetBase(tf::DatasetContext(ctx)),
-        inputs_(std::move(inputs)),
-        group_sizes_(std::move(group_sizes)),
-        combiners_(std::move(combiners)),
-        block_sizes_(std::move(block_sizes)),
-        has_label_(has_label),
-        types_(std::move(types)),
-        shapes_(std::move(shapes)) {
-    const auto settings = inputs_[kSettingsInput].vec<int64_t>();
-    plan_.batch_size = settings(kBatchSize);
-    plan_.drop_remainder = settings(kDropRemainder) != 0;
-    plan_.start_epoch = settings(kStartEpoch);
-    plan_.start_row = settings(kStartRow);
-    plan_.fingerprint = settings(kFingerprint);
-    plan_.shuffle = settings(kShuffle) != 0;
-    plan_.seed = static_cast<uint64_t>(settings(kSeed));
-    num_epochs_ = settings(kNumEpochs);
-    missing_int_ = settings(kMissingInt);
-    const auto units = inputs_[kUnitsInput].matrix<int64_t>();
-    std::vector<int64_t> rows(units.dimension(0));
-    for (size_t k = 0; k < rows.size(); ++k) rows[k] = units(k, 2);
-    plan_.SetUnits(std::move(rows));
-  }
-
-  // The inputs, in the op's order.
-  enum Input { kFilesInput, kIdentitiesInput, kUnitsInput, kListsInput, kWeightsInput, kDenseInput, kNamesInput,
-               kChecksInput, kSpansInput, kSettingsInput, kInputs };
-
-  std::unique_ptr<tf::IteratorBase> MakeIteratorInternal(const std::string& prefix) const override;
-  const tf::DataTypeVector& output_dtypes() const override { return types_; }
-  const std::vector<tf::PartialTensorShape>& output_shapes() const override { return shapes_; }
-  std::string DebugString() const override { return "SparseflowArrowDatasetOp::Dataset"; }
-  int64_t CardinalityInternal(tf::CardinalityOptions) const override {
-    const int64_t n = plan_.NumBatches(num_epochs_);
-    return n < 0 ? tf::data::kInfiniteCardinality : n;
-  }
-  absl::Status InputDatasets(std::vector<const DatasetBase*>* inputs) const override {
-    inputs->clear();
-    return absl::OkStatus();
-  }
-  absl::Status CheckExternalState() const override { return absl::OkStatus(); }
-
-  const RowPlan& plan() const { return plan_; }
-  int64_t num_epochs() const { return num_epochs_; }
-  const Tensor& input(int k) const { return inputs_[k]; }
-  const std::vector<int64_t>& group_sizes() const { return group_sizes_; }
-  const std::vector<int64_t>& combiners() const { return combiners_; }
-  const std::vector<int64_t>& block_sizes() const { return block_sizes_; }
-  bool has_label() const { return has_label_; }
-  int64_t missing_int() const { return missing_int_; }
-
- protected:
-  absl::Status AsGraphDefInternal(tf::SerializationContext*, DatasetGraphDefBuilder* b,
-                                  tf::Node** output) const override {
-    std::vector<tf::Node*> nodes(kInputs);
-    for (int k = 0; k < kInputs; ++k) TF_RETURN_IF_ERROR(b->AddTensor(inputs_[k], &nodes[k]));
-    auto list = [&](const std::vector<int64_t>& values) {
-      tf::AttrValue value;
-      for (int64_t v : values) value.mutable_list()->add_i(v);
-      return value;
-    };
-    tf::AttrValue label;
-    label.set_b(has_label_);
-    return b->AddDataset(this, nodes,
-                         {{"group_sizes", list(group_sizes_)}, {"group_combiners", list(combiners_)},
-                          {"block_sizes", list(block_sizes_)}, {"has_label", label}},
-                         output);
-  }
-
- private:
-  class Iterator;
-
-  const std::vector<Tensor> inputs_;
-  const std::vector<int64_t> group_sizes_, combiners_, block_sizes_;
-  const bool has_label_;
-  const tf::DataTypeVector types_;
-  const std::vector<tf::PartialTensorShape> shapes_;
-  RowPlan plan_;
-  int64_t num_epochs_ = -1;
-  int64_t missing_int_ = 0;
-};
+namespace arrow_dataset {
 
 class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
  public:
@@ -141,16 +40,27 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
         shards_(dataset()->input(kFilesInput).NumElements()),
         verified_(dataset()->input(kUnitsInput).dim_size(0), false) {}
 
+  absl::Status Initialize(IteratorContext* ctx) override {
+    if (ctx->split_providers().size() > 1) return absl::InvalidArgumentError("SparseflowArrowDataset: one split provider");
+    if (!ctx->split_providers().empty()) splits_ = ctx->split_providers()[0];
+    return absl::OkStatus();
+  }
+
   absl::Status GetNextInternal(IteratorContext* ctx, std::vector<Tensor>* out, bool* end_of_sequence) override {
     std::lock_guard<std::mutex> lock(mu_);
     const ArrowDataset& d = *dataset();
-    const int64_t total = plan_.NumBatches(d.num_epochs());
-    int64_t epoch, begin, end;
-    if ((total >= 0 && next_ >= total) || !plan_.Locate(next_, &epoch, &begin, &end)) {
-      *end_of_sequence = true;
-      return absl::OkStatus();
+    int64_t epoch = 0, begin = 0, end = 0;
+    if (splits_ != nullptr) {
+      TF_RETURN_IF_ERROR(TakeSplits(&end, end_of_sequence));
+      if (*end_of_sequence) return absl::OkStatus();
+    } else {
+      const int64_t total = plan_.NumBatches(d.num_epochs());
+      if ((total >= 0 && next_ >= total) || !plan_.Locate(next_, &epoch, &begin, &end)) {
+        *end_of_sequence = true;
+        return absl::OkStatus();
+      }
+      plan_.Pieces(epoch, begin, end, &units_, &begins_, &counts_, &index_);
     }
-    plan_.Pieces(epoch, begin, end, &units_, &begins_, &counts_, &index_);
     for (int64_t unit : units_) {
       TF_RETURN_IF_ERROR(MapUnit(unit));
       if (!verified_[unit]) TF_RETURN_IF_ERROR(Verify(unit));
@@ -214,7 +124,12 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
     }
     Tensor rows(ctx->allocator({}), tf::DT_INT64, {1}), position(ctx->allocator({}), tf::DT_INT64, {4});
     rows.flat<int64_t>()(0) = n;
-    plan_.Position(epoch, end, position.flat<int64_t>().data());
+    if (splits_ == nullptr) {
+      plan_.Position(epoch, end, position.flat<int64_t>().data());
+    } else {  // where this worker is in the unit it reads: not a position the plan resumes at
+      auto p = position.flat<int64_t>();
+      p(0) = 0, p(1) = split_, p(2) = unit_row_, p(3) = plan_.fingerprint;
+    }
     out->push_back(std::move(rows));
     out->push_back(std::move(position));
     ++next_;
@@ -229,6 +144,10 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
 
   absl::Status SaveInternal(tf::SerializationContext*, tf::IteratorStateWriter* writer) override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (splits_ != nullptr) {
+      return absl::FailedPreconditionError(
+          "SparseflowArrowDataset: an iterator reading units handed out by the tf.data service is not saved");
+    }
     // The seed too: a shuffled dataset made again draws another where the user gave none.
     TF_RETURN_IF_ERROR(writer->WriteScalar(prefix(), "seed", static_cast<int64_t>(plan_.seed)));
     TF_RETURN_IF_ERROR(writer->WriteScalar(prefix(), "fingerprint", plan_.fingerprint));
@@ -246,6 +165,38 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
 
  private:
   int64_t Pieces() const { return static_cast<int64_t>(units_.size()); }
+
+  // The next batch's rows from the units the split provider hands out, read on from where the last
+  // batch stopped: `*rows` of them; the end once no unit is left (or only a remainder to drop).
+  absl::Status TakeSplits(int64_t* rows, bool* end_of_sequence) {
+    units_.clear();
+    begins_.clear();
+    counts_.clear();
+    index_.clear();
+    plan_.TrimPermutations();
+    int64_t want = plan_.batch_size;
+    while (want > 0) {
+      if (unit_ < 0 || unit_row_ >= plan_.UnitRows(unit_)) {
+        if (splits_done_) break;
+        Tensor split;
+        TF_RETURN_IF_ERROR(splits_->GetNext(&split, &splits_done_));
+        if (splits_done_) break;
+        split_ = split.scalar<int64_t>()();
+        if (split_ < 0 || split_ >= plan_.NumUnits())
+          return absl::InvalidArgumentError("SparseflowArrowDataset: a split names no unit");
+        unit_ = plan_.UnitOrder(0)[split_];
+        unit_row_ = 0;
+        continue;
+      }
+      units_.push_back(unit_);
+      const int64_t take = plan_.TakePiece(unit_, &unit_row_, want, &begins_, &index_);
+      counts_.push_back(take);
+      want -= take;
+    }
+    *rows = plan_.batch_size - want;
+    *end_of_sequence = *rows == 0 || (plan_.drop_remainder && want > 0);
+    return absl::OkStatus();
+  }
 
   absl::Status MapUnit(int64_t unit) {
     const int64_t file = dataset()->input(kUnitsInput).matrix<int64_t>()(unit, 0);
@@ -329,6 +280,11 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
   int64_t next_ = 0;
   std::vector<std::unique_ptr<MappedShard>> shards_;
   std::vector<bool> verified_;  // per unit: its checksum checked by this iterator
+  // Under the tf.data service's split by units: the provider, the unit being read (its index in
+  // the split order, and in the plan), the next row of it, and whether the provider ran out.
+  std::shared_ptr<tf::SplitProvider> splits_;
+  int64_t split_ = -1, unit_ = -1, unit_row_ = 0;
+  bool splits_done_ = false;
   std::vector<int64_t> units_, begins_, counts_, index_, descriptors_;
   std::vector<float> weights_;
   int64_t error_[3] = {0, 0, 0};
@@ -431,5 +387,5 @@ class ArrowDatasetOp : public tf::DatasetOpKernel {
 
 REGISTER_KERNEL_BUILDER(Name("SparseflowArrowDataset").Device(tf::DEVICE_CPU), ArrowDatasetOp);
 
-}  // namespace
+}  // namespace arrow_dataset
 }  // namespace sparseflow

@@ -122,6 +122,33 @@ class RowPlan {
     }
   }
 
+  // Units handed out one at a time (the tf.data service's split by units: `Take`): the next `want`
+  // rows from `unit` (epoch 0's rows, permuted when shuffling) from its row `*row` on, as one piece.
+  int64_t TakePiece(int64_t unit, int64_t* row, int64_t want, std::vector<int64_t>* begins,
+                    std::vector<int64_t>* index) {
+    const int64_t take = std::min(want, unit_rows_[unit] - *row);
+    if (shuffle) {
+      begins->push_back(0);
+      index->push_back(reinterpret_cast<int64_t>(Permutation(0, unit).data() + *row));
+    } else {
+      begins->push_back(*row);
+      index->push_back(0);
+    }
+    *row += take;
+    return take;
+  }
+  // Forgets the rows' orders cached past a few (a reader of handed-out units calls it per batch).
+  void TrimPermutations() {
+    if (perms_.size() > kCachedPermutations) perms_.clear();
+  }
+  int64_t UnitRows(int64_t unit) const { return unit_rows_[unit]; }
+  int64_t NumUnits() const { return static_cast<int64_t>(unit_rows_.size()); }
+  // Epoch `epoch`'s units in order.
+  const std::vector<int64_t>& UnitOrder(int64_t epoch) {
+    Order(epoch);
+    return order_;
+  }
+
  private:
   static constexpr size_t kCachedPermutations = 16;
 

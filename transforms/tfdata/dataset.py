@@ -7,7 +7,7 @@ Which reader runs depends on the shard format (docs/training_input.md has the fu
 | reader | Python (pyarrow in a `tf.py_function`)¹; Arrow as COO: an op³ | graph-native (parse_example) |
 | COO | numpy while the batch is assembled (`numpy_coo`) | `ops.convert_to_coo`, features grouped |
 | tf.data service (`distribute`) | Arrow read by the op³; else refused (a py_function) | yes, without `dropped` |
-| service split by files (`distributed_epoch`) | no (`ShardingPolicy.DATA` for the op) | with `num_epochs=1` |
+| service split by files (`distributed_epoch`) | the op³: by record batches, `num_epochs=1` | with `num_epochs=1` |
 | `tf.train.Checkpoint(iterator=...)` | yes | yes |
 | explicit `InputState` (`start=`, `return_position=`) | yes | no |
 | sharding² | whole files, else row ranges | whole files, else every n-th record |

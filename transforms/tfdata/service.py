@@ -201,12 +201,12 @@ def check_distributable(dataset: tf.data.Dataset, processing_mode="parallel_epoc
         sharing = None
     if sharing != "files":
         return
-    if any(record.reader == "op" for record in records):
+    static = processing_mode in (_POLICY.FILE, _POLICY.FILE_OR_DATA)
+    if static and any(record.reader == "op" for record in records):
         raise ValueError(
-            f"transforms.distribute: processing_mode={_shown(processing_mode)} splits by files, which the native "
-            "Arrow op does not offer; use ShardingPolicy.DATA (each batch once, every worker reading all; the "
-            "workers listed in DispatcherConfig.worker_addresses), or "
-            "run an input pipeline per worker with make_dataset(num_shards=..., index=...)"
+            f"transforms.distribute: processing_mode={_shown(processing_mode)} shards by files statically, which "
+            "tf.data cannot do for the native Arrow op (it knows only its own file readers); use "
+            "'distributed_epoch' (the op's record batches handed out one at a time) or ShardingPolicy.DATA"
         )
     for record in records:
         if record.num_epochs != 1:
@@ -280,10 +280,12 @@ def distribute(
 
     Arrow shards read by the native op (`make_dataset`'s default for COO
     output) run under the service where the workers have the op: a worker
-    process calls `load_reader_ops()` before it serves. The op offers no
-    split by files: "distributed_epoch", FILE and FILE_OR_DATA are refused
-    for it; `ShardingPolicy.DATA` gives each batch once (the workers listed
-    in `DispatcherConfig.worker_addresses`, as for FILE).
+    process calls `load_reader_ops()` before it serves. Under
+    "distributed_epoch" the dispatcher hands out the op's units (record-batch
+    slices, in the epoch's order) rather than files, and each worker batches
+    the rows of the units it gets (one partial batch per worker; positions
+    it yields do not resume a plan); FILE and FILE_OR_DATA are refused for
+    it (tf.data's static file sharding knows only its own readers).
 
     Args:
       dataset: a `make_dataset` dataset over TFRecord shards or over Arrow
@@ -301,8 +303,8 @@ def distribute(
       ValueError (one line): `dataset` reads Parquet shards, or Arrow shards
         the op does not read (their reader is a `tf.py_function` that exists
         only in this process; convert to Arrow, or use TFRecord shards or
-        `make_log_dataset`), or it reads Arrow shards through the op under a
-        mode that splits by files, or it updates a `bad_lines`,
+        `make_log_dataset`), or it reads Arrow shards through the op under
+        static file sharding (FILE, FILE_OR_DATA), or it updates a `bad_lines`,
         `padded_lines` or `dropped` counter (which would stay 0); or the
         mode splits by files and `dataset` was made with `num_epochs` other
         than 1, or its TFRecord input shard is every n-th record.
