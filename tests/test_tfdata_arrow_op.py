@@ -254,3 +254,20 @@ def test_the_real_criteo_sample_reads_alike_through_the_op_and_the_python_reader
     for args in (dict(shuffle=False, combiner="mean"), dict(shuffle=True, seed=7, num_epochs=2, drop_remainder=True)):
         op, python = _both(directory, batch_size=48, **args)
         assert _assert_same(op, python) >= 6
+
+
+def test_compressed_shards_fall_back_to_the_python_reader_saying_why(tmp_path):
+    from tfdata_data import SCHEMA, to_table
+
+    from sparse_io import shard_name, write_arrow_shard
+
+    directory = tmp_path / "lz4"
+    directory.mkdir()
+    write_arrow_shard(str(directory / shard_name(0, 1, ".arrow")), [to_table(ROWS)], SCHEMA, record_batch_size=50,
+                      compression="lz4")
+    SCHEMA.save(str(directory))
+    commit_directory(str(directory))
+    ds = make_dataset(str(directory), 16, shuffle=False)
+    assert _reader(ds).startswith("python (") and "compressed" in _reader(ds)
+    with python_arrow_reader():
+        assert _assert_same(ds, make_dataset(str(directory), 16, shuffle=False)) == 11
