@@ -1,9 +1,10 @@
 """Arrow shards read by a native dataset op (`SparseflowArrowDataset`): no Python in the input graph.
 
 The Python reader (`source._read_batches`: `range -> map(py_function)`)
-needs the process that built the dataset. For Arrow shards read as COO in
-order, the op (ops/native/arrow_dataset_op.cc) reads the same batches
-natively: what is done once per dataset is done here, when the dataset is
+needs the process that built the dataset. For Arrow shards read as COO,
+shuffled or not, the op (ops/native/arrow_dataset_op.cc) reads the same
+batches natively (the same rows in the same order: the shuffle is numpy's,
+reproduced in C++): what is done once per dataset is done here, when the dataset is
 made, and handed to the op as constant tensors:
 
 * every unit (record-batch slice) of the worker is opened through
@@ -24,9 +25,9 @@ dataset serialises (the tf.data service can run it where the library is
 loaded).
 
 `arrow_op_batches` says why it cannot read a dataset (the Python reader
-then does): shuffled, CSR output, a remote file, a unit whose columns the
-kernels cannot read (a cast, string ids, nulls in ids or labels: the Python
-reader raises or casts), or no native library.
+then does): CSR output, a remote file, compressed record batches, a unit
+whose columns the kernels cannot read (a cast, string ids, nulls in ids or
+labels: the Python reader raises or casts), or no native library.
 """
 
 from __future__ import annotations
@@ -60,6 +61,10 @@ def python_arrow_reader():
     """Within (this thread): `make_dataset` reads Arrow shards with the Python reader, never the op.
 
     The Python reader is the op's reference: tests compare the two, element by element.
+
+    Example:
+      >>> with python_arrow_reader():
+      ...     pass  # a make_dataset(...) over Arrow shards here reads them in Python
     """
     _scope.python = getattr(_scope, "python", 0) + 1
     try:
@@ -90,7 +95,9 @@ def arrow_op_batches(
     returns, as tensors.
 
     Raises:
-      CorruptFileError: a record batch fails its checksum or validation.
+      CorruptFileError: a record batch carries no checksum, holds other rows
+        than the footer says or fails validation (its checksum is the op's
+        to check, at its first read).
       ChangedFileError: a shard is no longer the file verified.
     """
     if getattr(_scope, "python", 0):

@@ -56,7 +56,7 @@ def columnar_batches(
 ):
     """`(dataset of flat batches, the function making each a RawBatch, the ColumnarSource)`.
 
-    Arrow shards read as COO in order are read by the native dataset op
+    Arrow shards read as COO are read by the native dataset op
     (`arrow_op`: no Python in the graph); every other case, and Parquet, by
     the Python reader in a `tf.py_function`. `source.reader` says which:
     "op", or "python (why not the op)".
