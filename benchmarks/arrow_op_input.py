@@ -8,6 +8,8 @@ as Arrow and TFRecord shards. Contenders, each taken inside a `tf.function`
 loop (as a compiled training step takes its batches):
 
   arrow op        make_dataset over the Arrow shards (the native dataset op);
+  arrow op raw    the op's own dataset inside it, without the graph after it
+                  (slicing each group into features, `Coo`s): the op's share;
   arrow python    the same, read by the Python reader (`python_arrow_reader`);
   parse_example   TFRecordDataset -> batch -> tf.io.parse_example (the peer);
   memcpy batch bytes  a numpy copy of as many bytes as one pass of COO
@@ -70,7 +72,20 @@ def _pipelines(arrow: str, tfrecord: str, schema, num_epochs):
         ds = standard_dataset(tfrecord, schema)  # endless: repeat()
         return ds if num_epochs is None else ds.take(num_epochs * _batches_per_epoch(arrow))
 
-    return {"arrow op": op, "arrow python": python, "parse_example": peer}
+    def raw():
+        return _op_source(op())
+
+    return {"arrow op": op, "arrow op raw": raw, "arrow python": python, "parse_example": peer}
+
+
+def _op_source(dataset):
+    """The native op's dataset that `dataset` (a make_dataset over Arrow shards) is built on."""
+    from transforms.tfdata.columnar.arrow_op import _ArrowOpDataset
+    from transforms.tfdata.service import _lineage
+
+    found = [d for d in _lineage(dataset) if isinstance(d, _ArrowOpDataset)]
+    assert len(found) == 1, found
+    return found[0]
 
 
 def _batches_per_epoch(arrow: str) -> int:
@@ -143,7 +158,9 @@ def ratios(results: list[dict]) -> list[str]:
         line = (f"{s}, {measure}: arrow op {by[(s, measure, 'parse_example')] / op:.2f}x parse_example, "
                 f"{by[(s, measure, 'arrow python')] / op:.2f}x the Python reader")
         if (s, measure, "memcpy batch bytes") in by:
-            line += f", {by[(s, measure, 'memcpy batch bytes')] / op:.3f}x a copy of the batch bytes"
+            copy = by[(s, measure, "memcpy batch bytes")]
+            line += (f", {copy / op:.3f}x a copy of the batch bytes (the op's own dataset "
+                     f"{copy / by[(s, measure, 'arrow op raw')]:.3f}x)")
         lines.append(line)
     return lines
 
