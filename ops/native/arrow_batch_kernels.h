@@ -47,19 +47,23 @@ inline const char* ArrowKernelError(int64_t code) {
 
 extern "C" {
 
-SPARSEFLOW_ARROW_EXPORT int64_t sparseflow_arrow_lists_room(const int64_t* lists, int64_t features, int64_t num_pieces, const int64_t* begins,
-                                    const int64_t* counts, const int64_t* index, int64_t* error);
-SPARSEFLOW_ARROW_EXPORT int64_t sparseflow_arrow_lists_to_coo_i64(const int64_t* lists, const float* shared_weights, int64_t features,
-                                          int64_t num_pieces, const int64_t* begins, const int64_t* counts,
-                                          const int64_t* index, int combiner, int64_t room, int32_t* out_rows,
-                                          int64_t* out_ids, float* out_gains, int64_t* out_counts, int64_t* error);
-SPARSEFLOW_ARROW_EXPORT int64_t sparseflow_arrow_lists_to_coo_i32(const int64_t* lists, const float* shared_weights, int64_t features,
-                                          int64_t num_pieces, const int64_t* begins, const int64_t* counts,
-                                          const int64_t* index, int combiner, int64_t room, int32_t* out_rows,
-                                          int32_t* out_ids, float* out_gains, int64_t* out_counts, int64_t* error);
-SPARSEFLOW_ARROW_EXPORT int64_t sparseflow_arrow_dense_rows(const int64_t* dense, int64_t columns, int64_t num_pieces, const int64_t* begins,
-                                    const int64_t* counts, const int64_t* index, int64_t item_size,
-                                    const void* missing, void* out, int64_t rows, int64_t* error);
+SPARSEFLOW_ARROW_EXPORT int64_t sparseflow_arrow_lists_room(const int64_t* lists, int64_t features,
+                                                            int64_t num_pieces, const int64_t* begins,
+                                                            const int64_t* counts, const int64_t* index,
+                                                            int64_t* error);
+SPARSEFLOW_ARROW_EXPORT int64_t sparseflow_arrow_lists_to_coo_i64(
+    const int64_t* lists, const float* shared_weights, int64_t features, int64_t num_pieces, const int64_t* begins,
+    const int64_t* counts, const int64_t* index, int combiner, int64_t room, int32_t* out_rows, int64_t* out_ids,
+    float* out_gains, int64_t* out_counts, int64_t* error);
+SPARSEFLOW_ARROW_EXPORT int64_t sparseflow_arrow_lists_to_coo_i32(
+    const int64_t* lists, const float* shared_weights, int64_t features, int64_t num_pieces, const int64_t* begins,
+    const int64_t* counts, const int64_t* index, int combiner, int64_t room, int32_t* out_rows, int32_t* out_ids,
+    float* out_gains, int64_t* out_counts, int64_t* error);
+SPARSEFLOW_ARROW_EXPORT int64_t sparseflow_arrow_dense_rows(const int64_t* dense, int64_t columns,
+                                                            int64_t num_pieces, const int64_t* begins,
+                                                            const int64_t* counts, const int64_t* index,
+                                                            int64_t item_size, const void* missing, void* out,
+                                                            int64_t rows, int64_t* error);
 }
 
 #endif  // SPARSEFLOW_NATIVE_ARROW_BATCH_KERNELS_H_

@@ -41,7 +41,9 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
         verified_(dataset()->input(kUnitsInput).dim_size(0), false) {}
 
   absl::Status Initialize(IteratorContext* ctx) override {
-    if (ctx->split_providers().size() > 1) return absl::InvalidArgumentError("SparseflowArrowDataset: one split provider");
+    if (ctx->split_providers().size() > 1) {
+      return absl::InvalidArgumentError("SparseflowArrowDataset: more than one split provider");
+    }
     if (!ctx->split_providers().empty()) splits_ = ctx->split_providers()[0];
     return absl::OkStatus();
   }
@@ -259,7 +261,9 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
     const int64_t per_unit = table.dim_size(1);
     weights_.resize(Pieces() * count);
     for (int64_t p = 0; p < Pieces(); ++p) {
-      for (int64_t c = 0; c < count; ++c) weights_[p * count + c] = table.flat<float>()(units_[p] * per_unit + first + c);
+      for (int64_t c = 0; c < count; ++c) {
+        weights_[p * count + c] = table.flat<float>()(units_[p] * per_unit + first + c);
+      }
     }
   }
 
@@ -375,7 +379,8 @@ class ArrowDatasetOp : public tf::DatasetOpKernel {
     return absl::InvalidArgumentError(
         std::string(in[ArrowDataset::kFilesInput].flat<tf::tstring>()(units(unit, 0))) + " record batch " +
         std::to_string(units(unit, 1)) +
-        (column < 0 ? "" : ": column '" + std::string(in[ArrowDataset::kNamesInput].flat<tf::tstring>()(column)) + "'") +
+        (column < 0 ? ""
+                    : ": column '" + std::string(in[ArrowDataset::kNamesInput].flat<tf::tstring>()(column)) + "'") +
         ": the plan names " + what);
   }
 

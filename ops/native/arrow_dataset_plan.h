@@ -212,8 +212,9 @@ class MappedShard {
     const int64_t now_mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
     if (st.st_size != size || now_mtime != mtime_ns || static_cast<int64_t>(st.st_ino) != inode) {
       close(fd);
-      return path + ": replaced or changed since it was verified (size, mtime_ns, inode " + Triple(size, mtime_ns, inode) +
-             " then, " + Triple(st.st_size, now_mtime, static_cast<int64_t>(st.st_ino)) +
+      return path + ": replaced or changed since it was verified (size, mtime_ns, inode " +
+             Triple(size, mtime_ns, inode) + " then, " +
+             Triple(st.st_size, now_mtime, static_cast<int64_t>(st.st_ino)) +
              " now: another run wrote this output?); make the dataset again";
     }
     if (size > 0) {

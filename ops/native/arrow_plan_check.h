@@ -58,7 +58,9 @@ inline std::string CheckUnit(const UnitPlan& u, const std::vector<int64_t>& grou
                              const std::vector<int64_t>& id_sizes, const std::vector<int64_t>& dense_items,
                              int64_t* column) {
   *column = -1;
-  if (u.checks[2] < 0 || u.checks[3] < 0 || u.checks[2] + u.checks[3] > u.num_spans) return "checksum spans out of range";
+  if (u.checks[2] < 0 || u.checks[3] < 0 || u.checks[2] + u.checks[3] > u.num_spans) {
+    return "checksum spans out of range";
+  }
   for (int64_t s = u.checks[2]; s < u.checks[2] + u.checks[3]; ++s) {
     if (!Inside(u.spans[2 * s], u.spans[2 * s + 1], u.file_size)) return "a checksummed buffer past the file";
   }
@@ -68,8 +70,10 @@ inline std::string CheckUnit(const UnitPlan& u, const std::vector<int64_t>& grou
       const int64_t* descriptor = u.lists + f * kArrowListFields;
       std::string problem = CheckListBuffers(descriptor, id_sizes[g], u.file_size);
       // One offset width per group: the kernels take one per call.
-      if (problem.empty() && descriptor[kArrowOffsetWidth] != u.first_lists[(f - k) * kArrowListFields + kArrowOffsetWidth])
+      const int64_t width = u.first_lists[(f - k) * kArrowListFields + kArrowOffsetWidth];
+      if (problem.empty() && descriptor[kArrowOffsetWidth] != width) {
         problem = "offset widths that differ within a group";
+      }
       if (!problem.empty()) {
         *column = f;
         return problem;
