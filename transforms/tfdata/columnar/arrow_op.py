@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
@@ -53,6 +54,7 @@ _COMBINERS = {"sum": 0, "mean": 1, "sqrtn": 2}  # coo_rows.h
 _LIST_ADDRESSES = ((0, None), (3, None), (5, 6), (7, 8))  # (address field, its length field) of a list descriptor
 _DENSE_ADDRESSES = ((0, 1), (2, None))
 _HEX = re.compile("[0-9a-f]{8}")
+_OPEN_FILES = 8
 _scope = threading.local()
 
 
@@ -172,12 +174,15 @@ def _plan(source: ColumnarSource, pins: Sequence[ShardPin] | None) -> dict[str, 
     columns = np.zeros((len(source.units), len(dense), 4), np.int64)
     checks = np.zeros((len(source.units), 4), np.int64)
     spans: list[tuple[int, int]] = []
-    handles: dict[int, tuple] = {}
+    # The shards opened, a bounded number at once (a data set of thousands of shards holds no descriptor each).
+    handles: OrderedDict[int, tuple] = OrderedDict()
     try:
         for u, unit in enumerate(source.units):
             if unit.file not in handles:
                 shard = open_shard(files[unit.file], "arrow", pins[unit.file])
                 handles[unit.file] = (shard, shard.mapped_range())
+                while len(handles) > _OPEN_FILES:
+                    handles.popitem(last=False)[1][0].close()
             shard, mapped = handles[unit.file]
             if mapped is None:
                 raise _Unreadable(f"{files[unit.file]}: not memory-mapped")
