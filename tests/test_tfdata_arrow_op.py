@@ -271,3 +271,11 @@ def test_compressed_shards_fall_back_to_the_python_reader_saying_why(tmp_path):
     assert _reader(ds).startswith("python (") and "compressed" in _reader(ds)
     with python_arrow_reader():
         assert _assert_same(ds, make_dataset(str(directory), 16, shuffle=False)) == 11
+
+
+def test_more_shards_than_the_plan_keeps_open_read_alike(tmp_path):
+    directory = str(tmp_path / "many")
+    write_arrow_shards(directory, ROWS, 12, 8)  # 12 shards: the plan holds 8 open at once
+    for args in (dict(shuffle=False), dict(shuffle=True, seed=1, num_shards=2, index=1, balance="rows")):
+        op, python = _both(directory, batch_size=10, **args)
+        assert _assert_same(op, python) > 0
