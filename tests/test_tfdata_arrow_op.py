@@ -279,3 +279,21 @@ def test_more_shards_than_the_plan_keeps_open_read_alike(tmp_path):
     for args in (dict(shuffle=False), dict(shuffle=True, seed=1, num_shards=2, index=1, balance="rows")):
         op, python = _both(directory, batch_size=10, **args)
         assert _assert_same(op, python) > 0
+
+
+def test_a_plan_naming_bytes_past_a_file_is_refused_by_the_op(shards):
+    from transforms.tfdata.columnar import arrow_op
+
+    source = make_dataset(shards, 16, shuffle=False)._sparseflow_parquet_source
+    plan = arrow_op._plan(source, None)
+    dataset, reader = arrow_op.arrow_op_batches(source, None, 1)
+    assert reader == "op" and sum(1 for _ in dataset) == 11
+    size = int(plan["identities"][0, 0])
+    bad = dict(plan, lists=plan["lists"].copy())
+    bad["lists"][0, 0, 5] = size - 4  # the first unit's first feature's ids: their last bytes past the file
+    bad["settings"] = np.array([16, 0, 1, 0, 0, 0, 0, 0, 0], np.int64)
+    attrs = dict(group_sizes=[1, 1], group_combiners=[0, 0], block_sizes=[1], has_label=True)
+    good = dict(plan, settings=bad["settings"])
+    assert sum(1 for _ in arrow_op._ArrowOpDataset(arrow_op._library(), good, attrs, dataset.element_spec)) == 11
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"record batch 0: column 'user': the plan names ids past"):
+        arrow_op._ArrowOpDataset(arrow_op._library(), bad, attrs, dataset.element_spec)
