@@ -297,3 +297,38 @@ def test_a_plan_naming_bytes_past_a_file_is_refused_by_the_op(shards):
     assert sum(1 for _ in arrow_op._ArrowOpDataset(arrow_op._library(), good, attrs, dataset.element_spec)) == 11
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"record batch 0: column 'user': the plan names ids past"):
         arrow_op._ArrowOpDataset(arrow_op._library(), bad, attrs, dataset.element_spec)
+
+
+def test_int32_ids_float64_and_int64_dense_columns_with_nulls_and_a_real_label_read_alike(tmp_path):
+    import pyarrow as pa
+
+    from sparse_io import shard_name, write_arrow_shard
+    from sparse_io.schema import FeatureSpec, Schema
+
+    schema = Schema([
+        FeatureSpec("y", "label", "float32", label_type="real"),
+        FeatureSpec("a", "sparse", "int32"),
+        FeatureSpec("d", "dense", "float64"),
+        FeatureSpec("n", "dense", "int64"),
+    ])
+    rng = np.random.default_rng(4)
+    rows = 90
+    columns = {
+        "y": [float(v) for v in rng.random(rows)],
+        "a": [rng.integers(0, 30, int(k)).tolist() for k in rng.integers(0, 4, rows)],
+        "d": [None if rng.random() < 0.3 else float(v) for v in rng.random(rows)],
+        "n": [None if rng.random() < 0.3 else int(v) for v in rng.integers(-5, 5, rows)],
+    }
+    directory = tmp_path / "types"
+    directory.mkdir()
+    table = pa.table(columns, schema=schema.arrow_schema())
+    write_arrow_shard(str(directory / shard_name(0, 1, ".arrow")), [table], schema, record_batch_size=25)
+    schema.save(str(directory))
+    commit_directory(str(directory))
+    for args in (dict(shuffle=False, combiner="sqrtn"), dict(shuffle=True, seed=2, drop_remainder=True)):
+        op, python = _both(str(directory), batch_size=16, **args)
+        assert _assert_same(op, python) >= 5
+    features, _ = next(iter(make_dataset(str(directory), 16, shuffle=False)))
+    assert features["a"].col_ids.dtype == tf.int32 and features["n"].dtype == tf.int64
+    assert features["d"].dtype == tf.float64 and np.isnan(features["d"].numpy()).any()
+    assert (features["n"].numpy() == np.iinfo(np.int64).min).any()  # a missing integer
