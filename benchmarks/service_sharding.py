@@ -1,9 +1,11 @@
-"""One epoch of TFRecord shards through the tf.data service: one worker process against two.
+"""One epoch of TFRecord (or Arrow) shards through the tf.data service: one worker process against two.
 
-    python -m benchmarks.service_sharding [--quick] [--files N] [--rows R] [--rounds K]
+    python -m benchmarks.service_sharding [--quick] [--files N] [--rows R] [--rounds K] [--format arrow]
 
 Data: `tfdata_input.criteo_like` rows (label, 13 dense, 26 single-id
-features) written as N TFRecord shards. The epoch is
+features) written as N TFRecord shards (`--format arrow`: Arrow shards,
+read by the native Arrow op, whose record batches are handed out instead
+of files). The epoch is
 `make_dataset(num_epochs=1, shuffle=True, output="coo")` in batches of
 4096, read through `transforms.distribute(processing_mode=
 "distributed_epoch")`, which hands the files out to whichever worker asks.
@@ -48,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--files", type=int, default=32, help="TFRecord shards (default 32)")
     parser.add_argument("--rows", type=int, default=16384, help="rows per shard (default 16384)")
     parser.add_argument("--rounds", type=int, default=5, help="timed reads per worker count and regime (default 5)")
+    parser.add_argument("--format", choices=("tfrecord", "arrow"), default="tfrecord", help="the shard format")
     parser.add_argument("--serve", metavar="DISPATCHER", help=argparse.SUPPRESS)
     return parser
 
@@ -65,26 +68,29 @@ HEARTBEAT_MS = 50  # workers learn of a new job at their heartbeat
 STARTUP_S = 120
 
 
-def write_data(directory: str, files: int, rows: int) -> str:
-    """`files` TFRecord shards of `rows` criteo-like rows each, with schema.json and manifest: the directory."""
+def write_data(directory: str, files: int, rows: int, shard_format: str = "tfrecord") -> str:
+    """`files` shards of `rows` criteo-like rows each, with schema.json and manifest: the directory."""
     from benchmarks.tfdata_input import criteo_like
-    from sparse_io import shard_name, write_tfrecord_shard
+    from sparse_io import shard_name, write_arrow_shard, write_tfrecord_shard
     from sparse_io.manifest import commit_directory
 
     schema, table, _ = criteo_like(files * rows)
-    path = os.path.join(directory, "tfrecord")
+    path = os.path.join(directory, shard_format)
     os.makedirs(path)
     schema.save(path)
+    write = write_arrow_shard if shard_format == "arrow" else write_tfrecord_shard
     for k in range(files):
         part = table.slice(k * rows, rows)
-        write_tfrecord_shard(os.path.join(path, shard_name(k, files, ".tfrecord")), [part], schema)
+        write(os.path.join(path, shard_name(k, files, f".{shard_format}")), [part], schema)
     commit_directory(path)
     return path
 
 
 def serve(dispatcher_address: str) -> None:
     """Run a tf.data service worker in this process until stdin closes (the worker program)."""
-    import transforms  # noqa: F401  (what a worker of ours would load)
+    from transforms.tfdata.service import load_reader_ops
+
+    load_reader_ops()  # what a worker of ours loads: the native ops, the Arrow dataset op among them
 
     config = tf.data.experimental.service.WorkerConfig(
         dispatcher_address=dispatcher_address, heartbeat_interval_ms=HEARTBEAT_MS
@@ -196,11 +202,11 @@ def _median(reads: list[dict], key: str) -> str:
 REGIMES = {"default threads": None, "one thread per worker": 1}
 
 
-def run(files: int, rows: int, rounds: int) -> None:
+def run(files: int, rows: int, rounds: int, shard_format: str = "tfrecord") -> None:
     tmp = tempfile.mkdtemp(prefix="sparseflow-service-sharding-")
     began = time.perf_counter()
-    shards = write_data(tmp, files, rows)
-    print(f"data: {files} TFRecord shards x {rows} rows = {files * rows} rows, batch {BATCH} "
+    shards = write_data(tmp, files, rows, shard_format)
+    print(f"data: {files} {shard_format} shards x {rows} rows = {files * rows} rows, batch {BATCH} "
           f"({time.perf_counter() - began:.0f} s to write); {os.cpu_count()} CPUs", flush=True)
     clusters = {1: Cluster(1), 2: Cluster(2)}
     try:
@@ -244,9 +250,9 @@ def main(argv: list[str] | None = None) -> None:
         serve(args.serve)
         return
     if args.quick:
-        run(8, 2048, 2)
+        run(8, 2048, 2, args.format)
     else:
-        run(args.files, args.rows, args.rounds)
+        run(args.files, args.rows, args.rounds, args.format)
 
 
 if __name__ == "__main__":

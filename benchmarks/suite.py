@@ -29,7 +29,7 @@ __all__ = ["BENCHMARKS", "comparison_row", "normalise", "run_benchmark", "data_s
 # Run order: TensorFlow device set-up happens in the first one, before any module hides GPUs.
 BENCHMARKS = (
     "convert_to_coo", "embedding_bag_and_block_sparse", "embedding_bag_targets", "demo_training_throughput",
-    "beam_ingest", "io_formats", "tfdata_input", "reader_memory",
+    "beam_ingest", "io_formats", "tfdata_input", "arrow_op_input", "reader_memory",
     "ingest_memory", "vocabulary", "reliability", "validation_cost", "feature_transforms", "ingest_scaling",
 )
 
@@ -316,6 +316,43 @@ def _tfdata_input(r: dict) -> list[dict]:
     return rows
 
 
+def _arrow_op_input(r: dict) -> list[dict]:
+    rows = []
+    for data_set, set_rows in r["rows"].items():
+        by = {(x["measure"], x["contender"]): x for x in r["results"] if x["set"] == data_set}
+
+        def timing(measure, contender, by=by):
+            x = by[(measure, contender)]
+            return x["median_s"], x["min_s"], x["max_s"]
+
+        steady = "steady pass"
+        limit = "; ".join(
+            f"{label} {set_rows / by[(steady, name)]['median_s']:,.0f} rows/s"
+            for label, name in (("the op's own dataset", "arrow op raw"), ("memcpy of the batch bytes",
+                                                                            "memcpy batch bytes"))
+        )
+        what = f"{data_set} Arrow shards -> COO batches of {r['batch_size']}, taken graph"
+        for peer, label in (("parse_example", "TFRecord + tf.io.parse_example"),
+                            ("arrow python", "the Python reader (py_function)")):
+            rows.append(comparison_row("arrow_op_input", f"{what}, native op, steady pass", label, "rows/s", True,
+                                       _rate(set_rows, *timing(steady, "arrow op")),
+                                       _rate(set_rows, *timing(steady, peer)), limit))
+        epochs = next(m for m, _ in by if m.endswith("epochs, one iterator"))
+        amount = set_rows * int(epochs.split()[0])
+        python = amount / by[(epochs, "arrow python")]["median_s"]
+        rows.append(comparison_row("arrow_op_input", f"{what}, native op, {epochs} (start-up included)",
+                                   "TFRecord + tf.io.parse_example", "rows/s", True,
+                                   _rate(amount, *timing(epochs, "arrow op")),
+                                   _rate(amount, *timing(epochs, "parse_example")),
+                                   f"the Python reader {python:,.0f} rows/s"))
+        startup = "start-up (first batch)"
+        rows.append(comparison_row("arrow_op_input", f"{what}, native op, make_dataset to first batch",
+                                   "TFRecord + tf.io.parse_example", "s", False, timing(startup, "arrow op"),
+                                   timing(startup, "parse_example"),
+                                   f"the Python reader {by[(startup, 'arrow python')]['median_s']:.3f} s"))
+    return rows
+
+
 def _memory_rows(name: str, r: dict, ours: str, peer: str, what: str, peer_label: str) -> list[dict]:
     """One row per log size: peak RSS of contender `ours` against `peer` (lower is better)."""
     rows = []
@@ -586,6 +623,7 @@ _NORMALISERS = {
     "beam_ingest": _beam_ingest,
     "io_formats": _io_formats,
     "tfdata_input": _tfdata_input,
+    "arrow_op_input": _arrow_op_input,
     "reader_memory": _reader_memory,
     "ingest_memory": _ingest_memory,
     "vocabulary": _vocabulary,
@@ -627,6 +665,9 @@ def data_sizes(name: str, r: dict) -> str:
         sets = ", ".join(f"{k} {v:,} rows" for k, v in r["rows"].items())
         sweep = sorted({x["batch_size"] for x in r.get("batch_sweep", [])})
         return f"{sets}; batch {r['batch_size']}; sweep over batch sizes {sweep}"
+    if name == "arrow_op_input":
+        sets = ", ".join(f"{k} {v:,} rows" for k, v in r["rows"].items())
+        return f"{sets}; batch {r['batch_size']}; Arrow and TFRecord shards"
     if name == "vocabulary":
         sizes = " and ".join(f"{int(s):,}" for s in r["sizes"])
         peer = "with tf.Transform" if r["tft"] else "tf.Transform not installed: its side skipped"

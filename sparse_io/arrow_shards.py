@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import google_crc32c
 import pyarrow as pa
@@ -105,12 +105,16 @@ def batch_checksum(batch: pa.RecordBatch) -> str:
       >>> batch_checksum(batch) == batch_checksum(batch.slice(0, 1))
       False
     """
-    described = [batch.num_rows]
+    return f"{_extend_buffers(_metadata_crc(batch), batch):08x}"
+
+
+def _metadata_crc(batch: pa.RecordBatch) -> int:
+    """The CRC-32C of what `batch_checksum` covers before the buffers (reads no buffer's bytes)."""
+    described: list = [batch.num_rows]
     for field, column in zip(batch.schema, batch.columns):
         sizes = [-1 if b is None else b.size for b in column.buffers()]
         described.append([field.name, field.nullable, _layout(column), sizes])
-    crc = google_crc32c.value(json.dumps(described, separators=(",", ":")).encode())
-    return f"{_extend_buffers(crc, batch):08x}"
+    return google_crc32c.value(json.dumps(described, separators=(",", ":")).encode())
 
 
 def buffers_checksum(batch: pa.RecordBatch) -> str:
@@ -244,10 +248,12 @@ class ArrowShard:
         """Rows in the whole shard."""
         return sum(self.unit_rows)
 
-    def read_unit(self, index: int, columns: Sequence[str] | None = None) -> pa.Table:
+    def read_unit(self, index: int, columns: Sequence[str] | None = None, *, defer_checksum: bool = False) -> pa.Table:
         """Record batch `index` (its `columns`, default all) as a one-chunk table, checksum checked on first read.
 
-        Uncompressed buffers are views of the mapped file (no copy).
+        Uncompressed buffers are views of the mapped file (no copy). With
+        `defer_checksum` the checksum is left to the caller (`checksum_parts`
+        says what to check) and nothing counts as verified; the rest is checked.
 
         Raises:
           CorruptFileError: the batch's buffers do not match their checksum, or
@@ -257,13 +263,9 @@ class ArrowShard:
         with damage_is_corruption(self.path, "Arrow"):
             batch, metadata = self._reader.get_batch_with_custom_metadata(index)
         if index not in self._verified:
-            stored, checksum = None if metadata is None else metadata.get(CHECKSUM_KEY), batch_checksum
-            if stored is None and metadata is not None and LEGACY_CHECKSUM_KEY in metadata:
-                stored, checksum = metadata[LEGACY_CHECKSUM_KEY], buffers_checksum
-            if stored is None:
-                raise CorruptFileError(self.path, f"record batch {index} carries no checksum (not written as a shard)")
-            found = checksum(batch)
-            if found.encode() != stored:
+            stored, checksum = self._stored_checksum(index, metadata)
+            found = None if defer_checksum else checksum(batch)
+            if found is not None and found.encode() != stored:
                 raise CorruptFileError(
                     self.path, f"record batch {index}: checksum {found} differs from the stored {stored.decode()}"
                 )
@@ -274,13 +276,51 @@ class ArrowShard:
                 )
             with damage_is_corruption(self.path, "Arrow"):
                 batch.validate()
-            self._verified.add(index)
+            if not defer_checksum:
+                self._verified.add(index)
         if columns is not None:
             missing = [c for c in columns if c not in batch.schema.names]
             if missing:
                 raise ValueError(f"{self.path}: shard lacks column(s) {missing}; it has {batch.schema.names}")
             batch = batch.select(list(columns))
         return pa.Table.from_batches([batch])
+
+    def _stored_checksum(self, index: int, metadata) -> tuple[bytes, Callable[[pa.RecordBatch], str]]:
+        """`(the checksum record batch index stores, the function that computes it)`."""
+        stored, checksum = None if metadata is None else metadata.get(CHECKSUM_KEY), batch_checksum
+        if stored is None and metadata is not None and LEGACY_CHECKSUM_KEY in metadata:
+            stored, checksum = metadata[LEGACY_CHECKSUM_KEY], buffers_checksum
+        if stored is None:
+            raise CorruptFileError(self.path, f"record batch {index} carries no checksum (not written as a shard)")
+        return stored, checksum
+
+    def checksum_parts(self, index: int) -> tuple[str, int, list[tuple[int, int]]]:
+        """What checking record batch `index`'s checksum takes, for a reader that checks it itself, later.
+
+        Returns `(the stored checksum, hex; the CRC-32C its buffers extend;
+        (address, bytes) of each of its non-empty buffers, in order)`: the
+        batch is intact when the CRC-32C of those bytes, extended from the
+        second value, is the first. Reads only the batch's metadata.
+
+        Raises:
+          CorruptFileError: the batch carries no checksum or cannot be read.
+        """
+        with damage_is_corruption(self.path, "Arrow"):
+            batch, metadata = self._reader.get_batch_with_custom_metadata(index)
+        stored, checksum = self._stored_checksum(index, metadata)
+        initial = _metadata_crc(batch) if checksum is batch_checksum else 0
+        spans = [(b.address, b.size) for column in batch.columns for b in column.buffers() if b is not None and b.size]
+        return stored.decode(), initial, spans
+
+    def mapped_range(self) -> tuple[int, int] | None:
+        """`(address, bytes)` of the whole file as mapped (buffers read from it lie inside), or None (a URL)."""
+        if not isinstance(self._source, pa.MemoryMappedFile):
+            return None
+        at = self._source.tell()
+        self._source.seek(0)
+        whole = self._source.read_buffer()  # a view of the mapping, not a copy
+        self._source.seek(at)
+        return whole.address, whole.size
 
     def close(self) -> None:
         """Closes the file; tables already read keep the mapping alive while they live."""

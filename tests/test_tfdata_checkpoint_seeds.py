@@ -47,7 +47,10 @@ def test_checkpoints_restore_exactly_in_a_new_process_for_every_reader_shuffle_a
     first, rest = {}, {}
     for path in CHECKPOINT_PATHS:
         for case in CHECKPOINT_CASES:
-            iterator = iter(checkpoint_dataset(data_dir, path, case))
+            dataset = checkpoint_dataset(data_dir, path, case)
+            if path == "arrow_op":
+                assert dataset._sparseflow_parquet_source.reader == "op"
+            iterator = iter(dataset)
             first[path, case] = labels([next(iterator) for _ in range(CHECKPOINT_TAKEN)])
             tf.train.Checkpoint(iterator=iterator).write(str(tmp_path / f"{path}-{case}"))
             rest[path, case] = labels(iterator)  # what the uninterrupted iterator gives

@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from sparse_io.schema import FeatureSpec, Schema
 from transforms import InputState, make_dataset, make_log_dataset
+from transforms.tfdata.service import load_reader_ops
 
 RESUME_ARGS = dict(batch_size=16, shuffle=True, seed=9, num_epochs=2, output="ragged")
 
@@ -46,7 +47,8 @@ def resume(parquet_dir: str, tfrecord_dir: str, work_dir: str) -> dict:
 
 
 # Every reading path x shuffle and seed that a checkpoint must restore exactly.
-CHECKPOINT_PATHS = ("parquet", "tfrecord", "arrow", "logs")
+# "arrow" reads CSR (the Python reader); "arrow_op" the same shards as COO (the native Arrow op).
+CHECKPOINT_PATHS = ("parquet", "tfrecord", "arrow", "arrow_op", "logs")
 CHECKPOINT_CASES = {"unseeded": dict(shuffle=True, seed=None), "seeded": dict(shuffle=True, seed=5),
                     "ordered": dict(shuffle=False, seed=None)}
 CHECKPOINT_TAKEN = 5  # batches read before saving: mid-epoch (15 batches of 8 per epoch)
@@ -59,6 +61,8 @@ def checkpoint_dataset(data_dir: str, path: str, case: str) -> tf.data.Dataset:
     if path == "logs":
         return make_log_dataset(os.path.join(data_dir, "logs"), "tsv", 8, schema=LOG_SCHEMA, shuffle_buffer=16,
                                 **args)
+    if path == "arrow_op":
+        return make_dataset(os.path.join(data_dir, "arrow"), 8, **{**args, "output": "coo"})
     return make_dataset(os.path.join(data_dir, path), 8, shuffle_buffer=16, **args)
 
 
@@ -102,6 +106,7 @@ def service_worker(dispatcher_address: str, port: str) -> dict:
     port; static sharding needs the one the dispatcher lists. Workers learn
     of a new job at their heartbeat: a short one starts them together.
     """
+    load_reader_ops()  # the native Arrow dataset op, for datasets that read Arrow shards through it
     config = tf.data.experimental.service.WorkerConfig(
         dispatcher_address=dispatcher_address, port=int(port), heartbeat_interval_ms=50
     )

@@ -23,6 +23,7 @@
 #include <immintrin.h>
 #endif
 
+#include "arrow_batch_kernels.h"
 #include "coo_rows.h"
 
 namespace {

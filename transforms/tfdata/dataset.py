@@ -4,16 +4,22 @@ Which reader runs depends on the shard format (docs/training_input.md has the fu
 
 | | Parquet or Arrow shards | TFRecord shards |
 |---|---|---|
-| reader | Python (pyarrow in a `tf.py_function`, numpy per batch)¹ | graph-native (TFRecordDataset, parse_example) |
+| reader | Python (pyarrow in a `tf.py_function`)¹; Arrow as COO: an op³ | graph-native (parse_example) |
 | COO | numpy while the batch is assembled (`numpy_coo`) | `ops.convert_to_coo`, features grouped |
-| tf.data service (`distribute`) | no: refused (py_function of this process) | yes, without `dropped` |
-| service split by files (`distributed_epoch`) | no | with `num_epochs=1` |
+| tf.data service (`distribute`) | Arrow read by the op³; else refused (a py_function) | yes, without `dropped` |
+| service split by files (`distributed_epoch`) | the op³: by record batches, `num_epochs=1` | with `num_epochs=1` |
 | `tf.train.Checkpoint(iterator=...)` | yes | yes |
 | explicit `InputState` (`start=`, `return_position=`) | yes | no |
 | sharding² | whole files, else row ranges | whole files, else every n-th record |
 | shuffle | units each epoch + rows within units | files each epoch + a record buffer |
 
 ² With `balance="rows"`, always row (record) ranges: the same rows per worker +-1.
+
+³ Arrow shards read as COO (the default output) go through the native dataset op
+(`columnar.arrow_op`: no Python in the graph, every option above); CSR output
+(`ragged`, `sparse`), remote shards, columns the kernels cannot read (a cast,
+nulls in ids or labels) or no native library: the Python reader.
+`dataset._sparseflow_parquet_source.reader` says which ("op", or "python (why)").
 
 ¹ Parquet row groups are decoded on every read; Arrow record batches are
 memory-mapped and read without decoding. Parquet and Arrow shards of the
@@ -298,7 +304,8 @@ def make_dataset(
         out._sparseflow_parquet_source = source
     # transforms.distribute refuses Parquet and Arrow (their py_function lives only here) and counters, and
     # splitting by files where the files do not lead the pipeline or the shard is every n-th record.
-    return remember(out, fmt, {"dropped": dropped}, num_epochs=num_epochs, whole_files=whole_files)
+    reader = source.reader if fmt in COLUMNAR_FORMATS else ""
+    return remember(out, fmt, {"dropped": dropped}, num_epochs=num_epochs, whole_files=whole_files, reader=reader)
 
 
 def _schema_from_shard(path: str, shard_format: str) -> Schema:

@@ -36,7 +36,7 @@ from sparse_io.formats import SHARD_FORMATS
 from sparse_io.shard_files import COLUMNAR_FORMATS
 from sparse_io.shard_formats import shard_format
 
-__all__ = ["distribute", "remember", "DatasetFacts"]
+__all__ = ["distribute", "remember", "DatasetFacts", "load_reader_ops"]
 
 # What a dataset of ours reads: a shard format, or raw logs.
 SOURCES = (*SHARD_FORMATS, "log")
@@ -52,12 +52,15 @@ class DatasetFacts:
       num_epochs: the dataset's `num_epochs` (None: endless).
       whole_files: each input worker reads whole files (False: every n-th record of all of them, or a
         record range with balance="rows").
+      reader: for Parquet and Arrow shards, which reader reads them: "op" (the native Arrow dataset
+        op, serialisable), or "python (why)" (a `tf.py_function` of this process).
     """
 
     source: str
     counters: tuple[str, ...] = ()
     num_epochs: int | None = 1
     whole_files: bool = True
+    reader: str = ""
 
 
 # Keyed weakly: the record lives exactly as long as the dataset object it describes.
@@ -82,6 +85,7 @@ def remember(
     *,
     num_epochs: int | None = 1,
     whole_files: bool = True,
+    reader: str = "",
 ) -> tf.data.Dataset:
     """Record `source`, the counters given (the non-None values of `counters`) and the split facts for `dataset`.
 
@@ -93,7 +97,7 @@ def remember(
     if source not in SOURCES:
         raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
     given = tuple(name for name, v in counters.items() if v is not None)
-    _FACTS[dataset] = DatasetFacts(source, given, num_epochs, whole_files)
+    _FACTS[dataset] = DatasetFacts(source, given, num_epochs, whole_files, reader)
     return dataset
 
 
@@ -168,13 +172,20 @@ def check_distributable(dataset: tf.data.Dataset, processing_mode="parallel_epoc
         than 1, or its TFRecord input shard is every n-th record.
     """
     records = facts(dataset)
-    columnar = next((record.source for record in records if record.source in COLUMNAR_FORMATS), None)
+    columnar = next((r for r in records if r.source in COLUMNAR_FORMATS and r.reader != "op"), None)
     if columnar is not None:
-        name = shard_format(columnar).title
+        name = shard_format(columnar.source).title
+        why = f" ({columnar.reader.removeprefix('python (')}" if columnar.reader.startswith("python (") else ""
+        alternative = (
+            "read them in a way the native Arrow op reads (COO output)"
+            if columnar.source == "arrow"
+            else "convert them to Arrow shards (python -m pipelines.convert SRC DST --format arrow), which a "
+            "native op reads"
+        )
         raise ValueError(
-            f"transforms.distribute: this dataset reads {name} shards through a tf.py_function, which "
-            "exists only in this Python process and cannot run in a tf.data service worker; write "
-            "TFRecord shards instead (output.format: tfrecord in the ingest config, or "
+            f"transforms.distribute: this dataset reads {name} shards through a tf.py_function{why}, which "
+            f"exists only in this Python process and cannot run in a tf.data service worker; {alternative}, "
+            "or write TFRecord shards instead (output.format: tfrecord in the ingest config, or "
             "python -m pipelines.convert SRC DST --format tfrecord) and read them with "
             "make_dataset, or read the raw logs with make_log_dataset"
         )
@@ -190,6 +201,13 @@ def check_distributable(dataset: tf.data.Dataset, processing_mode="parallel_epoc
         sharing = None
     if sharing != "files":
         return
+    static = processing_mode in (_POLICY.FILE, _POLICY.FILE_OR_DATA)
+    if static and any(record.reader == "op" for record in records):
+        raise ValueError(
+            f"transforms.distribute: processing_mode={_shown(processing_mode)} shards by files statically, which "
+            "tf.data cannot do for the native Arrow op (it knows only its own file readers); use "
+            "'distributed_epoch' (the op's record batches handed out one at a time) or ShardingPolicy.DATA"
+        )
     for record in records:
         if record.num_epochs != 1:
             raise ValueError(
@@ -260,10 +278,19 @@ def distribute(
     `make_dataset` with fewer non-empty files than `num_shards` reads every
     n-th record of all files, and is refused for the modes that split files.
 
+    Arrow shards read by the native op (`make_dataset`'s default for COO
+    output) run under the service where the workers have the op: a worker
+    process calls `load_reader_ops()` before it serves. Under
+    "distributed_epoch" the dispatcher hands out the op's units (record-batch
+    slices, in the epoch's order) rather than files, and each worker batches
+    the rows of the units it gets (one partial batch per worker; positions
+    it yields do not resume a plan); FILE and FILE_OR_DATA are refused for
+    it (tf.data's static file sharding knows only its own readers).
+
     Args:
-      dataset: a `make_dataset` dataset over TFRecord shards, a
-        `make_log_dataset` dataset without counters, or any other dataset
-        the service can run.
+      dataset: a `make_dataset` dataset over TFRecord shards or over Arrow
+        shards read by the native op, a `make_log_dataset` dataset without
+        counters, or any other dataset the service can run.
       service: the dispatcher's address, e.g. "grpc://host:5050".
       processing_mode: one of the modes above, passed to tf.data as is.
       job_name: share one job between clients (see the tf.data service).
@@ -273,9 +300,11 @@ def distribute(
       The distributed dataset, with the elements of `dataset`.
 
     Raises:
-      ValueError (one line): `dataset` reads Parquet or Arrow shards (their reader is
-        a `tf.py_function` that exists only in this process; use TFRecord
-        shards or `make_log_dataset`), or it updates a `bad_lines`,
+      ValueError (one line): `dataset` reads Parquet shards, or Arrow shards
+        the op does not read (their reader is a `tf.py_function` that exists
+        only in this process; convert to Arrow, or use TFRecord shards or
+        `make_log_dataset`), or it reads Arrow shards through the op under
+        static file sharding (FILE, FILE_OR_DATA), or it updates a `bad_lines`,
         `padded_lines` or `dropped` counter (which would stay 0); or the
         mode splits by files and `dataset` was made with `num_epochs` other
         than 1, or its TFRecord input shard is every n-th record.
@@ -291,3 +320,17 @@ def distribute(
             processing_mode=processing_mode, service=service, job_name=job_name, **kwargs
         )
     )
+
+
+def load_reader_ops() -> bool:
+    """Loads the native ops (the Arrow dataset op among them) into this process; whether they loaded.
+
+    A tf.data service worker process calls it before serving, so that it can
+    run datasets that read Arrow shards through the op.
+
+    Example:
+      >>> worker_ready = load_reader_ops()  # then tf.data.experimental.service.WorkerServer(...)
+    """
+    from ops import _native
+
+    return _native.library() is not None

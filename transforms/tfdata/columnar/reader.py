@@ -164,6 +164,8 @@ class ColumnarSource:
         if native is None:
             native = native_batches_available()
         self.native = bool(native) and self.coo is not None
+        # Which reader `make_dataset` chose for these batches ("op", or "python (why)"): see `source.columnar_batches`.
+        self.reader = "python"
         self.loader = UnitLoader(
             self.files,
             self.units,

@@ -75,6 +75,11 @@ class RowPlan:
         return math.ceil(rows / self.batch_size)
 
     @property
+    def start(self) -> tuple[int, int]:
+        """`(epoch, row of that epoch)` where batch 0 begins (`(0, 0)` without a `start`)."""
+        return self._start_epoch, self._start_row
+
+    @property
     def batches_per_epoch(self) -> int:
         """Batches in a whole epoch: ceil(rows / batch_size), or floor with `drop_remainder`."""
         return self._batches(self.rows_per_epoch)

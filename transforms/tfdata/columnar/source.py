@@ -11,6 +11,7 @@ TensorFlow through DLPack, without a copy.
 
 from __future__ import annotations
 
+import logging
 import weakref
 from collections.abc import Mapping, Sequence
 
@@ -19,6 +20,7 @@ import tensorflow as tf
 
 from ops.coo import Coo
 from sparse_io.pins import ShardPin
+from transforms.tfdata.columnar.arrow_op import arrow_op_batches
 from transforms.tfdata.columnar.batch_arrays import ALIGNMENT, Arena
 from transforms.tfdata.columnar.exit_drain import reader_call
 from transforms.tfdata.columnar.reader import ColumnarSource
@@ -32,6 +34,7 @@ from transforms.tfdata.core.state import InputState
 __all__ = ["columnar_batches"]
 
 _ENDLESS = 1 << 62
+_log = logging.getLogger("sparseflow.tfdata")
 
 
 def columnar_batches(
@@ -52,6 +55,11 @@ def columnar_batches(
     balance: str = "files",
 ):
     """`(dataset of flat batches, the function making each a RawBatch, the ColumnarSource)`.
+
+    Arrow shards read as COO are read by the native dataset op
+    (`arrow_op`: no Python in the graph); every other case, and Parquet, by
+    the Python reader in a `tf.py_function`. `source.reader` says which:
+    "op", or "python (why not the op)".
 
     Sparse features sharing id dtype, weighting and combiner are read as one
     group. With `coo` the reader converts to COO in numpy. The caller must
@@ -87,6 +95,12 @@ def columnar_batches(
         pins=pins,
         balance=balance,
     )
+    raw, source.reader = arrow_op_batches(source, pins, batching.num_epochs)
+    if raw is not None:
+        return raw, _raw_batch(source, combiners, batching.static_rows, packed=False), source
+    if shard_format == "arrow":
+        _log.info("sparseflow: Arrow shards read by the Python reader: %s", source.reader)
+    source.reader = f"python ({source.reader})"
     raw = _read_batches(source, batching.num_epochs, carry_seed=drawn)
     return raw, _raw_batch(source, combiners, batching.static_rows), source
 
@@ -206,10 +220,15 @@ def _read_batches(source: ColumnarSource, num_epochs, *, carry_seed: bool = Fals
     return ds if total is None else ds.apply(tf.data.experimental.assert_cardinality(total))
 
 
-def _raw_batch(source: ColumnarSource, combiners: Mapping[str, str], static_rows: int | None):
-    """Turns `ColumnarSource.read`'s flat tensors (see `BatchLayout`) into a `RawBatch`."""
+def _raw_batch(
+    source: ColumnarSource, combiners: Mapping[str, str], static_rows: int | None, packed: bool | None = None
+):
+    """Turns `ColumnarSource.read`'s flat tensors (see `BatchLayout`) into a `RawBatch`.
+
+    `packed`: whether they come as `_pack`'s `(buffer, header)` (default: as `_read_batches` hands them).
+    """
     layout = source.layout
-    packed = _packs(source)
+    packed = _packs(source) if packed is None else packed
     dtypes = [tf.as_dtype(d) for d in source.output_dtypes()[:-2]]
 
     def parts(*flat):
