@@ -167,7 +167,7 @@ def ratios(results: list[dict]) -> list[str]:
 
 def run(quick: bool) -> dict:
     rows = {"criteo": 16_384 if quick else 204_800, "multi": 8_192 if quick else 102_400}
-    reps = 2 if quick else 3
+    reps = 1 if quick else 3
     results: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, make in (("criteo", criteo_like), ("multi", multi_valued)):

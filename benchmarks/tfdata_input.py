@@ -358,7 +358,7 @@ def batch_sweep(directory: str, schema: Schema, rows: int, batch_sizes, reps: in
 def run(quick: bool) -> dict:
     """Both data sets; returns a JSON-able dict and prints a markdown table."""
     rows = {"criteo": 8_192 if quick else 409_600, "multi": 4_096 if quick else 204_800}
-    reps = 2 if quick else 4
+    reps = 1 if quick else 4
     all_results, ratios = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, make in (("criteo", criteo_like), ("multi", multi_valued)):
