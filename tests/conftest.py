@@ -1,4 +1,4 @@
-"""Shared fixtures: quiet TensorFlow, the in-process Beam runner, the real Criteo sample."""
+"""Shared fixtures: quiet TensorFlow, the in-process Beam runner, the real Criteo sample, a tf.data service."""
 
 import os
 import pathlib
@@ -27,3 +27,16 @@ def criteo_data_dir() -> pathlib.Path:
     if not (SHARED_DATA / "criteo_paddlerec_dnn_train.tsv").exists():
         pytest.skip(f"real Criteo sample not present at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="module")
+def service():
+    """An in-process tf.data service dispatcher with one worker: the dispatcher's address."""
+    import tensorflow as tf
+
+    dispatcher = tf.data.experimental.service.DispatchServer(tf.data.experimental.service.DispatcherConfig(port=0))
+    worker = tf.data.experimental.service.WorkerServer(
+        tf.data.experimental.service.WorkerConfig(dispatcher_address=dispatcher.target.split("://")[1], port=0)
+    )
+    yield dispatcher.target
+    del worker, dispatcher

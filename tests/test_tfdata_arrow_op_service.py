@@ -24,16 +24,6 @@ def shards(tmp_path_factory):
     return _write(str(tmp_path_factory.mktemp("arrow_op_service")))
 
 
-@pytest.fixture(scope="module")
-def service():
-    """An in-process dispatcher with one worker: its address."""
-    dispatcher = tf.data.experimental.service.DispatchServer(tf.data.experimental.service.DispatcherConfig(port=0))
-    worker = tf.data.experimental.service.WorkerServer(
-        tf.data.experimental.service.WorkerConfig(dispatcher_address=dispatcher.target.split("://")[1], port=0)
-    )
-    yield dispatcher.target
-    del worker, dispatcher
-
 
 @pytest.mark.parametrize("mode", ["parallel_epochs", POLICY.OFF])
 def test_an_op_dataset_arrives_whole_through_the_service(shards, service, mode):

@@ -24,16 +24,6 @@ POLICY = tf.data.experimental.service.ShardingPolicy
 STARTUP_S = 120  # a worker process imports TensorFlow and transforms: seconds, more on a loaded machine
 
 
-@pytest.fixture(scope="module")
-def service():
-    """An in-process dispatcher with one worker: its address."""
-    dispatcher = tf.data.experimental.service.DispatchServer(tf.data.experimental.service.DispatcherConfig(port=0))
-    worker = tf.data.experimental.service.WorkerServer(
-        tf.data.experimental.service.WorkerConfig(dispatcher_address=dispatcher.target.split("://")[1], port=0)
-    )
-    yield dispatcher.target
-    del worker, dispatcher
-
 
 def _criteo_log(path, n):
     """n Criteo lines: label k % 2, I1 = k (the row's id), the rest empty."""

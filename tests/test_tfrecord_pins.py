@@ -97,15 +97,6 @@ def test_every_nth_record_mode_is_pinned_too(tmp_path):
             assert all(int(v) < ROWS for v in label.numpy())
 
 
-@pytest.fixture(scope="module")
-def service():
-    dispatcher = tf.data.experimental.service.DispatchServer(tf.data.experimental.service.DispatcherConfig(port=0))
-    worker = tf.data.experimental.service.WorkerServer(
-        tf.data.experimental.service.WorkerConfig(dispatcher_address=dispatcher.target.split("://")[1], port=0)
-    )
-    yield dispatcher.target
-    del worker, dispatcher
-
 
 @pytest.mark.parametrize("mode", ["parallel_epochs", "distributed_epoch"])
 def test_a_pinned_dataset_runs_under_the_service_and_its_graph_holds_no_process_local_path(tmp_path, service, mode):
