@@ -39,6 +39,60 @@ constexpr int64_t kMaxPiecesPerRange = 8;
 constexpr int64_t kPartitionStripes = 8;
 constexpr int64_t kEntriesPerStripe = 4096;
 
+// A piece of the gradient's work: the slots [slot_begin, slot_end) of range `bucket`. Most pieces are a
+// whole range, its entries the positions [begin, end) of the partition. A range holding far more entries
+// than a chunk (the hot ids of a skewed batch) is cut into pieces by slot, so that it is spread over
+// threads while every row is still summed by one thread in entry order: such a piece's entries are
+// `split_positions[begin, end)`, its own entries in their input order (a stable scatter by piece).
+struct GradPiece {
+  int64_t bucket, slot_begin, slot_end, begin, end;
+  bool split;
+};
+
+// The pieces of a partition, with `weights[p + 1] - weights[p]` the entries of piece p (for balancing chunks).
+// `per_slot`, `piece_of_slot` and `next` are working space.
+inline void GradPieces(const int64_t* offsets, const int64_t* slot_base, const int32_t* local_slot, int64_t used,
+                       std::vector<GradPiece>& pieces, std::vector<int64_t>& weights,
+                       std::vector<int64_t>& split_positions, std::vector<int64_t>& per_slot,
+                       std::vector<int64_t>& piece_of_slot, std::vector<int64_t>& next) {
+  pieces.clear();
+  weights.assign(1, 0);
+  split_positions.clear();
+  for (int64_t b = 0; b < used; ++b) {
+    const int64_t entries = offsets[b + 1] - offsets[b];
+    const int64_t distinct = slot_base[b + 1] - slot_base[b];
+    const int64_t parts = std::min<int64_t>({distinct, entries / kEntriesPerChunk, kMaxPiecesPerRange});
+    if (parts <= 1) {
+      pieces.push_back({b, 0, distinct, offsets[b], offsets[b + 1], false});
+      weights.push_back(weights.back() + entries);
+      continue;
+    }
+    // Contiguous slot ranges holding about entries / parts entries each (a slot is never split).
+    per_slot.assign(distinct, 0);
+    for (int64_t i = offsets[b]; i < offsets[b + 1]; ++i) ++per_slot[local_slot[i]];
+    piece_of_slot.assign(distinct, 0);
+    const int64_t base = static_cast<int64_t>(split_positions.size());
+    const size_t first_piece = pieces.size();
+    int64_t slot = 0, taken = 0;
+    for (int64_t p = 1; p <= parts && slot < distinct; ++p) {
+      const int64_t goal = entries * p / parts;
+      const int64_t begin = slot;
+      int64_t sum = 0;
+      while (slot < distinct && (slot == begin || taken + sum + per_slot[slot] <= goal || p == parts)) {
+        piece_of_slot[slot] = static_cast<int64_t>(pieces.size() - first_piece);
+        sum += per_slot[slot++];
+      }
+      pieces.push_back({b, begin, slot, base + taken, base + taken + sum, true});
+      taken += sum;
+      weights.push_back(weights.back() + sum);
+    }
+    split_positions.resize(base + entries);
+    next.clear();
+    for (size_t p = first_piece; p < pieces.size(); ++p) next.push_back(pieces[p].begin);
+    for (int64_t i = offsets[b]; i < offsets[b + 1]; ++i) split_positions[next[piece_of_slot[local_slot[i]]]++] = i;
+  }
+}
+
 // The batch partitioned by id range, with each entry's slot: ids[slot] is its id.
 template <typename Col>
 struct IdPartition {
@@ -48,6 +102,9 @@ struct IdPartition {
   std::vector<int32_t> local_slot;      // [entries] the entry's id's number within its range
   std::vector<int64_t> slot_base;       // [buckets + 1] the first slot of each range
   std::vector<Col> ids;                 // [distinct]
+  std::vector<GradPiece> pieces;        // the gradient's work (GradPieces)
+  std::vector<int64_t> piece_weights;   // [pieces + 1] entries before each piece
+  std::vector<int64_t> split_positions; // the entries of the pieces cut from a range, piece by piece
   int64_t bad_entry = -1;               // first entry with a negative id or a row outside [0, samples]
   // Working space, kept with the rest so that an IdPartition reused from call to call (the op keeps one
   // per thread) writes into pages already mapped: fresh ones cost a page fault per 4 KiB, which on a batch
@@ -55,6 +112,7 @@ struct IdPartition {
   std::vector<int64_t> next;
   std::vector<int64_t> distinct;
   std::vector<Col> ids_by_entry;
+  std::vector<int64_t> per_slot, piece_of_slot, piece_next;
 };
 
 // Numbers the distinct ids of one range in order of first appearance, writing each entry's number and
@@ -221,63 +279,11 @@ void PartitionIds(const Row* rows, const Col* cols, int64_t n, int64_t samples, 
   for (int64_t b = 0; b < used; ++b) {
     std::copy(ids_by_entry + offsets[b], ids_by_entry + offsets[b] + distinct[b], part.ids.begin() + part.slot_base[b]);
   }
+  GradPieces(offsets, part.slot_base.data(), part.local_slot.data(), used, part.pieces, part.piece_weights,
+             part.split_positions, part.per_slot, part.piece_of_slot, part.piece_next);
 }
 
-// A piece of the gradient's work: the slots [slot_begin, slot_end) of range `bucket`. Most pieces are a
-// whole range, its entries the positions [begin, end) of the partition. A range holding far more entries
-// than a chunk (the hot ids of a skewed batch) is cut into pieces by slot, so that it is spread over
-// threads while every row is still summed by one thread in entry order: such a piece's entries are
-// `split_positions[begin, end)`, its own entries in their input order (a stable scatter by piece).
-struct GradPiece {
-  int64_t bucket, slot_begin, slot_end, begin, end;
-  bool split;
-};
-
-// The pieces, with `weights[p + 1] - weights[p]` the entries of piece p (for balancing chunks).
-inline std::vector<GradPiece> GradPieces(const int64_t* offsets, const int64_t* slot_base, const int32_t* local_slot,
-                                         int64_t used, std::vector<int64_t>& weights,
-                                         std::vector<int64_t>& split_positions) {
-  std::vector<GradPiece> pieces;
-  weights.assign(1, 0);
-  split_positions.clear();
-  std::vector<int64_t> per_slot, piece_of_slot, next;
-  for (int64_t b = 0; b < used; ++b) {
-    const int64_t entries = offsets[b + 1] - offsets[b];
-    const int64_t distinct = slot_base[b + 1] - slot_base[b];
-    const int64_t parts = std::min<int64_t>({distinct, entries / kEntriesPerChunk, kMaxPiecesPerRange});
-    if (parts <= 1) {
-      pieces.push_back({b, 0, distinct, offsets[b], offsets[b + 1], false});
-      weights.push_back(weights.back() + entries);
-      continue;
-    }
-    // Contiguous slot ranges holding about entries / parts entries each (a slot is never split).
-    per_slot.assign(distinct, 0);
-    for (int64_t i = offsets[b]; i < offsets[b + 1]; ++i) ++per_slot[local_slot[i]];
-    piece_of_slot.assign(distinct, 0);
-    const int64_t base = static_cast<int64_t>(split_positions.size());
-    const size_t first_piece = pieces.size();
-    int64_t slot = 0, taken = 0;
-    for (int64_t p = 1; p <= parts && slot < distinct; ++p) {
-      const int64_t goal = entries * p / parts;
-      const int64_t begin = slot;
-      int64_t sum = 0;
-      while (slot < distinct && (slot == begin || taken + sum + per_slot[slot] <= goal || p == parts)) {
-        piece_of_slot[slot] = static_cast<int64_t>(pieces.size() - first_piece);
-        sum += per_slot[slot++];
-      }
-      pieces.push_back({b, begin, slot, base + taken, base + taken + sum, true});
-      taken += sum;
-      weights.push_back(weights.back() + sum);
-    }
-    split_positions.resize(base + entries);
-    next.clear();
-    for (size_t p = first_piece; p < pieces.size(); ++p) next.push_back(pieces[p].begin);
-    for (int64_t i = offsets[b]; i < offsets[b + 1]; ++i) split_positions[next[piece_of_slot[local_slot[i]]]++] = i;
-  }
-  return pieces;
-}
-
-// values[slot] for every distinct id, piece by piece (GradPieces), each row summed in entry order.
+// values[slot] for every distinct id, piece by piece (`part.pieces`), each row summed in entry order.
 template <typename T, typename Row, typename Col>
 void EmbeddingBagTableGrad(const T* d_out, int64_t dim, const Row* rows, const T* gains,
                            const IdPartition<Col>& part, T* values, const ParallelFor& parallel_for) {
@@ -287,17 +293,16 @@ void EmbeddingBagTableGrad(const T* d_out, int64_t dim, const Row* rows, const T
   if (used <= 0) return;
   const int64_t* entries = part.entries.data();
   const int32_t* local_slot = part.local_slot.data();
-  std::vector<int64_t> weights, split_positions;
-  const std::vector<GradPiece> pieces =
-      GradPieces(part.bucket_offsets.data(), part.slot_base.data(), local_slot, used, weights, split_positions);
+  const std::vector<GradPiece>& pieces = part.pieces;
+  const int64_t* split_positions = part.split_positions.data();
   const std::vector<int64_t> chunks =
-      BalancedChunks(weights.data(), static_cast<int64_t>(pieces.size()), kEntriesPerChunk);
+      BalancedChunks(part.piece_weights.data(), static_cast<int64_t>(pieces.size()), kEntriesPerChunk);
   const int64_t count = static_cast<int64_t>(chunks.size()) - 1;
   parallel_for(count, kEntriesPerChunk * dim * 4, [&](int64_t begin, int64_t end) {
     std::vector<Acc> scratch;
     for (int64_t p = chunks[begin]; p < chunks[end]; ++p) {
       const GradPiece& piece = pieces[p];
-      const int64_t* positions = piece.split ? split_positions.data() : nullptr;
+      const int64_t* positions = piece.split ? split_positions : nullptr;
       auto position = [&](int64_t j) { return positions == nullptr ? j : positions[j]; };
       auto row_of = [&](int64_t j) { return d_out + static_cast<int64_t>(rows[entries[position(j)]]) * dim; };
       const int64_t slots = piece.slot_end - piece.slot_begin;
