@@ -122,11 +122,17 @@ def buffers_checksum(batch: pa.RecordBatch) -> str:
     return f"{_extend_buffers(0, batch):08x}"
 
 
-def _extend_buffers(crc: int, batch: pa.RecordBatch) -> int:
+def _checksummed_buffers(batch: pa.RecordBatch):
+    """The buffers a record batch's checksum covers, in order: every non-empty buffer of every column."""
     for column in batch.columns:
         for buffer in column.buffers():
             if buffer is not None and buffer.size:
-                crc = google_crc32c.extend(crc, buffer)
+                yield buffer
+
+
+def _extend_buffers(crc: int, batch: pa.RecordBatch) -> int:
+    for buffer in _checksummed_buffers(batch):
+        crc = google_crc32c.extend(crc, buffer)
     return crc
 
 
@@ -309,7 +315,7 @@ class ArrowShard:
             batch, metadata = self._reader.get_batch_with_custom_metadata(index)
         stored, checksum = self._stored_checksum(index, metadata)
         initial = _metadata_crc(batch) if checksum is batch_checksum else 0
-        spans = [(b.address, b.size) for column in batch.columns for b in column.buffers() if b is not None and b.size]
+        spans = [(b.address, b.size) for b in _checksummed_buffers(batch)]
         return stored.decode(), initial, spans
 
     def mapped_range(self) -> tuple[int, int] | None:
