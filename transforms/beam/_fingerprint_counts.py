@@ -191,18 +191,23 @@ class FingerprintCounts:
         weights = np.concatenate([c for _, c in weighted]) if weighted else None
         self._buffer = []
         groups, summed, first, last = group_fingerprints(all_fps, weights)
+        # The table's own fingerprints lead `groups` (they are met first, each once); a sketch that existed
+        # before this sum has seen them, so it is given the others only.
+        seen = len(self._fps) if self.sketch is not None else 0
         if prune and len(groups) > 2 * self.capacity and self.sketch is None:
             self.sketch = HyperLogLog()
         if self.sketch is not None:
-            self.sketch.add(pa.array(groups))  # every distinct fingerprint, before any is pruned
+            self.sketch.add(pa.array(groups[seen:]))  # every distinct fingerprint, before any is pruned
         if prune and len(groups) > 2 * self.capacity:
             threshold = _largest(summed, self.capacity + 1)
             kept = summed > threshold
             groups, summed, first, last = groups[kept], summed[kept] - threshold, first[kept], last[kept]
             self.max_undercount += threshold
-        values = pa.chunked_array(chunks, type=self._type)
-        kept_strings = values.take(pa.array(first)).combine_chunks()
-        _check_same(values.take(pa.array(last)).combine_chunks(), kept_strings)
+        # One take for the first and the last string met with each kept fingerprint.
+        taken = pa.chunked_array(chunks, type=self._type).take(pa.array(np.concatenate([first, last])))
+        taken = taken.combine_chunks()
+        kept_strings = taken.slice(0, len(first))
+        _check_same(taken.slice(len(first)), kept_strings)
         self._fps, self._counts, self._strings = groups, summed, kept_strings
 
 
@@ -220,12 +225,14 @@ def _largest(counts: np.ndarray, rank: int) -> int:
 
     Most counts are small, where a selection among many equal values is slow: they are tallied instead
     (np.bincount of the counts below 2**16), and only a threshold among the larger ones needs selecting.
+    The tally is as long as the largest small count, not 2**16: a sum's counts are mostly in the tens.
     """
     cap = 1 << 16
-    large = counts[counts >= cap]
+    small = counts < cap
+    large = counts[~small]
     if large.size >= rank:
         return int(np.partition(large, large.size - rank)[large.size - rank])
-    tally = np.bincount(counts[counts < cap], minlength=cap)
+    tally = np.bincount(counts[small])
     # The largest c with (number of counts >= c) >= rank, among the small ones.
     at_least = np.cumsum(tally[::-1])[::-1] + large.size
     return int(np.flatnonzero(at_least >= rank)[-1])
