@@ -491,10 +491,13 @@ def _validation_cost(r: dict) -> list[dict]:
     for name, what in (("validated", "raw-value counts and anomalies"),
                        ("compared", "the same and the drift comparison with a --vocab_from baseline")):
         wall, cpu = r["overhead"][f"{name}_wall"], r["overhead"][f"{name}_cpu"]
+        paired_wall, paired_cpu = (r["paired_overhead"][f"{name}_{clock}"] for clock in ("wall", "cpu"))
         rows.append(comparison_row(
             "validation_cost", f"{r['config']['rows']:,}-row Criteo-like ingest with validation: {what}",
             "the same ingest without validation", "rows/s", True, rate(name), rate("plain"),
-            f"target: validation <= {r['target']:.0%} of the ingest's time; measured {wall:+.1%} wall, "
+            f"target: validation <= {r['target']:.0%} of the ingest's time; measured, paired by rep, "
+            f"{paired_wall['median']:+.1%} wall ({paired_wall['min']:+.1%} to {paired_wall['max']:+.1%}), "
+            f"{paired_cpu['median']:+.1%} CPU; as a ratio of medians {wall:+.1%} wall, "
             f"{cpu:+.1%} CPU; record_validation alone {r['record_validation_ms']['alone']:.0f} ms; raw-value counts "
             f"{r['counting_alone']['raw_values_cpu_s'] / r['counting_alone']['read_cpu_s']:.0%} of reading's CPU",
         ))

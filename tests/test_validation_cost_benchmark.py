@@ -20,6 +20,10 @@ def test_a_tiny_run_times_the_ingest_with_and_without_validation_and_gives_suite
     plain = result["plain"]["seconds"]["median"]
     assert result["overhead"]["validated_wall"] == pytest.approx((result["validated"]["seconds"]["median"] - plain)
                                                                  / plain)
+    # Paired: each rep's own ratio to the plain ingest of that rep (one rep here, so it is the same figure).
+    paired = result["paired_overhead"]["validated_wall"]
+    assert paired["median"] == pytest.approx(result["overhead"]["validated_wall"])
+    assert paired["min"] <= paired["median"] <= paired["max"]
     assert "validation_cost" in BENCHMARKS
     rows = normalise("validation_cost", result)
     assert len(rows) == 2 and all(math.isfinite(row["ratio"]) and row["ratio"] > 0 for row in rows)
