@@ -7,9 +7,13 @@ Farmhash Fingerprint64), or not at all where hashing the ids already did
 (`add(values, fingerprints)`, from `HashIds`), and everything after is integer
 work: the fingerprints wait in a buffer; when they are summed into the table
 (at the moments `BoundedCounts` would compact, so the summary, its pruning and
-its error bound are the same as counting the strings), one pass of
-`sparse_io.fingerprint_groups.group_fingerprints` (native; its numpy
-reference where no compiler works) groups and counts them. The table keeps,
+its error bound are the same as counting the strings), one native call
+(`sparse_io.raw_value_sums.sum_raw_values`) groups and counts them, gives the
+sketch the new fingerprints, prunes, and gathers and checks the kept strings
+where they lie. Where no compiler works the reference does the same in
+numpy and Arrow (`sparse_io.fingerprint_groups.group_fingerprints`, native
+where it builds, and two gathers); `FingerprintCounts(capacity, native=False)`
+asks for it. Both give the same summary, bit for bit. The table keeps,
 beside each fingerprint's count, one of its strings: the first met. So
 strings are kept for the table's counters only (at most
 `max(2 * capacity, 65,536)` plus a buffer), never one per value, and
@@ -44,6 +48,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparse_io import raw_value_sums
 from sparse_io.fingerprint_groups import group_fingerprints
 from sparse_io.string_hashes import fingerprint64
 from transforms.beam._sketches import _COMPACT_IDS, HyperLogLog
@@ -65,8 +70,10 @@ class FingerprintCounts:
         or a value type other than string/binary.
     """
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, native: bool | None = None) -> None:
         self.capacity = capacity
+        # Sums run natively (`sparse_io.raw_value_sums`) where it builds, unless `native=False` (the reference).
+        self.native = raw_value_sums.native_available() if native is None else native
         self.sketch: HyperLogLog | None = None
         self.max_undercount = 0
         self._pending = 0
@@ -139,6 +146,7 @@ class FingerprintCounts:
         self.capacity, self.sketch, self.max_undercount = state["capacity"], state["sketch"], state["max_undercount"]
         self._pending, self._type, self._buffer = state["pending"], state["type"], []
         self._fps, self._counts, self._strings = state["fps"], state["counts"], state["strings"]
+        self.native = raw_value_sums.native_available()
 
     def _typed(self, values: pa.Array) -> pa.Array:
         """`values` in the summary's one value type (64-bit offsets once two widths meet)."""
@@ -185,8 +193,14 @@ class FingerprintCounts:
             return
         # The table's entries come first, then the other table's, then the buffered values: grouped in the
         # order first met.
-        weighted = [(f, c) for f, c in ((self._fps, self._counts), (fps, counts)) if f is not None and len(f)]
-        chunks = [s for s in (self._strings, strings) if s is not None and len(s)] + [v for _, v in self._buffer]
+        tables = [(f, s, c) for f, s, c in ((self._fps, self._strings, self._counts), (fps, strings, counts))
+                  if f is not None and len(f)]
+        if self.native:
+            self._native_sum(tables + [(f, v, None) for f, v in self._buffer], prune)
+            self._buffer = []
+            return
+        weighted = [(f, c) for f, _, c in tables]
+        chunks = [s for _, s, _ in tables] + [v for _, v in self._buffer]
         all_fps = np.concatenate([f for f, _ in weighted] + [f for f, _ in self._buffer])
         weights = np.concatenate([c for _, c in weighted]) if weighted else None
         self._buffer = []
@@ -209,6 +223,23 @@ class FingerprintCounts:
         kept_strings = taken.slice(0, len(first))
         _check_same(taken.slice(len(first)), kept_strings)
         self._fps, self._counts, self._strings = groups, summed, kept_strings
+
+    def _native_sum(self, parts: list, prune: bool) -> None:
+        """`_flush`'s sum in one native call: the same groups, sketch, pruning, strings and checks."""
+        sketching = self.sketch is not None
+        sketch = self.sketch if self.sketch is not None else HyperLogLog()  # the one a pruning sum starts
+        try:
+            groups, summed, strings, threshold = raw_value_sums.sum_raw_values(
+                parts, prune_above=2 * self.capacity if prune else 0, rank=self.capacity + 1,
+                registers=sketch.registers, register_from=len(self._fps), sketching=sketching)
+        except raw_value_sums.FingerprintCollision as e:
+            raise ValueError(f"FingerprintCounts: {e.other!r} and {e.first!r} share a 64-bit fingerprint; their "
+                             "counts cannot be kept apart") from None
+        if threshold:  # it pruned (a threshold is a count, >= 1), so a sketch has started if none had
+            self.sketch = sketch
+        self.max_undercount += threshold
+        self._fps, self._counts = groups, summed
+        self._strings = strings if strings.type == self._type else strings.cast(self._type)
 
 
 def _check_same(values: pa.Array, kept: pa.Array) -> None:
