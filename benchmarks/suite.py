@@ -498,7 +498,9 @@ def _validation_cost(r: dict) -> list[dict]:
             f"target: validation <= {r['target']:.0%} of the ingest's time; measured, paired by rep, "
             f"{paired_wall['median']:+.1%} wall ({paired_wall['min']:+.1%} to {paired_wall['max']:+.1%}), "
             f"{paired_cpu['median']:+.1%} CPU; as a ratio of medians {wall:+.1%} wall, "
-            f"{cpu:+.1%} CPU; record_validation alone {r['record_validation_ms']['alone']:.0f} ms; raw-value counts "
+            f"{cpu:+.1%} CPU; the counts' own CPU inside the ingest "
+            f"{r['counting_in_ingest']['share_of_plain_cpu']:.1%} of the plain ingest's; "
+            f"record_validation alone {r['record_validation_ms']['alone']:.0f} ms; raw-value counts "
             f"{r['counting_alone']['raw_values_cpu_s'] / r['counting_alone']['read_cpu_s']:.0%} of reading's CPU",
         ))
     return rows

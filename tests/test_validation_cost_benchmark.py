@@ -24,6 +24,10 @@ def test_a_tiny_run_times_the_ingest_with_and_without_validation_and_gives_suite
     paired = result["paired_overhead"]["validated_wall"]
     assert paired["median"] == pytest.approx(result["overhead"]["validated_wall"])
     assert paired["min"] <= paired["median"] <= paired["max"]
+    # The counts' own CPU inside the validated ingest was measured, and is part of that ingest's CPU.
+    inside = result["counting_in_ingest"]
+    assert 0 < inside["cpu_s"] < result["validated"]["cpu_seconds"]["max"]
+    assert "the counts' own CPU inside the ingest" in normalise("validation_cost", result)[0]["limit"]
     assert "validation_cost" in BENCHMARKS
     rows = normalise("validation_cost", result)
     assert len(rows) == 2 and all(math.isfinite(row["ratio"]) and row["ratio"] > 0 for row in rows)
