@@ -1,8 +1,8 @@
 """Groups of equal 64-bit values: each distinct one once, in the order first met, with its count and positions.
 
-`group_fingerprints` runs the native helper (`sparse_io/native/fingerprint_groups.cc`, one pass over an
-open-addressing table) where it builds, else `group_fingerprints_reference` (numpy and Arrow: one
-dictionary encoding, `np.bincount` and two scatters), which gives the same arrays.
+The numpy and Arrow reference of the raw-value counts' sums (`transforms.beam._fingerprint_counts`), which
+run natively in `sparse_io.raw_value_sums` where it builds: one dictionary encoding, `np.bincount` and two
+scatters.
 
 Example:
   >>> groups, counts, first, last = group_fingerprints(np.array([7, 3, 7, 9], np.int64))
@@ -12,34 +12,13 @@ Example:
 
 from __future__ import annotations
 
-import ctypes
-import functools
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["group_fingerprints", "group_fingerprints_reference", "native_available"]
+__all__ = ["group_fingerprints"]
 
 Groups = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-
-
-@functools.cache
-def _native():
-    from sparse_io import native_build
-
-    library = native_build.load()
-    if library is None:
-        return None
-    function = library.sparseflow_fingerprint_groups
-    p, i64 = ctypes.c_void_p, ctypes.c_int64
-    function.argtypes, function.restype = [p, i64, p, i64, p, p, p, p], i64
-    return function
-
-
-def native_available() -> bool:
-    """Whether the native helper can be built in this process."""
-    return _native() is not None
 
 
 def _checked(values: np.ndarray, weights: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -62,23 +41,7 @@ def group_fingerprints(values: np.ndarray, weights: np.ndarray | None = None) ->
 
     Raises:
       ValueError: `values` not 1-D, or more weights than values.
-      MemoryError: the native table could not be allocated.
     """
-    values, weights = _checked(values, weights)
-    native = _native()
-    if native is None:
-        return group_fingerprints_reference(values, weights)
-    n = len(values)
-    out = [np.empty(n, np.int64) for _ in range(4)]
-    distinct = native(values.ctypes.data, n, weights.ctypes.data, len(weights), *(a.ctypes.data for a in out))
-    if distinct < 0:
-        raise MemoryError(f"group_fingerprints: no memory for a table of {n:,} values")
-    groups, counts, first, last = (a[:distinct] for a in out)
-    return groups, counts, first, last
-
-
-def group_fingerprints_reference(values: np.ndarray, weights: np.ndarray | None = None) -> Groups:
-    """`group_fingerprints` in numpy and Arrow (the fallback where the native helper does not build)."""
     values, weights = _checked(values, weights)
     if not len(values):
         return tuple(np.zeros(0, np.int64) for _ in range(4))  # type: ignore[return-value]

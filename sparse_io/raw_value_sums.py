@@ -4,9 +4,10 @@
 buffered strings every 65,536 values: group by 64-bit fingerprint, give the
 HyperLogLog the new fingerprints, prune (Misra-Gries), keep each fingerprint's
 first string and check it against its last. Its reference does that with
-`group_fingerprints`, numpy and two Arrow gathers; `sum_raw_values` does it in
-one native call that reads the strings where they lie. `native_available()`
-is False where no compiler works (the summary then runs its reference).
+`sparse_io.fingerprint_groups` (numpy and Arrow) and two Arrow gathers;
+`sum_raw_values` does it in one native call that reads the strings where they
+lie. `native_available()` is False where no compiler works (the summary then
+runs its reference).
 
 Example:
   >>> from sparse_io.string_hashes import fingerprint64

@@ -1,10 +1,9 @@
-"""group_fingerprints (native) and its numpy reference against a dict: groups in first-met order, counts, positions."""
+"""group_fingerprints (numpy and Arrow) against a dict: groups in first-met order, counts, positions."""
 
 import numpy as np
 import pytest
 
-from sparse_io import fingerprint_groups
-from sparse_io.fingerprint_groups import group_fingerprints, group_fingerprints_reference
+from sparse_io.fingerprint_groups import group_fingerprints
 
 
 def _by_dict(values, weights):
@@ -33,14 +32,11 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("group", [group_fingerprints, group_fingerprints_reference], ids=["native", "reference"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_groups_counts_and_positions_are_those_a_dict_gives(group, case):
-    if group is group_fingerprints and not fingerprint_groups.native_available():
-        pytest.skip("no C++ compiler: the native helper does not build here")
+def test_groups_counts_and_positions_are_those_a_dict_gives(case):
     values, weights = CASES[case](np.random.default_rng(5))
     expected = _by_dict(values.view(np.int64), [] if weights is None else weights)
-    got = group(values, weights)
+    got = group_fingerprints(values, weights)
     assert all(a.dtype == np.int64 for a in got)
     assert [a.tolist() for a in got] == [list(e) for e in expected]
 

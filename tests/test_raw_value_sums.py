@@ -57,6 +57,21 @@ def test_a_sum_is_the_dict_reference_with_tables_slices_and_wide_offsets(prune_a
     assert threshold == expected_threshold and (threshold > 0) == bool(prune_above)
 
 
+def test_fingerprints_past_2_63_with_equal_low_bits_and_empty_parts_group_as_a_dict_groups_them():
+    n = 3_000
+    spread = np.arange(n, dtype=np.int64) << 40  # equal low bits: the table's slots must come from the high ones
+    high = np.array([2**64 - 1, 0, 2**63, 2**64 - 1], np.uint64)
+    parts = []
+    for fps in (spread, spread[::-1], high, np.zeros(0, np.int64)):
+        values = pa.array([str(int(f)) for f in np.asarray(fps).view(np.int64)], pa.string())
+        parts.append((fps, values, None))
+    fps, counts, strings, _ = sum_raw_values(parts)
+    order, expected_counts, expected_strings, _ = _expected(parts)
+    assert fps.tolist() == order and counts.tolist() == expected_counts and strings.to_pylist() == expected_strings
+    assert len(order) == n + 2 and expected_counts[0] == 3  # 0: in both spreads and among the high ones
+    assert sum_raw_values([])[0].tolist() == []
+
+
 def test_binary_values_come_back_binary_and_text_and_binary_do_not_mix():
     values = pa.array([b"\x00a", b"b", b"\x00a"], pa.binary())
     fps, counts, strings, _ = sum_raw_values([(fingerprint64(values), values, None)])

@@ -18,17 +18,14 @@ from transforms.beam.raw_values import CountRawValues, HashIdsCountingRawValues,
 from transforms.beam.runner import in_process_options
 
 
-@pytest.fixture(autouse=True, params=["native", "native grouping", "reference"])
+@pytest.fixture(autouse=True, params=["native", "reference"])
 def grouping(request, monkeypatch):
-    """Every test runs with the native sums (`sparse_io.raw_value_sums`), with the reference sums on the native
-    grouping of fingerprints, and with the reference sums on its numpy reference."""
-    from sparse_io import fingerprint_groups, raw_value_sums
+    """Every test runs with the native sums (`sparse_io.raw_value_sums`) and with their numpy and Arrow reference."""
+    from sparse_io import raw_value_sums
 
-    if request.param != "native":
-        monkeypatch.setattr(raw_value_sums, "_native", lambda: None)
     if request.param == "reference":
-        monkeypatch.setattr(fingerprint_groups, "_native", lambda: None)
-    elif not fingerprint_groups.native_available():
+        monkeypatch.setattr(raw_value_sums, "_native", lambda: None)
+    elif not raw_value_sums.native_available():
         pytest.skip("no C++ compiler: the native helper does not build here")
     return request.param
 

@@ -11,9 +11,9 @@ its error bound are the same as counting the strings), one native call
 (`sparse_io.raw_value_sums.sum_raw_values`) groups and counts them, gives the
 sketch the new fingerprints, prunes, and gathers and checks the kept strings
 where they lie. Where no compiler works the reference does the same in
-numpy and Arrow (`sparse_io.fingerprint_groups.group_fingerprints`, native
-where it builds, and two gathers); `FingerprintCounts(capacity, native=False)`
-asks for it. Both give the same summary, bit for bit. The table keeps,
+numpy and Arrow (`sparse_io.fingerprint_groups.group_fingerprints` and two
+gathers); `FingerprintCounts(capacity, native=False)` asks for it. Both give
+the same summary, bit for bit. The table keeps,
 beside each fingerprint's count, one of its strings: the first met. So
 strings are kept for the table's counters only (at most
 `max(2 * capacity, 65,536)` plus a buffer), never one per value, and
