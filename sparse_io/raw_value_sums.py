@@ -138,19 +138,25 @@ def sum_raw_values(parts: Sequence[Part], prune_above: int = 0, rank: int = 0,
 
 
 _thread = threading.local()
+_KEPT_VALUES, _KEPT_BYTES = 1 << 20, 64 << 20
 
 
 def _scratch(values: int, nbytes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The thread's output buffers, grown but never shrunk.
 
     Fresh ones cost a page fault per 4 KiB written (7% of the sums of 400k Criteo-like rows' 26 columns); the
-    results are copied out at their own size, the kept groups', which is mostly far below the values'.
+    results are copied out at their own size, the kept groups', which is mostly far below the values'. A sum
+    beyond `_KEPT_VALUES` values or `_KEPT_BYTES` bytes (a summary of a large capacity) gets buffers of its own.
     """
+    if values >= _KEPT_VALUES or nbytes >= _KEPT_BYTES:
+        return (np.empty(values + 1, np.int64), np.empty(values + 1, np.int64), np.empty(values + 1, np.int64),
+                np.empty(nbytes + 1, np.uint8))
     scratch = getattr(_thread, "scratch", None)
     if scratch is None or len(scratch[0]) < values + 1 or len(scratch[3]) < nbytes + 1:
         size, data = max(values + 1, 1 << 16), max(nbytes + 1, 1 << 20)
         if scratch is not None:
-            size, data = max(size, 2 * len(scratch[0])), max(data, 2 * len(scratch[3]))
+            size = min(max(size, 2 * len(scratch[0])), _KEPT_VALUES)
+            data = min(max(data, 2 * len(scratch[3])), _KEPT_BYTES)
         scratch = _thread.scratch = (np.empty(size, np.int64), np.empty(size, np.int64), np.empty(size, np.int64),
                                      np.empty(data, np.uint8))
     return scratch

@@ -72,6 +72,19 @@ def test_fingerprints_past_2_63_with_equal_low_bits_and_empty_parts_group_as_a_d
     assert sum_raw_values([])[0].tolist() == []
 
 
+def test_a_sum_beyond_the_kept_buffers_is_summed_all_the_same():
+    # 1.1M values: past the buffers and the table a thread keeps from sum to sum (their own, then given back).
+    rng = np.random.default_rng(9)
+    ids = rng.integers(0, 50_000, 1_100_000)
+    values = pa.array(np.char.add("v", ids.astype(str)))
+    fps, counts, strings, _ = sum_raw_values([(fingerprint64(values), values, None)])
+    expected = {int(k): int(v) for k, v in zip(*np.unique(ids, return_counts=True))}
+    assert len(fps) == len(expected) and counts.sum() == len(ids)
+    assert {int(s[1:]): int(c) for s, c in zip(strings.to_pylist(), counts)} == expected
+    small = pa.array(["a", "b", "a"])  # and the next, small sum still right
+    assert sum_raw_values([(fingerprint64(small), small, None)])[1].tolist() == [2, 1]
+
+
 def test_binary_values_come_back_binary_and_text_and_binary_do_not_mix():
     values = pa.array([b"\x00a", b"b", b"\x00a"], pa.binary())
     fps, counts, strings, _ = sum_raw_values([(fingerprint64(values), values, None)])

@@ -37,6 +37,8 @@ inline void Register(uint8_t* registers, int precision, int64_t fp) {
   if (registers[index] < rank) registers[index] = rank;
 }
 
+constexpr uint64_t kKeptSlots = uint64_t{1} << 20;  // 16 MiB of slots kept by a thread from sum to sum
+
 // One part's string i: its bytes and length, from Arrow offsets of 4 or 8 bytes.
 struct Part {
   const int64_t* fps;
@@ -97,6 +99,13 @@ __attribute__((visibility("default"))) int64_t sparseflow_raw_value_sum(
   };
   thread_local std::vector<Slot> table;
   thread_local std::vector<Occurrence> occurrences;
+  // A sum far larger than a raw-value count's usual one (a summary of a large capacity) gives its memory back.
+  struct Release {
+    ~Release() {
+      if (table.size() > kKeptSlots) std::vector<Slot>().swap(table);
+      if (occurrences.size() > kKeptSlots / 2) std::vector<Occurrence>().swap(occurrences);
+    }
+  } release;
   try {
     if (table.size() < slots) table.assign(slots, Slot{0, 0});
     if (occurrences.size() < static_cast<uint64_t>(total)) occurrences.resize(total);

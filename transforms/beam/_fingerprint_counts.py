@@ -65,6 +65,9 @@ class FingerprintCounts:
     `distinct`, `exact`, `max_undercount`), for flat string or binary arrays
     without nulls; `top` orders ties by the string.
 
+    `native`: sum natively (`sparse_io.raw_value_sums`; the default where it builds) or with the numpy and
+    Arrow reference (False); both give the same summary.
+
     Raises:
       ValueError (from `add` or `merge`): two different strings with one fingerprint (see the module doc),
         or a value type other than string/binary.
