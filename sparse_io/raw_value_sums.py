@@ -110,7 +110,8 @@ def sum_raw_values(parts: Sequence[Part], prune_above: int = 0, rank: int = 0,
             tables[1, p] = offsets.address + values.offset * width
             if data is not None:
                 tables[3, p] = data.address
-                nbytes += data.size  # at least the strings' bytes: the output's bound
+                ends = np.frombuffer(offsets, np.int32 if width == 4 else np.int64)
+                nbytes += int(ends[values.offset + n] - ends[values.offset])  # the part's own strings
         if counts is not None:
             counts = np.ascontiguousarray(counts, dtype=np.int64)
             if counts.shape != (n,):

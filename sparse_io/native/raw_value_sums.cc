@@ -92,8 +92,8 @@ __attribute__((visibility("default"))) int64_t sparseflow_raw_value_sum(
   int shift = 60;  // 64 - log2(slots), slots >= 16 and at least twice the values
   while ((uint64_t{1} << (64 - shift)) < 2 * static_cast<uint64_t>(total)) --shift;
   const uint64_t slots = uint64_t{1} << (64 - shift), mask = slots - 1;
-  // The thread's table and occurrence arrays, grown but never shrunk (fresh ones cost a page fault per 4 KiB,
-  // more than the grouping); the table is cleared after use by the groups it holds.
+  // The thread's table and occurrence arrays, kept from sum to sum (fresh ones cost a page fault per 4 KiB, more
+  // than the grouping) up to kKeptSlots; the table is cleared after use by the groups it holds.
   struct Occurrence {
     int64_t first_part, first_index, last_part, last_index;
   };
