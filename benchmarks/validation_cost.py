@@ -38,8 +38,8 @@ validation's share of the plain ingest's time, `(validated - plain) / plain`,
 and the comparison's, `(compared - plain) / plain`, against the 10% target:
 as the ratio of the medians, and paired, the median over reps of each rep's
 ratio (a rep runs the three one after another, so a change in the machine's
-load between reps, which on these shared machines moves an ingest by 5%,
-cancels out of its ratio); the target is read on the paired figure;
+load from one rep to the next cancels out of its ratio; the noise of each
+ingest, ~4% here, does not); the target is read on the paired figure;
 record_validation alone (ms, with and without the baseline), which is the
 part that does not grow with the rows; and, outside Beam, the CPU seconds of
 the raw-value counts of all 26 columns (`RawValueCounts.add_hashed` per batch
