@@ -236,8 +236,7 @@ class FingerprintCounts:
                 parts, prune_above=2 * self.capacity if prune else 0, rank=self.capacity + 1,
                 registers=sketch.registers, register_from=len(self._fps), sketching=sketching)
         except raw_value_sums.FingerprintCollision as e:
-            raise ValueError(f"FingerprintCounts: {e.other!r} and {e.first!r} share a 64-bit fingerprint; their "
-                             "counts cannot be kept apart") from None
+            raise _collision(e.other, e.first) from None
         if threshold:  # it pruned (a threshold is a count, >= 1), so a sketch has started if none had
             self.sketch = sketch
         self.max_undercount += threshold
@@ -250,8 +249,13 @@ def _check_same(values: pa.Array, kept: pa.Array) -> None:
     same = pc.equal(values, kept)
     if not pc.all(same).as_py():
         where = int(np.flatnonzero(~same.to_numpy(zero_copy_only=False))[0])
-        raise ValueError(f"FingerprintCounts: {values[where].as_py()!r} and {kept[where].as_py()!r} share a "
-                         "64-bit fingerprint; their counts cannot be kept apart")
+        raise _collision(values[where].as_py(), kept[where].as_py())
+
+
+def _collision(other, kept) -> ValueError:
+    """The error of both sums (native and reference) for `other` met with the fingerprint of `kept`."""
+    return ValueError(f"FingerprintCounts: {other!r} and {kept!r} share a 64-bit fingerprint; their counts cannot "
+                      "be kept apart")
 
 
 def _largest(counts: np.ndarray, rank: int) -> int:
