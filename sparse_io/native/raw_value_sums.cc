@@ -96,6 +96,7 @@ __attribute__((visibility("default"))) int64_t sparseflow_raw_value_sum(
   // than the grouping) up to kKeptSlots; the table is cleared after use by the groups it holds.
   struct Occurrence {
     int64_t first_part, first_index, last_part, last_index;
+    uint64_t slot;  // the group's slot in the table, to empty it after the sum
   };
   thread_local std::vector<Slot> table;
   thread_local std::vector<Occurrence> occurrences;
@@ -128,7 +129,7 @@ __attribute__((visibility("default"))) int64_t sparseflow_raw_value_sum(
           entry = Slot{value, groups + 1};
           out_fps[groups] = value;
           out_counts[groups] = count;
-          seen[groups] = Occurrence{p, i, p, i};
+          seen[groups] = Occurrence{p, i, p, i, s};
           ++groups;
           break;
         }
@@ -142,11 +143,7 @@ __attribute__((visibility("default"))) int64_t sparseflow_raw_value_sum(
       }
     }
   }
-  for (int64_t g = 0; g < groups; ++g) {  // leave the table empty for the next sum
-    uint64_t s = (static_cast<uint64_t>(out_fps[g]) * 0x9E3779B97F4A7C15ull) >> shift;
-    while (slot_at[s].group != g + 1) s = (s + 1) & mask;
-    slot_at[s] = Slot{0, 0};
-  }
+  for (int64_t g = 0; g < groups; ++g) slot_at[seen[g].slot] = Slot{0, 0};  // empty for the next sum
 
   const bool prune = prune_above > 0 && groups > prune_above && rank >= 1 && rank <= groups;
   if (registers != nullptr && (sketching != 0 || prune)) {
