@@ -75,6 +75,27 @@ def test_make_dataset_refuses_a_flipped_bit_in_a_parquet_page_naming_the_file(tm
         _prices(out)
 
 
+@pytest.mark.parametrize("mtime_set_back", [False, True], ids=["written", "written, mtime set back"])
+@pytest.mark.parametrize("suffix", [".parquet", ".arrow"])
+def test_a_shard_written_in_place_between_two_iterators_is_refused_by_the_second(tmp_path, suffix, mtime_set_back):
+    """The Python reader keeps shards open and units decoded for the dataset's life: its next iterator checks them."""
+    out = _output(tmp_path / "out", suffix=suffix, compression="none")
+    ds = make_dataset(out, 8, shuffle=False, output="ragged")
+    assert ds._sparseflow_parquet_source.reader.startswith("python")
+    assert [float(v) for features, _ in ds for v in features["price"].numpy()] == PRICES
+    shard = os.path.join(out, shard_name(0, 2, suffix))
+    before = os.stat(shard)
+    _flip_value(shard, PRICES[3])
+    if mtime_set_back:  # the pin (size, mtime, inode) holds: the checksums must be checked again
+        os.utime(shard, ns=(before.st_atime_ns, before.st_mtime_ns))
+        expected = r"part-00000-of-00002\.(parquet: row group 0|arrow: record batch 0).*checksum"
+    else:
+        expected = r"part-00000-of-00002\.(parquet|arrow): replaced or changed since it was verified"
+    with pytest.raises(tf.errors.OpError, match=expected):
+        for _ in ds:
+            pass
+
+
 def test_the_parquet_shard_reader_names_the_file_row_group_and_column(tmp_path):
     from sparse_io.shard_files import open_shard
 

@@ -7,12 +7,20 @@ a 1-D array; where the native kernels read the batches (`native_batch`), the
 columns they can read are only described (their buffers' addresses) and
 become numpy arrays only if asked for. The last few units stay decoded, and
 a bounded number of shards stay open.
+
+What stays open or decoded serves every iterator of the dataset, so each
+unit asked for first checks its local shard is still the file opened: the
+pin (ChangedFileError when replaced), and its status change time, which a
+write in place moves even when the mtime is set back: then the shard's
+decoded units are dropped and it is opened (and its checksums checked)
+again.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -23,6 +31,7 @@ import pyarrow.compute as pc
 
 from sparse_io.arrow import csr_from_arrow
 from sparse_io.csr import SparseValidationError
+from sparse_io.locations import is_remote
 from sparse_io.pins import ShardPin
 from sparse_io.shard_files import ShardFile, open_shard
 from sparse_io.shard_formats import shard_format
@@ -123,9 +132,16 @@ class UnitLoader:
         self._handles: OrderedDict[int, ShardFile] = OrderedDict()  # used by the read-ahead thread only
         self._loads: OrderedDict[int, concurrent.futures.Future] = OrderedDict()
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._opened: dict[int, int] = {}  # per local file open or decoded: its st_ctime_ns before the open
+        self._stale: set[int] = set()  # files whose open handle `_load` must open again
 
     def unit(self, unit_id: int, read_ahead: int | None) -> Loaded:
-        """Unit `unit_id` decoded (waiting for it), with unit `read_ahead` (if any) started."""
+        """Unit `unit_id` decoded (waiting for it), with unit `read_ahead` (if any) started.
+
+        Raises:
+          ChangedFileError: its shard is no longer the file verified.
+        """
+        self._recheck(self.units[unit_id].file)
         future = self._future(unit_id)
         if read_ahead is not None:
             self._future(read_ahead)
@@ -145,12 +161,40 @@ class UnitLoader:
                 self._loads.move_to_end(unit_id)
             return future
 
+    def _recheck(self, file: int) -> None:
+        """Shard `file`, if open or decoded here, still the one opened; its decoded units dropped if written since."""
+        with self._lock:
+            opened = self._opened.get(file)
+        if opened is None:
+            return
+        if self.pins is not None:
+            self.pins[file].check()
+        if _change_time(self.files[file]) == opened:
+            return
+        with self._lock:
+            self._opened.pop(file, None)
+            self._stale.add(file)
+            for unit_id in [u for u in self._loads if self.units[u].file == file]:
+                del self._loads[unit_id]
+
     def _load(self, unit_id: int) -> Loaded:
         unit: Unit = self.units[unit_id]
+        with self._lock:
+            stale = unit.file in self._stale
+            self._stale.discard(unit.file)
         handle = self._handles.get(unit.file)
+        if handle is not None and stale:
+            del self._handles[unit.file]
+            handle.close()
+            handle = None
         if handle is None:
             pin = None if self.pins is None else self.pins[unit.file]
-            handle = self._handles[unit.file] = open_shard(self.files[unit.file], self.shard_format, pin)
+            path = self.files[unit.file]
+            changed = None if is_remote(path) else _change_time(path)  # before the open: a write after it shows
+            handle = self._handles[unit.file] = open_shard(path, self.shard_format, pin)
+            if changed is not None:
+                with self._lock:
+                    self._opened[unit.file] = changed
             while len(self._handles) > _OPEN_FILES:
                 self._handles.popitem(last=False)[1].close()
         else:
@@ -195,6 +239,13 @@ class _Columns(dict):
     def __missing__(self, name: str):
         value = self[name] = self._build(name)
         return value
+
+
+def _change_time(path: str) -> int | None:
+    try:
+        return os.stat(path).st_ctime_ns
+    except FileNotFoundError:
+        return None  # the pin's check says so
 
 
 def _sparse(table: pa.Table, c: Column) -> CsrGroup:
