@@ -238,6 +238,37 @@ def test_a_damaged_record_batch_is_refused_with_the_python_readers_message(shard
     assert all(found) and found[0].group(0) == found[1].group(0)
 
 
+def test_a_shard_replaced_between_two_iterators_of_one_dataset_is_refused_by_the_second(shards, tmp_path):
+    directory = _copy(shards, tmp_path)
+    ds = make_dataset(directory, 16, shuffle=False)
+    assert sum(1 for _ in ds) == 11  # maps and checks every shard, for the dataset's life
+    path = os.path.join(directory, sorted(f for f in os.listdir(directory) if f.endswith(".arrow"))[1])
+    shutil.copyfile(path, path + ".new")
+    os.replace(path + ".new", path)
+    with pytest.raises(tf.errors.FailedPreconditionError, match="replaced or changed since it was verified"):
+        for _ in ds:
+            pass
+
+
+@pytest.mark.parametrize("forced", [False, True], ids=["op", "python reader"])
+def test_a_record_batch_damaged_in_place_between_two_iterators_is_refused_by_the_second(shards, tmp_path, forced):
+    """Written in place with its mtime set back: the pin (size, mtime, inode) holds, the bytes do not."""
+    directory = _copy(shards, tmp_path)
+    with python_arrow_reader() if forced else contextlib.nullcontext():
+        ds = make_dataset(directory, 16, shuffle=False)
+    assert _reader(ds).startswith("python") == forced
+    assert sum(1 for _ in ds) == 11
+    path = os.path.join(directory, sorted(f for f in os.listdir(directory) if f.endswith(".arrow"))[0])
+    before = os.stat(path)
+    _flip_a_price(path, 1)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(path)
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (before.st_size, before.st_mtime_ns, before.st_ino)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(path) + r": record batch 1: checksum"):
+        for _ in ds:
+            pass
+
+
 def test_the_real_criteo_sample_reads_alike_through_the_op_and_the_python_reader(criteo_data_dir, tmp_path):
     from transforms.testing import ingest_in_memory
 
@@ -286,13 +317,14 @@ def test_a_plan_naming_bytes_past_a_file_is_refused_by_the_op(shards):
 
     source = make_dataset(shards, 16, shuffle=False)._sparseflow_parquet_source
     plan = arrow_op._plan(source, None)
-    dataset, reader = arrow_op.arrow_op_batches(source, None, 1)
+    element = arrow_op.OpElement(None, "error", True, False, None)
+    dataset, reader = arrow_op.arrow_op_batches(source, None, 1, element)
     assert reader == "op" and sum(1 for _ in dataset) == 11
     size = int(plan["identities"][0, 0])
     bad = dict(plan, lists=plan["lists"].copy())
     bad["lists"][0, 0, 5] = size - 4  # the first unit's first feature's ids: their last bytes past the file
     bad["settings"] = np.array([16, 0, 1, 0, 0, 0, 0, 0, 0], np.int64)
-    attrs = dict(group_sizes=[1, 1], group_combiners=[0, 0], block_sizes=[1], has_label=True)
+    attrs = dataset._attrs
     good = dict(plan, settings=bad["settings"])
     assert sum(1 for _ in arrow_op._ArrowOpDataset(arrow_op._library(), good, attrs, dataset.element_spec)) == 11
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"record batch 0: column 'user': the plan names ids past"):

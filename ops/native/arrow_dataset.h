@@ -66,19 +66,85 @@ class UnitSplits : public tf::SplitProvider {
   int64_t next_ = 0;
 };
 
+// The element the op writes, as attributes: per group of features its size, combiner and id type;
+// per feature its capacity (-1: not padded); each dense column's type (the label's last); and the
+// outputs, each a component of the canonical order: per feature (in group order) row_ids int32,
+// col_ids, gains float32 and its sample count int32 []; per dense column its [n] values; the
+// position int64 [4]; the entries dropped by the capacities, int64 [].
+struct ElementLayout {
+  std::vector<int64_t> group_sizes, combiners, capacities, components;
+  tf::DataTypeVector id_types, dense_types;
+  bool drop_overflow = false;
+
+  int64_t features() const { return static_cast<int64_t>(capacities.size()); }
+  int64_t dense() const { return static_cast<int64_t>(dense_types.size()); }
+  int64_t position() const { return 4 * features() + dense(); }
+  int64_t dropped() const { return position() + 1; }
+  int64_t canonical() const { return position() + 2; }
+
+  // The type of canonical component `k` (DT_INVALID past the end).
+  tf::DataType Type(int64_t k) const {
+    if (k < 0 || k >= canonical()) return tf::DT_INVALID;
+    if (k >= position()) return tf::DT_INT64;
+    if (k >= 4 * features()) return dense_types[k - 4 * features()];
+    if (k % 4 == 1) {
+      int64_t f = k / 4;
+      for (size_t g = 0; g < group_sizes.size(); f -= group_sizes[g++]) {
+        if (f < group_sizes[g]) return id_types[g];
+      }
+      return tf::DT_INVALID;
+    }
+    return k % 4 == 2 ? tf::DT_FLOAT : tf::DT_INT32;
+  }
+
+  absl::Status Read(tf::OpKernelConstruction* ctx) {
+    TF_RETURN_IF_ERROR(ctx->GetAttr("group_sizes", &group_sizes));
+    TF_RETURN_IF_ERROR(ctx->GetAttr("group_combiners", &combiners));
+    TF_RETURN_IF_ERROR(ctx->GetAttr("capacities", &capacities));
+    TF_RETURN_IF_ERROR(ctx->GetAttr("components", &components));
+    TF_RETURN_IF_ERROR(ctx->GetAttr("id_types", &id_types));
+    TF_RETURN_IF_ERROR(ctx->GetAttr("dense_types", &dense_types));
+    return ctx->GetAttr("drop_overflow", &drop_overflow);
+  }
+
+  void Write(std::vector<std::pair<tf::StringPiece, tf::AttrValue>>* attrs) const {
+    auto list = [](const std::vector<int64_t>& values) {
+      tf::AttrValue value;
+      for (int64_t v : values) value.mutable_list()->add_i(v);
+      return value;
+    };
+    auto types = [](const tf::DataTypeVector& values) {
+      tf::AttrValue value;
+      for (tf::DataType v : values) value.mutable_list()->add_type(v);
+      return value;
+    };
+    tf::AttrValue drop;
+    drop.set_b(drop_overflow);
+    *attrs = {{"group_sizes", list(group_sizes)}, {"group_combiners", list(combiners)},
+              {"capacities", list(capacities)},   {"components", list(components)},
+              {"id_types", types(id_types)},       {"dense_types", types(dense_types)},
+              {"drop_overflow", drop}};
+  }
+};
+
+// What every iterator of one dataset shares: the shards mapped, and which units' checksums were
+// checked, so a new iterator (each epoch's, a restored one) neither maps nor checks them again.
+struct VerifiedShards {
+  std::mutex mu;
+  std::vector<std::shared_ptr<MappedShard>> shards;  // per file, once mapped
+  std::vector<bool> verified;                         // per unit
+};
+
 class ArrowDataset : public DatasetBase {
  public:
-  ArrowDataset(tf::OpKernelContext* ctx, std::vector<Tensor> inputs, std::vector<int64_t> group_sizes,
-               std::vector<int64_t> combiners, std::vector<int64_t> block_sizes, bool has_label,
-               tf::DataTypeVector types, std::vector<tf::PartialTensorShape> shapes)
+  ArrowDataset(tf::OpKernelContext* ctx, std::vector<Tensor> inputs, ElementLayout element, tf::DataTypeVector types,
+               std::vector<tf::PartialTensorShape> shapes)
       : DatasetBase(tf::DatasetContext(ctx)),
         inputs_(std::move(inputs)),
-        group_sizes_(std::move(group_sizes)),
-        combiners_(std::move(combiners)),
-        block_sizes_(std::move(block_sizes)),
-        has_label_(has_label),
+        element_(std::move(element)),
         types_(std::move(types)),
-        shapes_(std::move(shapes)) {
+        shapes_(std::move(shapes)),
+        verified_(std::make_shared<VerifiedShards>()) {
     const auto settings = inputs_[kSettingsInput].vec<int64_t>();
     plan_.batch_size = settings(kBatchSize);
     plan_.drop_remainder = settings(kDropRemainder) != 0;
@@ -93,6 +159,8 @@ class ArrowDataset : public DatasetBase {
     std::vector<int64_t> rows(units.dimension(0));
     for (size_t k = 0; k < rows.size(); ++k) rows[k] = units(k, 2);
     plan_.SetUnits(std::move(rows));
+    verified_->shards.resize(inputs_[kFilesInput].NumElements());
+    verified_->verified.assign(inputs_[kUnitsInput].dim_size(0), false);
   }
 
   // The inputs, in the op's order.
@@ -120,41 +188,31 @@ class ArrowDataset : public DatasetBase {
   const RowPlan& plan() const { return plan_; }
   int64_t num_epochs() const { return num_epochs_; }
   const Tensor& input(int k) const { return inputs_[k]; }
-  const std::vector<int64_t>& group_sizes() const { return group_sizes_; }
-  const std::vector<int64_t>& combiners() const { return combiners_; }
-  const std::vector<int64_t>& block_sizes() const { return block_sizes_; }
-  bool has_label() const { return has_label_; }
+  const ElementLayout& element() const { return element_; }
   int64_t missing_int() const { return missing_int_; }
+  VerifiedShards& verified() const { return *verified_; }
 
  protected:
   absl::Status AsGraphDefInternal(tf::SerializationContext*, DatasetGraphDefBuilder* b,
                                   tf::Node** output) const override {
     std::vector<tf::Node*> nodes(kInputs);
     for (int k = 0; k < kInputs; ++k) TF_RETURN_IF_ERROR(b->AddTensor(inputs_[k], &nodes[k]));
-    auto list = [&](const std::vector<int64_t>& values) {
-      tf::AttrValue value;
-      for (int64_t v : values) value.mutable_list()->add_i(v);
-      return value;
-    };
-    tf::AttrValue label;
-    label.set_b(has_label_);
-    return b->AddDataset(this, nodes,
-                         {{"group_sizes", list(group_sizes_)}, {"group_combiners", list(combiners_)},
-                          {"block_sizes", list(block_sizes_)}, {"has_label", label}},
-                         output);
+    std::vector<std::pair<tf::StringPiece, tf::AttrValue>> attrs;
+    element_.Write(&attrs);
+    return b->AddDataset(this, nodes, attrs, output);
   }
 
  private:
   class Iterator;
 
   const std::vector<Tensor> inputs_;
-  const std::vector<int64_t> group_sizes_, combiners_, block_sizes_;
-  const bool has_label_;
+  const ElementLayout element_;
   const tf::DataTypeVector types_;
   const std::vector<tf::PartialTensorShape> shapes_;
   RowPlan plan_;
   int64_t num_epochs_ = -1;
   int64_t missing_int_ = 0;
+  const std::shared_ptr<VerifiedShards> verified_;
 };
 
 }  // namespace arrow_dataset

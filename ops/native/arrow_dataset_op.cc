@@ -10,11 +10,14 @@
 // arrow_dataset_registration.cc. The plan is the op's inputs, so the dataset serialises (the tf.data
 // service runs it) and its iterator's state is the next batch's number.
 //
-// Element: per group of F features, row_ids int32, col_ids (int64 or int32), gains float32 and the
-// entries per feature int64 [F]; per dense block of D columns its [D * n] values; the label [n];
-// the rows int64 [1]; the position after the batch int64 [4].
+// Element: what `make_dataset` delivers, whole (`ElementLayout` in arrow_dataset.h): each feature's
+// `Coo` (padded to its capacity, with the overflow refused or dropped and counted), each dense
+// column and the label [n], the position after the batch int64 [4], in the order of the element's
+// nest; so no map follows the op, and a new iterator instantiates no function.
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -25,9 +28,9 @@
 #include "arrow_dataset.h"
 #include "arrow_dataset_plan.h"
 #include "arrow_plan_check.h"
+#include "crc32c_extend.h"
 #include "tensorflow/core/framework/dataset.h"
 #include "tensorflow/core/framework/op_kernel.h"
-#include "xla/tsl/lib/hash/crc32c.h"
 
 namespace sparseflow {
 namespace arrow_dataset {
@@ -63,77 +66,32 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
       }
       plan_.Pieces(epoch, begin, end, &units_, &begins_, &counts_, &index_);
     }
-    for (int64_t unit : units_) {
-      TF_RETURN_IF_ERROR(MapUnit(unit));
-      if (!verified_[unit]) TF_RETURN_IF_ERROR(Verify(unit));
-    }
+    for (int64_t unit : units_) TF_RETURN_IF_ERROR(Ready(unit));
+    const ElementLayout& e = d.element();
     const int64_t n = end - begin;
-    const auto& types = d.output_dtypes();
-    int64_t column = 0;  // the first descriptor (of lists, then of dense columns) of the current call
-    size_t output = 0;
-    for (size_t g = 0; g < d.group_sizes().size(); ++g) {
-      const int64_t features = d.group_sizes()[g];
-      Describe(kListsInput, column, features, kArrowListFields, {kArrowOffsets, kArrowValidity, kArrowIds,
-                                                                 kArrowWeights});
-      Shared(column, features);
-      const int64_t room = sparseflow_arrow_lists_room(descriptors_.data(), features, Pieces(), begins_.data(),
-                                                       counts_.data(), index_.data(), error_);
-      if (room < 0) return Failure(column, features);
-      Tensor rows(ctx->allocator({}), tf::DT_INT32, {room}), ids(ctx->allocator({}), types[output + 1], {room}),
-          gains(ctx->allocator({}), tf::DT_FLOAT, {room}), per_feature(ctx->allocator({}), tf::DT_INT64, {features});
-      const int combiner = static_cast<int>(d.combiners()[g]);
-      const int64_t written =
-          types[output + 1] == tf::DT_INT64
-              ? sparseflow_arrow_lists_to_coo_i64(
-                    descriptors_.data(), weights_.data(), features, Pieces(), begins_.data(), counts_.data(),
-                    index_.data(), combiner, room, rows.flat<int32_t>().data(), ids.flat<int64_t>().data(),
-                    gains.flat<float>().data(), per_feature.flat<int64_t>().data(), error_)
-              : sparseflow_arrow_lists_to_coo_i32(
-                    descriptors_.data(), weights_.data(), features, Pieces(), begins_.data(), counts_.data(),
-                    index_.data(), combiner, room, rows.flat<int32_t>().data(), ids.flat<int32_t>().data(),
-                    gains.flat<float>().data(), per_feature.flat<int64_t>().data(), error_);
-      if (written < 0) return Failure(column, features);
-      // Merged entries are fewer than the ids: the arrays' first `written` (a slice shares the buffer).
-      out->push_back(rows.Slice(0, written));
-      out->push_back(ids.Slice(0, written));
-      out->push_back(gains.Slice(0, written));
-      out->push_back(std::move(per_feature));
-      output += 4;
-      column += features;
+    std::vector<Tensor> canonical(e.canonical());
+    int64_t dropped = 0, feature = 0;
+    for (size_t g = 0; g < e.group_sizes.size(); ++g) {
+      for (int64_t k = 0; k < e.group_sizes[g]; ++k, ++feature) {
+        TF_RETURN_IF_ERROR(WriteFeature(ctx, feature, static_cast<int>(e.combiners[g]), e.id_types[g], n, &dropped,
+                                        &canonical[4 * feature]));
+      }
     }
-    const int64_t lists = column;
-    std::vector<int64_t> blocks = d.block_sizes();
-    if (d.has_label()) blocks.push_back(1);
-    int64_t dense_column = 0;
-    for (int64_t columns : blocks) {
-      Describe(kDenseInput, dense_column, columns, kArrowDenseFields, {kArrowValues, kArrowDenseValidity});
-      const tf::DataType type = types[output];
-      Tensor values(ctx->allocator({}), type, {columns * n});
-      const int64_t item = tf::DataTypeSize(type);
-      const double nan = std::numeric_limits<double>::quiet_NaN();
-      const float nan32 = std::numeric_limits<float>::quiet_NaN();
-      const int64_t missing_int = d.missing_int();
-      const void* missing = type == tf::DT_INT64 ? static_cast<const void*>(&missing_int)
-                            : item == 8          ? static_cast<const void*>(&nan)
-                                                 : static_cast<const void*>(&nan32);
-      const int64_t status = sparseflow_arrow_dense_rows(descriptors_.data(), columns, Pieces(), begins_.data(),
-                                                         counts_.data(), index_.data(), item, missing,
-                                                         values.data(), n, error_);
-      if (status < 0) return Failure(lists + dense_column, columns);
-      out->push_back(std::move(values));
-      ++output;
-      dense_column += columns;
+    for (int64_t j = 0; j < e.dense(); ++j) {
+      TF_RETURN_IF_ERROR(WriteDense(ctx, j, e.dense_types[j], n, &canonical[4 * e.features() + j]));
     }
-    Tensor rows(ctx->allocator({}), tf::DT_INT64, {1}), position(ctx->allocator({}), tf::DT_INT64, {4});
-    rows.flat<int64_t>()(0) = n;
+    Tensor position(ctx->allocator({}), tf::DT_INT64, {4}), lost(ctx->allocator({}), tf::DT_INT64, {});
     if (splits_ == nullptr) {
       plan_.Position(epoch, end, position.flat<int64_t>().data());
     } else {  // where this worker is in the unit it reads: not a position the plan resumes at
       auto p = position.flat<int64_t>();
       p(0) = 0, p(1) = split_, p(2) = unit_row_, p(3) = plan_.fingerprint;
     }
-    out->push_back(std::move(rows));
-    out->push_back(std::move(position));
+    lost.scalar<int64_t>()() = dropped;
+    canonical[e.position()] = std::move(position);
+    canonical[e.dropped()] = std::move(lost);
+    out->reserve(e.components.size());
+    for (int64_t k : e.components) out->push_back(canonical[k]);
     ++next_;
     *end_of_sequence = false;
     return absl::OkStatus();
@@ -200,16 +158,133 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
     return absl::OkStatus();
   }
 
-  absl::Status MapUnit(int64_t unit) {
+  // The unit's shard mapped and its record batch's checksum checked, by the first of the dataset's
+  // iterators to read it (`VerifiedShards`); another iterator checks that the path still names the
+  // file mapped, as the Python reader checks its pin at each open, and checks the file's units again
+  // if its status change time moved (written in place, its mtime set back).
+  absl::Status Ready(int64_t unit) {
     const int64_t file = dataset()->input(kUnitsInput).matrix<int64_t>()(unit, 0);
-    if (shards_[file] != nullptr) return absl::OkStatus();
-    const auto identities = dataset()->input(kIdentitiesInput).matrix<int64_t>();
-    auto shard = std::make_unique<MappedShard>();
-    const std::string error = shard->Map(dataset()->input(kFilesInput).flat<tf::tstring>()(file),
-                                         identities(file, 0), identities(file, 1), identities(file, 2));
-    if (!error.empty()) return absl::FailedPreconditionError(error);
-    shards_[file] = std::move(shard);
+    VerifiedShards& cache = dataset()->verified();
+    if (shards_[file] == nullptr) {
+      const auto identity = dataset()->input(kIdentitiesInput).matrix<int64_t>();
+      const std::string path(dataset()->input(kFilesInput).flat<tf::tstring>()(file));
+      std::lock_guard<std::mutex> lock(cache.mu);
+      std::string error;
+      if (cache.shards[file] == nullptr) {
+        auto shard = std::make_shared<MappedShard>();
+        error = shard->Map(path, identity(file, 0), identity(file, 1), identity(file, 2));
+        if (error.empty()) cache.shards[file] = std::move(shard);
+      } else {
+        int64_t ctime_ns = 0;
+        error = MappedShard::Unchanged(path, identity(file, 0), identity(file, 1), identity(file, 2), &ctime_ns);
+        if (error.empty() && ctime_ns != cache.shards[file]->ctime_ns()) {  // touched since: check its units again
+          const auto units = dataset()->input(kUnitsInput).matrix<int64_t>();
+          for (int64_t u = 0; u < units.dimension(0); ++u) {
+            if (units(u, 0) == file) cache.verified[u] = false;
+          }
+          cache.shards[file]->set_ctime_ns(ctime_ns);
+        }
+      }
+      if (!error.empty()) return absl::FailedPreconditionError(error);
+      shards_[file] = cache.shards[file];
+    }
+    if (!verified_[unit]) {
+      std::lock_guard<std::mutex> lock(cache.mu);
+      if (!cache.verified[unit]) TF_RETURN_IF_ERROR(Verify(unit));
+      cache.verified[unit] = verified_[unit] = true;
+    }
     return absl::OkStatus();
+  }
+
+  // Feature f's entries of the batch's n rows into out[0..3] (row_ids, col_ids, gains, sample count):
+  // with a capacity, padded to it with (row n, id 0, gain 0), as `pad_coo_features` pads; more
+  // entries than the capacity are refused with its message, or (drop_overflow) the first `capacity`
+  // kept and the rest added to *dropped. The kernel writes straight into the outputs unless the
+  // capacity is below the room its entries may need.
+  absl::Status WriteFeature(IteratorContext* ctx, int64_t f, int combiner, tf::DataType id_type, int64_t n,
+                            int64_t* dropped, Tensor* out) {
+    Describe(kListsInput, f, 1, kArrowListFields, {kArrowOffsets, kArrowValidity, kArrowIds, kArrowWeights});
+    Shared(f, 1);
+    const int64_t room = sparseflow_arrow_lists_room(descriptors_.data(), 1, Pieces(), begins_.data(),
+                                                     counts_.data(), index_.data(), error_);
+    if (room < 0) return Failure(f, 1);
+    const int64_t capacity = dataset()->element().capacities[f];
+    const bool direct = capacity < 0 || capacity >= room;
+    const int64_t size = capacity < 0 ? room : capacity;
+    Tensor rows(ctx->allocator({}), tf::DT_INT32, {size}), ids(ctx->allocator({}), id_type, {size}),
+        gains(ctx->allocator({}), tf::DT_FLOAT, {size}), samples(ctx->allocator({}), tf::DT_INT32, {});
+    const int64_t id_size = tf::DataTypeSize(id_type);
+    if (!direct) {
+      scratch_rows_.resize(room);
+      scratch_ids_.resize(room);  // int64 slots: room for either id width
+      scratch_gains_.resize(room);
+    }
+    int32_t* to_rows = direct ? rows.flat<int32_t>().data() : scratch_rows_.data();
+    void* to_ids = direct ? ids.data() : static_cast<void*>(scratch_ids_.data());
+    float* to_gains = direct ? gains.flat<float>().data() : scratch_gains_.data();
+    int64_t entries;
+    const int64_t written =
+        id_type == tf::DT_INT64
+            ? sparseflow_arrow_lists_to_coo_i64(descriptors_.data(), weights_.data(), 1, Pieces(), begins_.data(),
+                                                counts_.data(), index_.data(), combiner, room, to_rows,
+                                                static_cast<int64_t*>(to_ids), to_gains, &entries, error_)
+            : sparseflow_arrow_lists_to_coo_i32(descriptors_.data(), weights_.data(), 1, Pieces(), begins_.data(),
+                                                counts_.data(), index_.data(), combiner, room, to_rows,
+                                                static_cast<int32_t*>(to_ids), to_gains, &entries, error_);
+    if (written < 0) return Failure(f, 1);
+    samples.scalar<int32_t>()() = static_cast<int32_t>(n);
+    out[3] = std::move(samples);
+    if (capacity < 0) {  // merged entries are fewer than the room: the first `written` (a slice shares the buffer)
+      out[0] = rows.Slice(0, written);
+      out[1] = ids.Slice(0, written);
+      out[2] = gains.Slice(0, written);
+      return absl::OkStatus();
+    }
+    if (written > capacity) {
+      if (!dataset()->element().drop_overflow) return Overflow(f, written, capacity);
+      *dropped += written - capacity;
+    }
+    const int64_t kept = std::min(written, capacity);
+    if (!direct) {
+      std::memcpy(rows.data(), to_rows, kept * sizeof(int32_t));
+      std::memcpy(ids.data(), to_ids, kept * id_size);
+      std::memcpy(gains.data(), to_gains, kept * sizeof(float));
+    }
+    std::fill(rows.flat<int32_t>().data() + kept, rows.flat<int32_t>().data() + capacity, static_cast<int32_t>(n));
+    std::memset(static_cast<char*>(ids.data()) + kept * id_size, 0, (capacity - kept) * id_size);
+    std::fill(gains.flat<float>().data() + kept, gains.flat<float>().data() + capacity, 0.0f);
+    out[0] = std::move(rows);
+    out[1] = std::move(ids);
+    out[2] = std::move(gains);
+    return absl::OkStatus();
+  }
+
+  // Dense column j (the label is the last) of the batch's n rows: NaN, or the missing int, where null.
+  absl::Status WriteDense(IteratorContext* ctx, int64_t j, tf::DataType type, int64_t n, Tensor* out) {
+    Describe(kDenseInput, j, 1, kArrowDenseFields, {kArrowValues, kArrowDenseValidity});
+    Tensor values(ctx->allocator({}), type, {n});
+    const int64_t item = tf::DataTypeSize(type);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    const float nan32 = std::numeric_limits<float>::quiet_NaN();
+    const int64_t missing_int = dataset()->missing_int();
+    const void* missing = type == tf::DT_INT64 ? static_cast<const void*>(&missing_int)
+                          : item == 8          ? static_cast<const void*>(&nan)
+                                               : static_cast<const void*>(&nan32);
+    if (sparseflow_arrow_dense_rows(descriptors_.data(), 1, Pieces(), begins_.data(), counts_.data(), index_.data(),
+                                    item, missing, values.data(), n, error_) < 0) {
+      return Failure(dataset()->element().features() + j, 1);
+    }
+    *out = std::move(values);
+    return absl::OkStatus();
+  }
+
+  // `pad_coo_features`'s refusal of a batch that needs more entries than a capacity.
+  absl::Status Overflow(int64_t f, int64_t entries, int64_t capacity) const {
+    return absl::InvalidArgumentError(
+        "pad_to_capacity: check 'capacity' failed: feature '" +
+        std::string(dataset()->input(kNamesInput).flat<tf::tstring>()(f)) + "' has " + std::to_string(entries) +
+        " COO entries, more than its capacity " + std::to_string(capacity) +
+        " (raise the capacity, or pass overflow='drop')");
   }
 
   // The unit's record batch against its checksum (what `ArrowShard.read_unit` checks at its first
@@ -222,7 +297,7 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
     const uint8_t* base = shards_[units(unit, 0)]->base();
     uint32_t crc = static_cast<uint32_t>(checks(unit, 1));
     for (int64_t s = checks(unit, 2); s < checks(unit, 2) + checks(unit, 3); ++s) {
-      crc = tsl::crc32c::Extend(crc, reinterpret_cast<const char*>(base + spans(s, 0)), spans(s, 1));
+      crc = Crc32cExtend(crc, base + spans(s, 0), static_cast<size_t>(spans(s, 1)));
     }
     if (crc != static_cast<uint32_t>(checks(unit, 0))) {
       char found[9], stored[9];
@@ -232,7 +307,6 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
                                         ": record batch " + std::to_string(units(unit, 1)) + ": checksum " + found +
                                         " differs from the stored " + stored);
     }
-    verified_[unit] = true;
     return absl::OkStatus();
   }
 
@@ -282,8 +356,8 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
   std::mutex mu_;
   RowPlan plan_;  // the dataset's, with this iterator's seed and cached orders
   int64_t next_ = 0;
-  std::vector<std::unique_ptr<MappedShard>> shards_;
-  std::vector<bool> verified_;  // per unit: its checksum checked by this iterator
+  std::vector<std::shared_ptr<MappedShard>> shards_;  // per file: the dataset's mapping, once this iterator checked it
+  std::vector<bool> verified_;                        // per unit: known to be checked (`Ready`)
   // Under the tf.data service's split by units: the provider, the unit being read (its index in
   // the split order, and in the plan), the next row of it, and whether the provider ran out.
   std::shared_ptr<tf::SplitProvider> splits_;
@@ -291,6 +365,9 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
   bool splits_done_ = false;
   std::vector<int64_t> units_, begins_, counts_, index_, descriptors_;
   std::vector<float> weights_;
+  std::vector<int32_t> scratch_rows_;  // a feature's entries where its capacity is below their room
+  std::vector<int64_t> scratch_ids_;
+  std::vector<float> scratch_gains_;
   int64_t error_[3] = {0, 0, 0};
 };
 
@@ -301,10 +378,7 @@ std::unique_ptr<tf::IteratorBase> ArrowDataset::MakeIteratorInternal(const std::
 class ArrowDatasetOp : public tf::DatasetOpKernel {
  public:
   explicit ArrowDatasetOp(tf::OpKernelConstruction* ctx) : tf::DatasetOpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("group_sizes", &group_sizes_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("group_combiners", &combiners_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("block_sizes", &block_sizes_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("has_label", &has_label_));
+    OP_REQUIRES_OK(ctx, element_.Read(ctx));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("output_types", &types_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("output_shapes", &shapes_));
   }
@@ -313,22 +387,42 @@ class ArrowDatasetOp : public tf::DatasetOpKernel {
   void MakeDataset(tf::OpKernelContext* ctx, DatasetBase** output) override {
     std::vector<Tensor> inputs;
     for (int k = 0; k < ArrowDataset::kInputs; ++k) inputs.push_back(ctx->input(k));
+    OP_REQUIRES_OK(ctx, CheckElement());
     OP_REQUIRES_OK(ctx, Check(inputs));
-    *output = new ArrowDataset(ctx, std::move(inputs), group_sizes_, combiners_, block_sizes_, has_label_, types_,
-                               shapes_);
+    *output = new ArrowDataset(ctx, std::move(inputs), element_, types_, shapes_);
   }
 
  private:
+  // The attributes agree: one combiner and id type a group, a capacity a feature, and each output
+  // a canonical component of its type.
+  absl::Status CheckElement() const {
+    const ElementLayout& e = element_;
+    int64_t features = 0;
+    for (int64_t f : e.group_sizes) features += f;
+    if (e.combiners.size() != e.group_sizes.size() || e.id_types.size() != e.group_sizes.size() ||
+        features != e.features() || types_.size() != e.components.size() || shapes_.size() != types_.size())
+      return absl::InvalidArgumentError("SparseflowArrowDataset: attributes of different lengths");
+    for (tf::DataType t : e.id_types) {
+      if (t != tf::DT_INT64 && t != tf::DT_INT32)
+        return absl::InvalidArgumentError("SparseflowArrowDataset: ids must be int64 or int32");
+    }
+    for (tf::DataType t : e.dense_types) {
+      if (t != tf::DT_INT64 && t != tf::DT_FLOAT && t != tf::DT_DOUBLE && t != tf::DT_INT32)
+        return absl::InvalidArgumentError("SparseflowArrowDataset: a dense column of an unsupported type");
+    }
+    for (size_t k = 0; k < types_.size(); ++k) {
+      if (e.Type(e.components[k]) != types_[k])
+        return absl::InvalidArgumentError("SparseflowArrowDataset: output " + std::to_string(k) +
+                                          " is not of its component's type");
+    }
+    return absl::OkStatus();
+  }
+
   // The plan's shapes agree with the attributes, and every buffer lies inside its file.
   absl::Status Check(const std::vector<Tensor>& in) const {
     using D = ArrowDataset;
-    int64_t lists = 0, dense = has_label_ ? 1 : 0;
-    for (int64_t f : group_sizes_) lists += f;
-    for (int64_t c : block_sizes_) dense += c;
-    const size_t outputs = 4 * group_sizes_.size() + block_sizes_.size() + (has_label_ ? 1 : 0) + 2;
+    const int64_t lists = element_.features(), dense = element_.dense();
     const int64_t files = in[D::kFilesInput].NumElements();
-    if (group_sizes_.size() != combiners_.size() || types_.size() != outputs || shapes_.size() != outputs)
-      return absl::InvalidArgumentError("SparseflowArrowDataset: attributes of different lengths");
     if (in[D::kUnitsInput].dims() != 2 || in[D::kUnitsInput].dim_size(1) != 3)
       return absl::InvalidArgumentError("SparseflowArrowDataset: units must be [units, 3]");
     const int64_t units = in[D::kUnitsInput].dim_size(0);
@@ -351,11 +445,8 @@ class ArrowDatasetOp : public tf::DatasetOpKernel {
     const auto unit_table = in[D::kUnitsInput].matrix<int64_t>();
     const auto identities = in[D::kIdentitiesInput].matrix<int64_t>();
     std::vector<int64_t> id_sizes, dense_items;
-    for (size_t g = 0; g < group_sizes_.size(); ++g) id_sizes.push_back(tf::DataTypeSize(types_[4 * g + 1]));
-    for (size_t b = 0; b < block_sizes_.size(); ++b) {
-      dense_items.insert(dense_items.end(), block_sizes_[b], tf::DataTypeSize(types_[4 * group_sizes_.size() + b]));
-    }
-    if (has_label_) dense_items.push_back(tf::DataTypeSize(types_[outputs - 3]));
+    for (tf::DataType t : element_.id_types) id_sizes.push_back(tf::DataTypeSize(t));
+    for (tf::DataType t : element_.dense_types) dense_items.push_back(tf::DataTypeSize(t));
     for (int64_t u = 0; u < units; ++u) {
       const int64_t file = unit_table(u, 0);
       if (file < 0 || file >= files || unit_table(u, 2) < 0)
@@ -368,7 +459,7 @@ class ArrowDatasetOp : public tf::DatasetOpKernel {
                           in[D::kSpansInput].dim_size(0),
                           identities(file, 0)};
       int64_t column;
-      const std::string problem = CheckUnit(unit, group_sizes_, id_sizes, dense_items, &column);
+      const std::string problem = CheckUnit(unit, element_.group_sizes, id_sizes, dense_items, &column);
       if (!problem.empty()) return Refusal(in, u, column, problem);
     }
     return absl::OkStatus();
@@ -384,8 +475,7 @@ class ArrowDatasetOp : public tf::DatasetOpKernel {
         ": the plan names " + what);
   }
 
-  std::vector<int64_t> group_sizes_, combiners_, block_sizes_;
-  bool has_label_ = false;
+  ElementLayout element_;
   tf::DataTypeVector types_;
   std::vector<tf::PartialTensorShape> shapes_;
 };

@@ -199,24 +199,14 @@ class MappedShard {
   // Maps `path`; returns "" or the one-line error.
   std::string Map(const std::string& path, int64_t size, int64_t mtime_ns, int64_t inode) {
     const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      if (errno == ENOENT) return path + ": removed since it was verified; make the dataset again";
-      return path + ": cannot be opened: " + std::strerror(errno);
-    }
+    if (fd < 0) return Unreadable(path);
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-      const std::string error = path + ": cannot be read: " + std::strerror(errno);
+    std::string error = fstat(fd, &st) != 0 ? Unreadable(path) : Compare(path, st, size, mtime_ns, inode);
+    if (!error.empty()) {
       close(fd);
       return error;
     }
-    const int64_t now_mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-    if (st.st_size != size || now_mtime != mtime_ns || static_cast<int64_t>(st.st_ino) != inode) {
-      close(fd);
-      return path + ": replaced or changed since it was verified (size, mtime_ns, inode " +
-             Triple(size, mtime_ns, inode) + " then, " +
-             Triple(st.st_size, now_mtime, static_cast<int64_t>(st.st_ino)) +
-             " now: another run wrote this output?); make the dataset again";
-    }
+    ctime_ns_ = ChangeTime(st);
     if (size > 0) {
       void* mapped = mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_SHARED, fd, 0);
       if (mapped == MAP_FAILED) {
@@ -232,14 +222,48 @@ class MappedShard {
   }
 
   const uint8_t* base() const { return base_; }
+  // The file's status change time when it was mapped: any write since (or a utime setting its
+  // mtime back) moves it, so what was checked of the mapping holds while it stays.
+  int64_t ctime_ns() const { return ctime_ns_; }
+  void set_ctime_ns(int64_t ctime_ns) { ctime_ns_ = ctime_ns; }
+
+  // "" while `path` is still the file verified (its size, mtime_ns and inode), else Map's error, and
+  // its status change time in *ctime_ns: a mapping kept for the dataset's life is read again only
+  // while its path names that same file.
+  static std::string Unchanged(const std::string& path, int64_t size, int64_t mtime_ns, int64_t inode,
+                               int64_t* ctime_ns) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) return Unreadable(path);
+    *ctime_ns = ChangeTime(st);
+    return Compare(path, st, size, mtime_ns, inode);
+  }
 
  private:
+  static std::string Unreadable(const std::string& path) {
+    if (errno == ENOENT) return path + ": removed since it was verified; make the dataset again";
+    return path + ": cannot be read: " + std::strerror(errno);
+  }
+
+  static std::string Compare(const std::string& path, const struct stat& st, int64_t size, int64_t mtime_ns,
+                             int64_t inode) {
+    const int64_t now_mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    if (st.st_size == size && now_mtime == mtime_ns && static_cast<int64_t>(st.st_ino) == inode) return "";
+    return path + ": replaced or changed since it was verified (size, mtime_ns, inode " + Triple(size, mtime_ns, inode) +
+           " then, " + Triple(st.st_size, now_mtime, static_cast<int64_t>(st.st_ino)) +
+           " now: another run wrote this output?); make the dataset again";
+  }
+
+  static int64_t ChangeTime(const struct stat& st) {
+    return static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+  }
+
   static std::string Triple(int64_t a, int64_t b, int64_t c) {
     return "(" + std::to_string(a) + ", " + std::to_string(b) + ", " + std::to_string(c) + ")";
   }
 
   const uint8_t* base_ = nullptr;
   size_t size_ = 0;
+  int64_t ctime_ns_ = 0;
 };
 
 }  // namespace sparseflow

@@ -1,5 +1,6 @@
 // The declaration of SparseflowArrowDataset, whose kernel is arrow_dataset_op.cc (see there): the
-// plan's tensors as inputs, its layout as attributes, one dataset variant out.
+// plan's tensors as inputs, its element's layout as attributes (`ElementLayout` in arrow_dataset.h),
+// one dataset variant out.
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 
@@ -19,8 +20,11 @@ REGISTER_OP("SparseflowArrowDataset")
     .Output("handle: variant")
     .Attr("group_sizes: list(int) >= 0")
     .Attr("group_combiners: list(int) >= 0")
-    .Attr("block_sizes: list(int) >= 0")
-    .Attr("has_label: bool")
+    .Attr("id_types: list(type) >= 0")
+    .Attr("capacities: list(int) >= 0")
+    .Attr("drop_overflow: bool")
+    .Attr("dense_types: list(type) >= 0")
+    .Attr("components: list(int) >= 1")
     .Attr("output_types: list(type) >= 1")
     .Attr("output_shapes: list(shape) >= 1")
     .SetIsStateful()  // a source dataset: not constant-folded

@@ -40,10 +40,11 @@ from sparse_io.manifest_verify import verify_directory, verify_paths
 from sparse_io.pins import pin_shards
 from sparse_io.schema import Schema
 from sparse_io.shard_files import COLUMNAR_FORMATS
+from transforms.tfdata.columnar.arrow_op import OpElement
 from transforms.tfdata.columnar.source import columnar_batches
 from transforms.tfdata.core.columns import select_columns
 from transforms.tfdata.core.files import list_files, read_schema, shard_format
-from transforms.tfdata.core.finish import column_batch, finish_batches
+from transforms.tfdata.core.finish import column_batch, deliver, finish_batches
 from transforms.tfdata.core.options import BatchOptions, OutputOptions
 from transforms.tfdata.core.sharding import check_balance, resolve_worker
 from transforms.tfdata.core.state import InputState
@@ -194,9 +195,11 @@ def make_dataset(
       tf.errors.InvalidArgumentError: while iterating, a batch that
         overflows a capacity with overflow="error".
 
-    The Parquet and Arrow reader runs Python (pyarrow) per batch, not per
-    row; see `columnar.source` and `columnar.reader`. Use TFRecord shards
-    for the tf.data service.
+    Arrow shards read as COO are read by a native dataset op that writes
+    each element whole (no Python in the graph; it runs under the tf.data
+    service); Parquet shards, and Arrow read as "ragged" or "sparse", by
+    Python (pyarrow) per batch, not per row: see `columnar.source`,
+    `columnar.arrow_op` and `columnar.reader`.
 
     Example (an ingest of 64 Criteo lines with one C1 id each, so C1's
     capacity for 16 rows in stats.json is 16):
@@ -264,6 +267,10 @@ def make_dataset(
             shard_format=fmt,
             pins=pins,
             balance=balance,
+            element=OpElement(caps, overflow, label_column is not None, return_position, batching.static_rows)
+            if output == "coo"
+            else None,
+            dropped=dropped,
         )
     else:
         if start is not None or return_position:
@@ -288,16 +295,19 @@ def make_dataset(
             balance=balance,
         )
         to_raw_batch = column_batch(columns, label_column, combiners)
-    out = finish_batches(
-        raw,
-        to_raw_batch,
-        columns,
-        batching,
-        outputs,
-        capacities=caps,
-        has_label=label_column is not None,
-        return_position=return_position,
-    )
+    if to_raw_batch is None:  # the native Arrow reader wrote the delivered elements
+        out = deliver(raw, batching)
+    else:
+        out = finish_batches(
+            raw,
+            to_raw_batch,
+            columns,
+            batching,
+            outputs,
+            capacities=caps,
+            has_label=label_column is not None,
+            return_position=return_position,
+        )
     if fmt in COLUMNAR_FORMATS:
         # The reader's py_function holds the source weakly (see columnar_batches); the dataset,
         # which every dataset derived from it and every iterator over it references, holds it.

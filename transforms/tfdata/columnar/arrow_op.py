@@ -16,13 +16,17 @@ made, and handed to the op as constant tensors:
 
 The op maps each shard when it first reads from it (refusing a file that is
 no longer the one verified, with `ShardPin`'s message), checks each unit's
-checksum at its first read by an iterator (refusing a damaged one with the
-Python reader's message), and writes each
-batch with the kernels the Python reader calls, into the flat list
-`BatchLayout` describes, so the graph after it is the same. Its iterator
-state is the next batch's number: `tf.train.Checkpoint` saves it, and the
-dataset serialises (the tf.data service can run it where the library is
-loaded).
+checksum at its first read (refusing a damaged one with the Python reader's
+message), and writes each batch with the kernels the Python reader calls,
+straight into the element `make_dataset` delivers (`op_element`: each
+feature's `Coo` padded to its capacity, the dense columns, the label, the
+position), so no map follows it: a new iterator instantiates no function.
+The mappings and checksums checked are the dataset's, for all its
+iterators; each new iterator checks each shard's identity again, and its
+checksums again if a write in place moved its status change time. Its
+iterator state is the next batch's number: `tf.train.Checkpoint` saves it,
+and the dataset serialises (the tf.data service can run it where the
+library is loaded).
 
 `arrow_op_batches` says why it cannot read a dataset (the Python reader
 then does): CSR output, a remote file, compressed record batches, a unit
@@ -33,22 +37,24 @@ labels: the Python reader raises or casts), or no native library.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.data.ops import dataset_ops
 
+from ops.coo import Coo
 from sparse_io.pins import ShardPin, pin_shards
 from sparse_io.shard_files import open_shard
 from transforms.tfdata.columnar.native_batch import unit_buffers
 from transforms.tfdata.columnar.reader import ColumnarSource
 from transforms.tfdata.core.columns import MISSING_INT
 
-__all__ = ["arrow_op_batches", "python_arrow_reader"]
+__all__ = ["OpElement", "arrow_op_batches", "op_element", "python_arrow_reader"]
 
 _COMBINERS = {"sum": 0, "mean": 1, "sqrtn": 2}  # coo_rows.h
 _LIST_ADDRESSES = ((0, None), (3, None), (5, 6), (7, 8))  # (address field, its length field) of a list descriptor
@@ -86,15 +92,38 @@ def _library():
     return library if library is not None and hasattr(library, "sparseflow_arrow_dataset") else None
 
 
+@dataclasses.dataclass(frozen=True)
+class OpElement:
+    """The element `make_dataset` delivers, for the op to write whole (no map after it).
+
+    Attributes:
+      capacities: feature -> the static length its COO is padded to
+        (every sparse feature), or None for unpadded COO.
+      overflow: "error" or "drop" (see `make_dataset`).
+      has_label: whether the element holds the label (`(features, label, ...)`).
+      return_position: whether it ends with the int64 `[4]` position.
+      static_rows: the batch size when every batch has it (drop_remainder), else None.
+    """
+
+    capacities: Mapping[str, int] | None
+    overflow: str
+    has_label: bool
+    return_position: bool
+    static_rows: int | None
+
+
 def arrow_op_batches(
-    source: ColumnarSource, pins: Sequence[ShardPin] | None, num_epochs: int | None
+    source: ColumnarSource, pins: Sequence[ShardPin] | None, num_epochs: int | None, element: OpElement | None,
+    dropped: tf.Variable | None = None,
 ) -> tuple[tf.data.Dataset | None, str]:
-    """`(dataset of the flat batches source.read gives, "op")`, or `(None, why the op cannot read them)`.
+    """`(dataset of the elements make_dataset delivers, "op")`, or `(None, why the op cannot read them)`.
 
     `source` is the Python reader of the same files and options; its plan
-    (units, rows, start, fingerprint) and layout are the op's. The dataset
-    yields, for batch i of `num_epochs` (None: endless), what `source.read(i)`
-    returns, as tensors.
+    (units, rows, start, fingerprint) and layout are the op's. Batch i of
+    `num_epochs` (None: endless) is what the Python reader's batch i
+    becomes through `finish_batches`: each feature's `Coo` (padded as
+    `element` says, its dropped entries added to `dropped` when given), the
+    dense columns, the label and the position.
 
     Raises:
       CorruptFileError: a record batch carries no checksum, holds other rows
@@ -106,7 +135,7 @@ def arrow_op_batches(
         return None, "python_arrow_reader() asked for the Python reader"
     if source.shard_format != "arrow":
         return None, f"{source.shard_format} shards"
-    if source.coo is None:
+    if source.coo is None or element is None:
         return None, "CSR output (the op writes COO)"
     library = _library()
     if library is None:
@@ -115,34 +144,84 @@ def arrow_op_batches(
         tensors = _plan(source, pins)
     except _Unreadable as why:
         return None, str(why)
-    layout = source.layout
-    types = [tf.as_dtype(d) for d in layout.dtypes()]
-    shapes: list[list[int | None]] = []
-    for group in layout.groups:
-        shapes += [[None], [None], [None], [len(group)]]
-    shapes += [[None]] * (len(layout.dense_blocks) + (layout.label is not None))
-    shapes += [[1], [4]]
-    spec = tuple(tf.TensorSpec(shape, dtype) for shape, dtype in zip(shapes, types))
     start_epoch, start_row = source.plan.start
     settings = [
         source.plan.batch_size, int(source.plan.drop_remainder), -1 if num_epochs is None else int(num_epochs),
         start_epoch, start_row, source.plan.fingerprint, MISSING_INT, int(source.plan.shuffle), source.plan.seed,
     ]
+    tensors["settings"] = np.array(settings, np.int64)
+    attrs, spec = op_element(source, element, counts_dropped=dropped is not None)
+    ds = _ArrowOpDataset(library, tensors, attrs, spec)
+    if dropped is None:
+        return ds, "op"
+
+    def count(batch, lost):
+        with tf.control_dependencies([dropped.assign_add(lost)]):
+            return tf.nest.map_structure(tf.identity, batch)
+
+    return ds.map(count), "op"
+
+
+def op_element(source: ColumnarSource, element: OpElement, *, counts_dropped: bool) -> tuple[dict, object]:
+    """`(the op's attributes, its element_spec)` for `element` over `source`'s layout.
+
+    The op writes its components in a fixed order (arrow_dataset.h,
+    `ElementLayout`: per feature row_ids, col_ids, gains and sample count,
+    then each dense column with the label last, the position, the dropped
+    count); `components` lists them in the order `tf.nest` flattens the
+    element, so the element arrives nested as `finish_batches` builds it.
+    With `counts_dropped` the element is `(batch, dropped count)`.
+    """
+    layout = source.layout
+    rows = element.static_rows
+    index: dict[str, object] = {}
+    specs: dict[str, object] = {}
+    capacities, id_types, k = [], [], 0
+    for group in layout.groups:
+        id_types.append(tf.as_dtype(group[0].dtype))
+        for c in group:
+            cap = int(element.capacities[c.name]) if element.capacities else None
+            capacities.append(-1 if cap is None else cap)
+            index[c.name] = Coo(4 * k, 4 * k + 1, 4 * k + 2, 4 * k + 3)
+            specs[c.name] = Coo(tf.TensorSpec([cap], tf.int32), tf.TensorSpec([cap], id_types[-1]),
+                                tf.TensorSpec([cap], tf.float32), tf.TensorSpec([], tf.int32))
+            k += 1
+    dense = [c for _, members in layout.dense_blocks for c in members]
+    dense_types = [tf.as_dtype(dtype) for dtype, members in layout.dense_blocks for _ in members]
+    for j, c in enumerate(dense):
+        index[c.name] = 4 * k + j
+        specs[c.name] = tf.TensorSpec([rows], dense_types[j])
+    structure, spec = [index], [specs]
+    if layout.label is not None:
+        dense_types.append(tf.as_dtype(np.dtype(layout.label.dtype)))
+        if element.has_label:
+            structure.append(4 * k + len(dense))
+            spec.append(tf.TensorSpec([rows], dense_types[-1]))
+    position = 4 * k + len(dense_types)
+    if element.return_position:
+        structure.append(position)
+        spec.append(tf.TensorSpec([4], tf.int64))
+    structure, spec = (tuple(structure), tuple(spec)) if len(structure) > 1 else (index, specs)
+    if counts_dropped:
+        structure, spec = (structure, position + 1), (spec, tf.TensorSpec([], tf.int64))
     attrs = dict(
         group_sizes=[len(g) for g in layout.groups],
         group_combiners=[_COMBINERS[source.coo.get(g[0].name, "sum")] for g in layout.groups],
-        block_sizes=[len(members) for _, members in layout.dense_blocks],
-        has_label=layout.label is not None,
+        id_types=id_types,
+        capacities=capacities,
+        drop_overflow=element.overflow == "drop",
+        dense_types=dense_types,
+        components=tf.nest.flatten(structure),
     )
-    tensors["settings"] = np.array(settings, np.int64)
-    return _ArrowOpDataset(library, tensors, attrs, spec), "op"
+    return attrs, spec
 
 
 class _ArrowOpDataset(dataset_ops.DatasetSource):
-    """The op's dataset: its plan as constant inputs, its element a tuple of the `BatchLayout` tensors."""
+    """The op's dataset: its plan as constant inputs, its element as `op_element` lays it out."""
 
-    def __init__(self, library, tensors: dict, attrs: dict, spec: tuple):
+    def __init__(self, library, tensors: dict, attrs: dict, spec):
         self._spec = spec
+        self._attrs = attrs
         variant = library.sparseflow_arrow_dataset(
             **{k: tf.constant(v) for k, v in tensors.items()}, **attrs, **self._flat_structure
         )

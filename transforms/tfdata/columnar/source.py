@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from ops.coo import Coo
 from sparse_io.pins import ShardPin
-from transforms.tfdata.columnar.arrow_op import arrow_op_batches
+from transforms.tfdata.columnar.arrow_op import OpElement, arrow_op_batches
 from transforms.tfdata.columnar.batch_arrays import ALIGNMENT, Arena
 from transforms.tfdata.columnar.exit_drain import reader_call
 from transforms.tfdata.columnar.reader import ColumnarSource
@@ -53,13 +53,18 @@ def columnar_batches(
     shard_format: str = "parquet",
     pins: Sequence[ShardPin] | None = None,
     balance: str = "files",
+    element: OpElement | None = None,
+    dropped: tf.Variable | None = None,
 ):
     """`(dataset of flat batches, the function making each a RawBatch, the ColumnarSource)`.
 
     Arrow shards read as COO are read by the native dataset op
-    (`arrow_op`: no Python in the graph); every other case, and Parquet, by
-    the Python reader in a `tf.py_function`. `source.reader` says which:
-    "op", or "python (why not the op)".
+    (`arrow_op`: no Python in the graph), which writes the delivered
+    `element` whole (counting its dropped entries in `dropped`): the
+    function is then None, the dataset's elements already final. Every
+    other case, and Parquet, is read by the Python reader in a
+    `tf.py_function`. `source.reader` says which: "op", or "python (why not
+    the op)".
 
     Sparse features sharing id dtype, weighting and combiner are read as one
     group. With `coo` the reader converts to COO in numpy. The caller must
@@ -95,9 +100,9 @@ def columnar_batches(
         pins=pins,
         balance=balance,
     )
-    raw, source.reader = arrow_op_batches(source, pins, batching.num_epochs)
+    raw, source.reader = arrow_op_batches(source, pins, batching.num_epochs, element, dropped)
     if raw is not None:
-        return raw, _raw_batch(source, combiners, batching.static_rows, packed=False), source
+        return raw, None, source
     if shard_format == "arrow":
         _log.info("sparseflow: Arrow shards read by the Python reader: %s", source.reader)
     source.reader = f"python ({source.reader})"
@@ -220,15 +225,10 @@ def _read_batches(source: ColumnarSource, num_epochs, *, carry_seed: bool = Fals
     return ds if total is None else ds.apply(tf.data.experimental.assert_cardinality(total))
 
 
-def _raw_batch(
-    source: ColumnarSource, combiners: Mapping[str, str], static_rows: int | None, packed: bool | None = None
-):
-    """Turns `ColumnarSource.read`'s flat tensors (see `BatchLayout`) into a `RawBatch`.
-
-    `packed`: whether they come as `_pack`'s `(buffer, header)` (default: as `_read_batches` hands them).
-    """
+def _raw_batch(source: ColumnarSource, combiners: Mapping[str, str], static_rows: int | None):
+    """Turns `_read_batches`' elements (see `BatchLayout`, `_pack`) into a `RawBatch`."""
     layout = source.layout
-    packed = _packs(source) if packed is None else packed
+    packed = _packs(source)
     dtypes = [tf.as_dtype(d) for d in source.output_dtypes()[:-2]]
 
     def parts(*flat):

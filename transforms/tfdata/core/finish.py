@@ -17,7 +17,7 @@ from transforms.tfdata.core.epochs import plain
 from transforms.tfdata.core.grouped import convert_group, group_ragged, pad_coo_features
 from transforms.tfdata.core.options import BatchOptions, OutputOptions
 
-__all__ = ["RawBatch", "column_batch", "finish_batches"]
+__all__ = ["RawBatch", "column_batch", "deliver", "finish_batches"]
 
 
 class RawBatch(NamedTuple):
@@ -117,6 +117,11 @@ def finish_batches(
         return tuple(out) if len(out) > 1 else feats
 
     ds = raw.map(plain(convert), num_parallel_calls=tf.data.AUTOTUNE, deterministic=batching.deterministic)
+    return deliver(ds, batching)
+
+
+def deliver(ds: tf.data.Dataset, batching: BatchOptions) -> tf.data.Dataset:
+    """`ds`, whose elements are the delivered ones, prefetched and with the options every source sets."""
     options = tf.data.Options()
     options.deterministic = batching.deterministic
     # The external state is the Parquet reader's py_function (a pure function of the batch
