@@ -132,11 +132,12 @@ def test_group_entries_follow_the_coo_rule(kernels, combiner, large, id_dtype, m
         oracles.assert_entries(list(zip(*entries)) or ([], [], []), want)
 
 
+@pytest.mark.parametrize("present", [0.8, 1.0], ids=["some rows empty", "every row one id"])
 @pytest.mark.parametrize("combiner", oracles.COMBINERS)
 @pytest.mark.parametrize("rows", [15, 16, 17, 64, 1000])
-def test_one_id_rows_copy_their_span(kernels, combiner, rows):
+def test_one_id_rows_copy_their_span(kernels, combiner, rows, present):
     rng = np.random.default_rng(rows)
-    ids = [[int(x)] if rng.random() < 0.8 else [] for x in rng.integers(0, 1 << 40, rows + 20)]
+    ids = [[int(x)] if rng.random() < present else [] for x in rng.integers(0, 1 << 40, rows + 20)]
     weights = [[float(rng.integers(0, 3))] * len(r) for r in ids]
     table = pa.table({
         "c": pa.array(ids, pa.list_(pa.int64())),
@@ -144,9 +145,10 @@ def test_one_id_rows_copy_their_span(kernels, combiner, rows):
         "d__weights": pa.array(weights, pa.list_(pa.float32())),
     })
     unit = _unit(table, [Column("c", "sparse", "int64"), Column("d", "sparse", "int64", weighted=True)])
-    pieces = [(unit, slice(2, 2 + rows))]
+    pieces = [(unit, slice(2, 2 + rows)), (unit, slice(rows + 5, rows + 20))]  # the second from batch row `rows`
     got_c, got_d = _group_coo(pieces, ["c", "d"], combiner, np.dtype(np.int64))
-    taken, taken_weights = ids[2 : 2 + rows], weights[2 : 2 + rows]
+    taken = ids[2 : 2 + rows] + ids[rows + 5 : rows + 20]
+    taken_weights = weights[2 : 2 + rows] + weights[rows + 5 : rows + 20]
     oracles.assert_entries(list(zip(*got_c)) or ([], [], []), oracles.coo(taken, None, combiner))
     oracles.assert_entries(list(zip(*got_d)) or ([], [], []), oracles.coo(taken, taken_weights, combiner))
 

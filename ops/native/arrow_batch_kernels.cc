@@ -138,10 +138,16 @@ int64_t OneIdRows(const ListColumn<Off, Id>& c, int64_t begin, int64_t n, int64_
   // index is stored at the next entry and kept only where the row holds one: no branch on the data.
   int64_t out = 0;
   int64_t k = 0;
+  if (span == n) {  // every row holds its one id: the rows in order
+    for (; k < n; ++k) out_rows[k] = batch_row + static_cast<int32_t>(k);
+    out = n;
+  }
 #ifdef __AVX512F__
   if constexpr (sizeof(Off) == 4) {
     // 16 rows a step: the rows whose length is 1, compressed into the outputs (they have room
-    // for `span` entries, and a step writes only the entries it finds).
+    // for `span` entries, and a step writes only the entries it finds). Compressed in a register
+    // and stored under a mask: `vpcompressd` to memory is microcoded on Intel cores, and was
+    // three quarters of this function's time.
     const __m512i step = _mm512_set1_epi32(16);
     __m512i row = _mm512_add_epi32(_mm512_set1_epi32(batch_row), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9,
                                                                                     10, 11, 12, 13, 14, 15));
@@ -149,8 +155,10 @@ int64_t OneIdRows(const ListColumn<Off, Id>& c, int64_t begin, int64_t n, int64_
       const __m512i low = _mm512_loadu_si512(offsets + k);
       const __m512i high = _mm512_loadu_si512(offsets + k + 1);
       const __mmask16 present = _mm512_cmpneq_epi32_mask(low, high);
-      _mm512_mask_compressstoreu_epi32(out_rows + out, present, row);
-      out += __builtin_popcount(present);
+      const int found = __builtin_popcount(present);
+      _mm512_mask_storeu_epi32(out_rows + out, static_cast<__mmask16>((1u << found) - 1),
+                               _mm512_maskz_compress_epi32(present, row));
+      out += found;
       row = _mm512_add_epi32(row, step);
     }
   }
