@@ -296,7 +296,7 @@ def make_dataset(
         )
         to_raw_batch = column_batch(columns, label_column, combiners)
     if to_raw_batch is None:  # the native Arrow reader wrote the delivered elements
-        out = deliver(raw, batching)
+        out = deliver(raw, batching, external_state=dropped is not None)
     else:
         out = finish_batches(
             raw,

@@ -54,13 +54,13 @@ from transforms.tfdata.columnar.native_batch import unit_buffers
 from transforms.tfdata.columnar.reader import ColumnarSource
 from transforms.tfdata.core.columns import MISSING_INT
 
-__all__ = ["OpElement", "arrow_op_batches", "op_element", "python_arrow_reader"]
+__all__ = ["OPEN_FILES", "OpElement", "arrow_op_batches", "op_element", "python_arrow_reader"]
 
 _COMBINERS = {"sum": 0, "mean": 1, "sqrtn": 2}  # coo_rows.h
 _LIST_ADDRESSES = ((0, None), (3, None), (5, 6), (7, 8))  # (address field, its length field) of a list descriptor
 _DENSE_ADDRESSES = ((0, 1), (2, None))
 _HEX = re.compile("[0-9a-f]{8}")
-_OPEN_FILES = 8
+OPEN_FILES = 8
 _scope = threading.local()
 
 
@@ -253,14 +253,15 @@ def _plan(source: ColumnarSource, pins: Sequence[ShardPin] | None) -> dict[str, 
     columns = np.zeros((len(source.units), len(dense), 4), np.int64)
     checks = np.zeros((len(source.units), 4), np.int64)
     spans: list[tuple[int, int]] = []
-    # The shards opened, a bounded number at once (a data set of thousands of shards holds no descriptor each).
-    handles: OrderedDict[int, tuple] = OrderedDict()
+    # The shards opened, a bounded number at once (a data set of thousands of shards holds no descriptor each),
+    # starting with those the source kept open when it planned.
+    handles: OrderedDict[int, tuple] = OrderedDict((i, (h, h.mapped_range())) for i, h in source.take_opened().items())
     try:
         for u, unit in enumerate(source.units):
             if unit.file not in handles:
                 shard = open_shard(files[unit.file], "arrow", pins[unit.file])
                 handles[unit.file] = (shard, shard.mapped_range())
-                while len(handles) > _OPEN_FILES:
+                while len(handles) > OPEN_FILES:
                     handles.popitem(last=False)[1][0].close()
             shard, mapped = handles[unit.file]
             if mapped is None:

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from sparse_io.pins import ShardPin
-from sparse_io.shard_files import open_shard
+from sparse_io.shard_files import ShardFile, open_shard
 from transforms.tfdata.columnar.batch_arrays import ALIGNMENT, fill_rows
 from transforms.tfdata.columnar.batch_layout import BatchLayout, BatchParts
 from transforms.tfdata.columnar.column_check import check_arrow_schema
@@ -76,6 +76,9 @@ class ColumnarSource:
       pins: per file, what was verified (`sparse_io.pins.pin_shards`):
         each open checks the file is still the one verified, holding the
         rows its manifest lists.
+      keep_open: keep up to this many of the shards opened to plan (the
+        first ones) for `take_opened`: the native op's plan reads them
+        next, and need not open them again.
 
     Raises:
       ValueError: a file lacks a column or has a wrong type, the worker's
@@ -102,6 +105,7 @@ class ColumnarSource:
         native: bool | None = None,
         pins: Sequence[ShardPin] | None = None,
         balance: str = "files",
+        keep_open: int = 0,
     ):
         self.files = list(files)
         if pins is not None and len(pins) != len(self.files):
@@ -119,10 +123,22 @@ class ColumnarSource:
         self.layout = BatchLayout(self.columns, label, self.groups, coo=self.coo is not None)
 
         row_groups = []
-        for i, path in enumerate(self.files):
-            with open_shard(path, shard_format, None if pins is None else pins[i]) as handle:
-                check_arrow_schema(path, handle.schema_arrow, self.columns, label)
-                row_groups.append(list(handle.unit_rows))
+        self._opened: dict[int, ShardFile] = {}
+        try:
+            for i, path in enumerate(self.files):
+                handle = open_shard(path, shard_format, None if pins is None else pins[i])
+                try:
+                    check_arrow_schema(path, handle.schema_arrow, self.columns, label)
+                    row_groups.append(list(handle.unit_rows))
+                finally:
+                    if len(self._opened) < keep_open:
+                        self._opened[i] = handle
+                    else:
+                        handle.close()
+        except BaseException:
+            for handle in self.take_opened().values():
+                handle.close()
+            raise
         self.units, self.mode = plan_units(row_groups, num_shards, index, balance)
         unit_rows = np.array([u.num_rows for u in self.units], dtype=np.int64)
         if drop_remainder and int(unit_rows.sum()) < batch_size:
@@ -176,6 +192,14 @@ class ColumnarSource:
             native=self.native,
             pins=pins,
         )
+
+    def take_opened(self) -> dict[int, ShardFile]:
+        """The shards kept open when planned (`keep_open`), file index -> handle, now the caller's to close.
+
+        A second call returns `{}`.
+        """
+        opened, self._opened = self._opened, {}
+        return opened
 
     def num_batches(self, num_epochs: int | None) -> int | None:
         """Batches the dataset yields from its start over `num_epochs` (None: endless)."""

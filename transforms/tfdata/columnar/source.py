@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from ops.coo import Coo
 from sparse_io.pins import ShardPin
-from transforms.tfdata.columnar.arrow_op import OpElement, arrow_op_batches
+from transforms.tfdata.columnar.arrow_op import OPEN_FILES, OpElement, arrow_op_batches
 from transforms.tfdata.columnar.batch_arrays import ALIGNMENT, Arena
 from transforms.tfdata.columnar.exit_drain import reader_call
 from transforms.tfdata.columnar.reader import ColumnarSource
@@ -99,8 +99,13 @@ def columnar_batches(
         shard_format=shard_format,
         pins=pins,
         balance=balance,
+        keep_open=OPEN_FILES if shard_format == "arrow" and coo else 0,
     )
-    raw, source.reader = arrow_op_batches(source, pins, batching.num_epochs, element, dropped)
+    try:
+        raw, source.reader = arrow_op_batches(source, pins, batching.num_epochs, element, dropped)
+    finally:
+        for handle in source.take_opened().values():  # those the op's plan did not take
+            handle.close()
     if raw is not None:
         return raw, None, source
     if shard_format == "arrow":
