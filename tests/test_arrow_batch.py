@@ -95,8 +95,9 @@ def _piece_rows_of(rows_per_unit, pieces):
 @pytest.mark.parametrize("large", [False, True])
 @pytest.mark.parametrize("id_dtype", ["int64", "int32"])
 @pytest.mark.parametrize("most", [1, 4])
-def test_group_entries_follow_the_coo_rule(kernels, combiner, large, id_dtype, most):
-    rng = np.random.default_rng([most, large, len(id_dtype), len(combiner)])
+@pytest.mark.parametrize("id_range", [6, 1 << 30], ids=["ids that merge", "distinct ids"])
+def test_group_entries_follow_the_coo_rule(kernels, combiner, large, id_dtype, most, id_range):
+    rng = np.random.default_rng([most, large, len(id_dtype), len(combiner), id_range])
     id_type = pa.int64() if id_dtype == "int64" else pa.int32()
     names = ["a", "b", "w"]
     columns = [Column("a", "sparse", id_dtype), Column("b", "sparse", id_dtype),
@@ -104,7 +105,7 @@ def test_group_entries_follow_the_coo_rule(kernels, combiner, large, id_dtype, m
     units, rows_of = [], []
     for u in range(2):
         count = 90 + 7 * u
-        data = {name: _random_rows(rng, count, most, 6) for name in names}
+        data = {name: _random_rows(rng, count, most, id_range) for name in names}
         # Weights drawn where ids are; null rows only in the unweighted features (weights must match ids).
         weights = [[float(x) for x in rng.integers(0, 4, len(row))] for row in data["w"]]
         nulls = set(rng.choice(count, 9, replace=False).tolist()) if u == 1 else set()
