@@ -178,49 +178,6 @@ int64_t OneIdRows(const ListColumn<Off, Id>& c, int64_t begin, int64_t n, int64_
   return span;
 }
 
-// Contiguous rows [begin, begin + n) without nulls, whose `span` ids lie end to end from the
-// first row's offset (rows of several ids): where no id follows an equal one, no entry merges, so
-// the ids and weights are copied whole, each entry's row filled in, and the gains scaled row by row
-// as `RowToCoo` scales them (the same sums, in the same order). Returns the entries written
-// (`span`), or -1 (the outputs then hold nothing to keep) where an id follows an equal one (in a
-// row, `RowToCoo` merges them) or offsets decrease.
-template <typename Off, typename Id>
-int64_t SpanRows(const ListColumn<Off, Id>& c, int64_t begin, int64_t n, int64_t span, float shared_weight,
-                 int combiner, int32_t batch_row, int32_t* __restrict out_rows, Id* __restrict out_ids,
-                 float* __restrict out_gains) {
-  const Off* __restrict offsets = c.offsets + begin;
-  const int64_t first = offsets[0];
-  const Id* __restrict ids = c.ids + first;
-  bool repeats = false;
-  for (int64_t k = 1; k < span; ++k) repeats |= ids[k] == ids[k - 1];  // (across rows too: rare, and safe)
-  if (repeats) return -1;
-  for (int64_t r = 0; r < n; ++r) {
-    const int64_t b = offsets[r] - first, e = offsets[r + 1] - first;
-    if (e < b || e > span) return -1;
-    for (int64_t k = b; k < e; ++k) out_rows[k] = batch_row + static_cast<int32_t>(r);
-  }
-  std::memcpy(out_ids, ids, span * sizeof(Id));
-  const float* __restrict w = c.weights == nullptr ? nullptr : c.weights + first;
-  if (w == nullptr) {
-    for (int64_t e = 0; e < span; ++e) out_gains[e] = shared_weight;
-  } else {
-    std::memcpy(out_gains, w, span * sizeof(float));
-  }
-  if (combiner == sparseflow::kSum) return span;
-  for (int64_t r = 0; r < n; ++r) {
-    const int64_t b = offsets[r] - first, e = offsets[r + 1] - first;
-    float total = 0.0f;
-    if (w == nullptr) {
-      total = static_cast<float>(e - b) * (combiner == sparseflow::kMean ? shared_weight : shared_weight * shared_weight);
-    } else {
-      for (int64_t k = b; k < e; ++k) total += combiner == sparseflow::kMean ? w[k] : w[k] * w[k];
-    }
-    const float scale = sparseflow::CombinerScale(total, combiner);
-    for (int64_t k = b; k < e; ++k) out_gains[k] = out_gains[k] * scale;
-  }
-  return span;
-}
-
 template <typename Off, typename Id>
 int64_t ListsToCoo(const int64_t* lists, const float* shared_weights, int64_t features, const Pieces& pieces,
                    int combiner, int64_t room, int32_t* out_rows, Id* out_ids, float* out_gains,
@@ -241,14 +198,9 @@ int64_t ListsToCoo(const int64_t* lists, const float* shared_weights, int64_t fe
         if (c.validity == nullptr && n > 0) {
           const int64_t b = c.offsets[begin], e = c.offsets[begin + n];
           // (A bad span goes to the row loop, which names its first bad row.)
-          if (b >= 0 && b <= e && e <= c.End() && out + (e - b) <= room) {
-            int64_t written = e - b <= n ? OneIdRows<Off, Id>(c, begin, n, e - b, shared_weight, combiner, batch_row,
-                                                              out_rows + out, out_ids + out, out_gains + out)
-                                         : -1;
-            if (written < 0) {
-              written = SpanRows<Off, Id>(c, begin, n, e - b, shared_weight, combiner, batch_row, out_rows + out,
-                                          out_ids + out, out_gains + out);
-            }
+          if (b >= 0 && b <= e && e <= c.End() && e - b <= n && out + (e - b) <= room) {
+            const int64_t written = OneIdRows<Off, Id>(c, begin, n, e - b, shared_weight, combiner, batch_row,
+                                                       out_rows + out, out_ids + out, out_gains + out);
             if (written >= 0) {
               out += written;
               batch_row += static_cast<int32_t>(n);
