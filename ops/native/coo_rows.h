@@ -22,10 +22,13 @@ inline float CombinerScale(float total, int combiner) {
 
 // Writes the entries of the row whose `length` ids (and weights, or `shared_weight` each where
 // `weights` is null) start at `ids`; each entry's row is `row`. Returns the entries written (at
-// most `length`).
+// most `length`). The outputs must not overlap the inputs (`__restrict`: each entry's gain is
+// summed in a register, not read back from the output it was just stored to).
 template <typename Id>
-inline int64_t RowToCoo(const Id* ids, const float* weights, int64_t length, float shared_weight, int combiner,
-                        int32_t row, int32_t* out_rows, Id* out_ids, float* out_gains) {
+inline int64_t RowToCoo(const Id* __restrict ids, const float* __restrict weights, int64_t length,
+                        float shared_weight, int combiner, int32_t row, int32_t* __restrict out_rows,
+                        Id* __restrict out_ids, float* __restrict out_gains) {
+  if (length == 0) return 0;
   int64_t out = 0;
   float total = 0.0f;
   if (weights == nullptr) {
@@ -42,15 +45,26 @@ inline int64_t RowToCoo(const Id* ids, const float* weights, int64_t length, flo
     const float w = combiner == kMean ? shared_weight : shared_weight * shared_weight;
     total = static_cast<float>(length) * w;
   } else {
-    for (int64_t k = 0; k < length; ++k) {
+    Id last = ids[0];
+    float gain = weights[0];  // the open entry's, summed in row order
+    out_rows[0] = row;
+    out_ids[0] = last;
+    if (combiner == kMean) {
+      total = weights[0];
+    } else if (combiner == kSqrtn) {
+      total = weights[0] * weights[0];
+    }
+    for (int64_t k = 1; k < length; ++k) {
       const float w = weights[k];
-      if (k > 0 && ids[k] == ids[k - 1]) {
-        out_gains[out - 1] += w;
+      const Id id = ids[k];
+      if (id == last) {
+        gain += w;
       } else {
+        out_gains[out++] = gain;
         out_rows[out] = row;
-        out_ids[out] = ids[k];
-        out_gains[out] = w;
-        ++out;
+        out_ids[out] = id;
+        gain = w;
+        last = id;
       }
       if (combiner == kMean) {
         total += w;
@@ -58,6 +72,7 @@ inline int64_t RowToCoo(const Id* ids, const float* weights, int64_t length, flo
         total += w * w;
       }
     }
+    out_gains[out++] = gain;
   }
   if (combiner != kSum) {
     const float scale = CombinerScale(total, combiner);
