@@ -110,6 +110,41 @@ def test_the_op_gives_the_python_readers_elements(shards, case):
     assert _assert_same(op, python) > 0
 
 
+@pytest.fixture(scope="module")
+def large_shards(tmp_path_factory):
+    """Batches of 4,500 rows x 4 columns: past the cells the op writes on one thread (arrow_dataset_op.cc)."""
+    directory = str(tmp_path_factory.mktemp("arrow_op_large"))
+    rows = random_rows(9_500, seed=3)
+    write_arrow_shards(directory, rows, 2, 2_000)
+    stats = {"format_version": 1, "num_rows": len(rows), "features": {
+        f: {"rows": len(rows), "capacity": {"4500": {"max": capacity_max([len(r[f]) for r in rows], 4500),
+                                                     "p99_9": 9_000}}}
+        for f in ("user", "items")}}
+    with open(os.path.join(directory, "stats.json"), "w") as f:
+        json.dump(stats, f)
+    commit_directory(directory)
+    return directory
+
+
+@pytest.mark.parametrize(
+    "args",
+    [dict(), dict(shuffle=True, seed=6, combiner="mean", num_epochs=2),
+     dict(capacities="stats", capacity_kind="p99_9", overflow="drop", drop_remainder=True)],
+    ids=["in order", "shuffled, mean, 2 epochs", "capacities, drop"],
+)
+def test_batches_written_by_several_threads_are_the_python_readers(large_shards, args):
+    op, python = _both(large_shards, **{"batch_size": 4_500, "shuffle": False, **args})
+    assert _assert_same(op, python) >= 2
+
+
+def test_an_overflow_in_a_batch_written_by_several_threads_names_the_feature(large_shards):
+    ds = make_dataset(large_shards, 4_500, shuffle=False, capacities={"user": 4_500, "items": 100})
+    assert _reader(ds) == "op"
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"feature 'items' has \d+ COO entries, more than its "
+                                                             r"capacity 100 \(raise the capacity"):
+        next(iter(ds))
+
+
 def test_dropped_entries_are_counted_alike(shards):
     counts = []
     for forced in (False, True):

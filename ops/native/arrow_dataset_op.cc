@@ -16,6 +16,8 @@
 // nest; so no map follows the op, and a new iterator instantiates no function.
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -34,6 +36,23 @@
 
 namespace sparseflow {
 namespace arrow_dataset {
+
+// What one thread writing a batch's columns uses: the columns' descriptors for the batch's pieces,
+// their shared weights, room for a feature's entries where its capacity is below that room, and
+// the last kernel error {code, descriptor, row}.
+struct Scratch {
+  std::vector<int64_t> descriptors;
+  std::vector<float> weights;
+  std::vector<int32_t> rows;
+  std::vector<int64_t> ids;  // int64 slots: room for either id width
+  std::vector<float> gains;
+  int64_t error[3] = {0, 0, 0};
+};
+
+// Batches of fewer cells (rows times columns) are written by the iterator's thread alone: handing
+// work to the pool costs more than it saves.
+constexpr int64_t kParallelCells = 1 << 14;
+constexpr int kMaxWriters = 4;
 
 class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
  public:
@@ -70,16 +89,8 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
     const ElementLayout& e = d.element();
     const int64_t n = end - begin;
     std::vector<Tensor> canonical(e.canonical());
-    int64_t dropped = 0, feature = 0;
-    for (size_t g = 0; g < e.group_sizes.size(); ++g) {
-      for (int64_t k = 0; k < e.group_sizes[g]; ++k, ++feature) {
-        TF_RETURN_IF_ERROR(WriteFeature(ctx, feature, static_cast<int>(e.combiners[g]), e.id_types[g], n, &dropped,
-                                        &canonical[4 * feature]));
-      }
-    }
-    for (int64_t j = 0; j < e.dense(); ++j) {
-      TF_RETURN_IF_ERROR(WriteDense(ctx, j, e.dense_types[j], n, &canonical[4 * e.features() + j]));
-    }
+    int64_t dropped = 0;
+    TF_RETURN_IF_ERROR(WriteColumns(ctx, n, &canonical, &dropped));
     Tensor position(ctx->allocator({}), tf::DT_INT64, {4}), lost(ctx->allocator({}), tf::DT_INT64, {});
     if (splits_ == nullptr) {
       plan_.Position(epoch, end, position.flat<int64_t>().data());
@@ -196,18 +207,81 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
     return absl::OkStatus();
   }
 
+  // Every column of the batch's n rows into `canonical` (features, then dense columns), the entries
+  // dropped by the capacities added to *dropped. Columns are independent: past kParallelCells
+  // cells, threads of tf.data's pool take them one at a time beside this one, which also takes
+  // any no thread has started, so the wait never depends on the pool having a free thread. The
+  // first error, in column order, is returned.
+  absl::Status WriteColumns(IteratorContext* ctx, int64_t n, std::vector<Tensor>* canonical, int64_t* dropped) {
+    const ElementLayout& e = dataset()->element();
+    const int64_t columns = e.features() + e.dense();
+    std::vector<int64_t> group(e.features());
+    for (int64_t g = 0, f = 0; g < static_cast<int64_t>(e.group_sizes.size()); ++g) {
+      for (int64_t k = 0; k < e.group_sizes[g]; ++k) group[f++] = g;
+    }
+    std::vector<absl::Status> status(columns);
+    std::vector<int64_t> lost(columns, 0);
+    auto write = [&](int64_t c, Scratch& scratch) {
+      if (c < e.features()) {
+        const int64_t g = group[c];
+        status[c] = WriteFeature(ctx, scratch, c, static_cast<int>(e.combiners[g]), e.id_types[g], n, &lost[c],
+                                 &(*canonical)[4 * c]);
+      } else {
+        const int64_t j = c - e.features();
+        status[c] = WriteDense(ctx, scratch, j, e.dense_types[j], n, &(*canonical)[4 * e.features() + j]);
+      }
+    };
+    const int threads = ctx->runner_threadpool_size();
+    const int writers = n * columns < kParallelCells || threads < 2
+                            ? 1
+                            : static_cast<int>(std::min<int64_t>({kMaxWriters, threads, columns}));
+    if (static_cast<int>(scratch_.size()) < writers) scratch_.resize(writers);
+    if (writers == 1) {
+      for (int64_t c = 0; c < columns; ++c) write(c, scratch_[0]);
+    } else {
+      struct Shared {
+        std::atomic<int64_t> next{0};
+        std::mutex mu;
+        std::condition_variable done;
+        int64_t finished = 0;
+      };
+      auto shared = std::make_shared<Shared>();
+      auto take = [shared, columns, &write](Scratch& scratch) {
+        for (int64_t c; (c = shared->next.fetch_add(1)) < columns;) {
+          write(c, scratch);
+          std::lock_guard<std::mutex> lock(shared->mu);
+          if (++shared->finished == columns) shared->done.notify_all();
+        }
+      };
+      for (int w = 1; w < writers; ++w) {
+        // A helper that starts after every column was taken touches only `shared`.
+        (*ctx->runner())([shared, columns, take, scratch = &scratch_[w]]() mutable {
+          if (shared->next.load() < columns) take(*scratch);
+        });
+      }
+      take(scratch_[0]);
+      std::unique_lock<std::mutex> lock(shared->mu);
+      shared->done.wait(lock, [&] { return shared->finished == columns; });
+    }
+    for (int64_t c = 0; c < columns; ++c) {
+      TF_RETURN_IF_ERROR(status[c]);
+      *dropped += lost[c];
+    }
+    return absl::OkStatus();
+  }
+
   // Feature f's entries of the batch's n rows into out[0..3] (row_ids, col_ids, gains, sample count):
   // with a capacity, padded to it with (row n, id 0, gain 0), as `pad_coo_features` pads; more
   // entries than the capacity are refused with its message, or (drop_overflow) the first `capacity`
   // kept and the rest added to *dropped. The kernel writes straight into the outputs unless the
   // capacity is below the room its entries may need.
-  absl::Status WriteFeature(IteratorContext* ctx, int64_t f, int combiner, tf::DataType id_type, int64_t n,
-                            int64_t* dropped, Tensor* out) {
-    Describe(kListsInput, f, 1, kArrowListFields, {kArrowOffsets, kArrowValidity, kArrowIds, kArrowWeights});
-    Shared(f, 1);
-    const int64_t room = sparseflow_arrow_lists_room(descriptors_.data(), 1, Pieces(), begins_.data(),
-                                                     counts_.data(), index_.data(), error_);
-    if (room < 0) return Failure(f, 1);
+  absl::Status WriteFeature(IteratorContext* ctx, Scratch& scratch, int64_t f, int combiner, tf::DataType id_type,
+                            int64_t n, int64_t* dropped, Tensor* out) const {
+    Describe(scratch, kListsInput, f, kArrowListFields, {kArrowOffsets, kArrowValidity, kArrowIds, kArrowWeights});
+    SharedWeights(scratch, f);
+    const int64_t room = sparseflow_arrow_lists_room(scratch.descriptors.data(), 1, Pieces(), begins_.data(),
+                                                     counts_.data(), index_.data(), scratch.error);
+    if (room < 0) return Failure(scratch, f);
     const int64_t capacity = dataset()->element().capacities[f];
     const bool direct = capacity < 0 || capacity >= room;
     const int64_t size = capacity < 0 ? room : capacity;
@@ -215,23 +289,23 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
         gains(ctx->allocator({}), tf::DT_FLOAT, {size}), samples(ctx->allocator({}), tf::DT_INT32, {});
     const int64_t id_size = tf::DataTypeSize(id_type);
     if (!direct) {
-      scratch_rows_.resize(room);
-      scratch_ids_.resize(room);  // int64 slots: room for either id width
-      scratch_gains_.resize(room);
+      scratch.rows.resize(room);
+      scratch.ids.resize(room);
+      scratch.gains.resize(room);
     }
-    int32_t* to_rows = direct ? rows.flat<int32_t>().data() : scratch_rows_.data();
-    void* to_ids = direct ? ids.data() : static_cast<void*>(scratch_ids_.data());
-    float* to_gains = direct ? gains.flat<float>().data() : scratch_gains_.data();
+    int32_t* to_rows = direct ? rows.flat<int32_t>().data() : scratch.rows.data();
+    void* to_ids = direct ? ids.data() : static_cast<void*>(scratch.ids.data());
+    float* to_gains = direct ? gains.flat<float>().data() : scratch.gains.data();
     int64_t entries;
     const int64_t written =
         id_type == tf::DT_INT64
-            ? sparseflow_arrow_lists_to_coo_i64(descriptors_.data(), weights_.data(), 1, Pieces(), begins_.data(),
-                                                counts_.data(), index_.data(), combiner, room, to_rows,
-                                                static_cast<int64_t*>(to_ids), to_gains, &entries, error_)
-            : sparseflow_arrow_lists_to_coo_i32(descriptors_.data(), weights_.data(), 1, Pieces(), begins_.data(),
-                                                counts_.data(), index_.data(), combiner, room, to_rows,
-                                                static_cast<int32_t*>(to_ids), to_gains, &entries, error_);
-    if (written < 0) return Failure(f, 1);
+            ? sparseflow_arrow_lists_to_coo_i64(scratch.descriptors.data(), scratch.weights.data(), 1, Pieces(),
+                                                begins_.data(), counts_.data(), index_.data(), combiner, room, to_rows,
+                                                static_cast<int64_t*>(to_ids), to_gains, &entries, scratch.error)
+            : sparseflow_arrow_lists_to_coo_i32(scratch.descriptors.data(), scratch.weights.data(), 1, Pieces(),
+                                                begins_.data(), counts_.data(), index_.data(), combiner, room, to_rows,
+                                                static_cast<int32_t*>(to_ids), to_gains, &entries, scratch.error);
+    if (written < 0) return Failure(scratch, f);
     samples.scalar<int32_t>()() = static_cast<int32_t>(n);
     out[3] = std::move(samples);
     if (capacity < 0) {  // merged entries are fewer than the room: the first `written` (a slice shares the buffer)
@@ -260,8 +334,9 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
   }
 
   // Dense column j (the label is the last) of the batch's n rows: NaN, or the missing int, where null.
-  absl::Status WriteDense(IteratorContext* ctx, int64_t j, tf::DataType type, int64_t n, Tensor* out) {
-    Describe(kDenseInput, j, 1, kArrowDenseFields, {kArrowValues, kArrowDenseValidity});
+  absl::Status WriteDense(IteratorContext* ctx, Scratch& scratch, int64_t j, tf::DataType type, int64_t n,
+                          Tensor* out) const {
+    Describe(scratch, kDenseInput, j, kArrowDenseFields, {kArrowValues, kArrowDenseValidity});
     Tensor values(ctx->allocator({}), type, {n});
     const int64_t item = tf::DataTypeSize(type);
     const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -270,9 +345,9 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
     const void* missing = type == tf::DT_INT64 ? static_cast<const void*>(&missing_int)
                           : item == 8          ? static_cast<const void*>(&nan)
                                                : static_cast<const void*>(&nan32);
-    if (sparseflow_arrow_dense_rows(descriptors_.data(), 1, Pieces(), begins_.data(), counts_.data(), index_.data(),
-                                    item, missing, values.data(), n, error_) < 0) {
-      return Failure(dataset()->element().features() + j, 1);
+    if (sparseflow_arrow_dense_rows(scratch.descriptors.data(), 1, Pieces(), begins_.data(), counts_.data(),
+                                    index_.data(), item, missing, values.data(), n, scratch.error) < 0) {
+      return Failure(scratch, dataset()->element().features() + j);
     }
     *out = std::move(values);
     return absl::OkStatus();
@@ -310,47 +385,42 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
     return absl::OkStatus();
   }
 
-  // The descriptors of `count` columns from `first`, for every piece, with the file offsets at
-  // `addresses` turned into addresses of the mapped shard (an offset 0 is "none" and stays 0).
-  void Describe(int input, int64_t first, int64_t count, int64_t fields, std::initializer_list<int> addresses) {
+  // Column `column`'s descriptors for every piece, with the file offsets at `addresses` turned into
+  // addresses of the mapped shard (an offset 0 is "none" and stays 0).
+  void Describe(Scratch& scratch, int input, int64_t column, int64_t fields,
+                std::initializer_list<int> addresses) const {
     const Tensor& table = dataset()->input(input);
     const int64_t per_unit = table.dim_size(1);
     const int64_t* all = table.flat<int64_t>().data();
-    descriptors_.resize(Pieces() * count * fields);
+    scratch.descriptors.resize(Pieces() * fields);
     for (int64_t p = 0; p < Pieces(); ++p) {
       const int64_t file = dataset()->input(kUnitsInput).matrix<int64_t>()(units_[p], 0);
       const int64_t base = reinterpret_cast<int64_t>(shards_[file]->base());
-      for (int64_t c = 0; c < count; ++c) {
-        int64_t* d = &descriptors_[(p * count + c) * fields];
-        std::memcpy(d, all + (units_[p] * per_unit + first + c) * fields, fields * sizeof(int64_t));
-        for (int field : addresses) {
-          if (d[field] != 0) d[field] += base;
-        }
+      int64_t* d = &scratch.descriptors[p * fields];
+      std::memcpy(d, all + (units_[p] * per_unit + column) * fields, fields * sizeof(int64_t));
+      for (int field : addresses) {
+        if (d[field] != 0) d[field] += base;
       }
     }
   }
 
-  void Shared(int64_t first, int64_t count) {
+  void SharedWeights(Scratch& scratch, int64_t column) const {
     const Tensor& table = dataset()->input(kWeightsInput);
     const int64_t per_unit = table.dim_size(1);
-    weights_.resize(Pieces() * count);
-    for (int64_t p = 0; p < Pieces(); ++p) {
-      for (int64_t c = 0; c < count; ++c) {
-        weights_[p * count + c] = table.flat<float>()(units_[p] * per_unit + first + c);
-      }
-    }
+    scratch.weights.resize(Pieces());
+    for (int64_t p = 0; p < Pieces(); ++p) scratch.weights[p] = table.flat<float>()(units_[p] * per_unit + column);
   }
 
-  // The Python reader's message for the last kernel error: "<unit>: column 'x' row r: what".
-  absl::Status Failure(int64_t first, int64_t count) const {
-    const int64_t piece = error_[1] / count, column = first + error_[1] % count;
+  // The Python reader's message for column `column`'s last kernel error: "<unit>: column 'x' row r: what".
+  absl::Status Failure(const Scratch& scratch, int64_t column) const {
+    const int64_t piece = scratch.error[1];
     const auto units = dataset()->input(kUnitsInput).matrix<int64_t>();
     const int64_t unit = units_[piece];
     const std::string where = std::string(dataset()->input(kFilesInput).flat<tf::tstring>()(units(unit, 0))) +
                               " record batch " + std::to_string(units(unit, 1));
     const std::string name(dataset()->input(kNamesInput).flat<tf::tstring>()(column));
-    return absl::InvalidArgumentError(where + ": column '" + name + "' row " + std::to_string(error_[2]) + ": " +
-                                      ArrowKernelError(error_[0]));
+    return absl::InvalidArgumentError(where + ": column '" + name + "' row " + std::to_string(scratch.error[2]) +
+                                      ": " + ArrowKernelError(scratch.error[0]));
   }
 
   std::mutex mu_;
@@ -363,12 +433,8 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
   std::shared_ptr<tf::SplitProvider> splits_;
   int64_t split_ = -1, unit_ = -1, unit_row_ = 0;
   bool splits_done_ = false;
-  std::vector<int64_t> units_, begins_, counts_, index_, descriptors_;
-  std::vector<float> weights_;
-  std::vector<int32_t> scratch_rows_;  // a feature's entries where its capacity is below their room
-  std::vector<int64_t> scratch_ids_;
-  std::vector<float> scratch_gains_;
-  int64_t error_[3] = {0, 0, 0};
+  std::vector<int64_t> units_, begins_, counts_, index_;
+  std::vector<Scratch> scratch_;  // one per thread writing the batch's columns
 };
 
 std::unique_ptr<tf::IteratorBase> ArrowDataset::MakeIteratorInternal(const std::string& prefix) const {
