@@ -285,7 +285,8 @@ class ArrowShard:
             if not defer_checksum:
                 self._verified.add(index)
         if columns is not None:
-            missing = [c for c in columns if c not in batch.schema.names]
+            present = set(batch.schema.names)  # (`names` builds a new list at each call)
+            missing = [c for c in columns if c not in present]
             if missing:
                 raise ValueError(f"{self.path}: shard lacks column(s) {missing}; it has {batch.schema.names}")
             batch = batch.select(list(columns))
