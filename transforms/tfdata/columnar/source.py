@@ -56,7 +56,7 @@ def columnar_batches(
     element: OpElement | None = None,
     dropped: tf.Variable | None = None,
 ):
-    """`(dataset of flat batches, the function making each a RawBatch, the ColumnarSource)`.
+    """`(dataset, the function making each of its elements a RawBatch or None, the ColumnarSource)`.
 
     Arrow shards read as COO are read by the native dataset op
     (`arrow_op`: no Python in the graph), which writes the delivered
