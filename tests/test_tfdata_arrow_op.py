@@ -101,6 +101,8 @@ CASES = {
     "shuffled worker 3 of 4 (row ranges), drop_remainder": dict(batch_size=8, shuffle=True, seed=5, num_shards=4,
                                                                 index=3, drop_remainder=True, num_epochs=2),
     "shuffled positions": dict(batch_size=16, shuffle=True, seed=9, return_position=True, num_epochs=2),
+    "verify checksums": dict(batch_size=16, verify="checksums"),
+    "verify none": dict(batch_size=16, verify="none"),
 }
 
 
