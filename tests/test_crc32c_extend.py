@@ -9,19 +9,13 @@ import ctypes
 import google_crc32c
 import numpy as np
 import pytest
-
-from ops import _native
+from native_functions import native_function
 
 
 @pytest.fixture(scope="module")
 def extend():
-    library = _native.ctypes_library()
-    if library is None or not hasattr(library, "sparseflow_crc32c_extend"):
-        pytest.skip("the native kernels are not built here")
-    function = library.sparseflow_crc32c_extend
-    function.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_int64]
-    function.restype = ctypes.c_uint32
-    return function
+    return native_function("sparseflow_crc32c_extend", [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_int64],
+                           ctypes.c_uint32)
 
 
 DATA = np.random.default_rng(3).integers(0, 256, 300_000, dtype=np.uint8)

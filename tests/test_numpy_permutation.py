@@ -8,18 +8,14 @@ import ctypes
 
 import numpy as np
 import pytest
-
-from ops import _native
+from native_functions import native_function
 
 
 @pytest.fixture(scope="module")
 def permutation():
-    library = _native.ctypes_library()
-    if library is None or not hasattr(library, "sparseflow_numpy_permutation"):
-        pytest.skip("the native kernels are not built here")
-    function = library.sparseflow_numpy_permutation
-    function.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
-    function.restype = None
+    function = native_function(
+        "sparseflow_numpy_permutation", [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p], None
+    )
 
     def call(entropy, n):
         words = np.array(entropy, np.uint64)
