@@ -354,7 +354,7 @@ def test_a_plan_naming_bytes_past_a_file_is_refused_by_the_op(shards):
 
     source = make_dataset(shards, 16, shuffle=False)._sparseflow_parquet_source
     plan = arrow_op._plan(source, None)
-    element = arrow_op.OpElement(None, "error", True, False, None)
+    element = arrow_op.OpElement(None, "error", False, None)
     dataset, reader = arrow_op.arrow_op_batches(source, None, 1, element)
     assert reader == "op" and sum(1 for _ in dataset) == 11
     size = int(plan["identities"][0, 0])

@@ -73,6 +73,7 @@ class UnitSplits : public tf::SplitProvider {
 // position int64 [4]; the entries dropped by the capacities, int64 [].
 struct ElementLayout {
   std::vector<int64_t> group_sizes, combiners, capacities, components;
+  std::vector<int64_t> feature_group;  // per feature, its group (from group_sizes)
   tf::DataTypeVector id_types, dense_types;
   bool drop_overflow = false;
 
@@ -88,11 +89,8 @@ struct ElementLayout {
     if (k >= position()) return tf::DT_INT64;
     if (k >= 4 * features()) return dense_types[k - 4 * features()];
     if (k % 4 == 1) {
-      int64_t f = k / 4;
-      for (size_t g = 0; g < group_sizes.size(); f -= group_sizes[g++]) {
-        if (f < group_sizes[g]) return id_types[g];
-      }
-      return tf::DT_INVALID;
+      const size_t f = k / 4;
+      return f < feature_group.size() ? id_types[feature_group[f]] : tf::DT_INVALID;
     }
     return k % 4 == 2 ? tf::DT_FLOAT : tf::DT_INT32;
   }
@@ -104,6 +102,7 @@ struct ElementLayout {
     TF_RETURN_IF_ERROR(ctx->GetAttr("components", &components));
     TF_RETURN_IF_ERROR(ctx->GetAttr("id_types", &id_types));
     TF_RETURN_IF_ERROR(ctx->GetAttr("dense_types", &dense_types));
+    for (size_t g = 0; g < group_sizes.size(); ++g) feature_group.insert(feature_group.end(), group_sizes[g], g);
     return ctx->GetAttr("drop_overflow", &drop_overflow);
   }
 

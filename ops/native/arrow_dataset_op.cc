@@ -215,15 +215,11 @@ class ArrowDataset::Iterator : public tf::DatasetIterator<ArrowDataset> {
   absl::Status WriteColumns(IteratorContext* ctx, int64_t n, std::vector<Tensor>* canonical, int64_t* dropped) {
     const ElementLayout& e = dataset()->element();
     const int64_t columns = e.features() + e.dense();
-    std::vector<int64_t> group(e.features());
-    for (int64_t g = 0, f = 0; g < static_cast<int64_t>(e.group_sizes.size()); ++g) {
-      for (int64_t k = 0; k < e.group_sizes[g]; ++k) group[f++] = g;
-    }
     std::vector<absl::Status> status(columns);
     std::vector<int64_t> lost(columns, 0);
     auto write = [&](int64_t c, Scratch& scratch) {
       if (c < e.features()) {
-        const int64_t g = group[c];
+        const int64_t g = e.feature_group[c];
         status[c] = WriteFeature(ctx, scratch, c, static_cast<int>(e.combiners[g]), e.id_types[g], n, &lost[c],
                                  &(*canonical)[4 * c]);
       } else {

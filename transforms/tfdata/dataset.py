@@ -267,7 +267,7 @@ def make_dataset(
             shard_format=fmt,
             pins=pins,
             balance=balance,
-            element=OpElement(caps, overflow, label_column is not None, return_position, batching.static_rows)
+            element=OpElement(caps, overflow, return_position, batching.static_rows)
             if output == "coo"
             else None,
             dropped=dropped,

@@ -100,14 +100,12 @@ class OpElement:
       capacities: feature -> the static length its COO is padded to
         (every sparse feature), or None for unpadded COO.
       overflow: "error" or "drop" (see `make_dataset`).
-      has_label: whether the element holds the label (`(features, label, ...)`).
       return_position: whether it ends with the int64 `[4]` position.
       static_rows: the batch size when every batch has it (drop_remainder), else None.
     """
 
     capacities: Mapping[str, int] | None
     overflow: str
-    has_label: bool
     return_position: bool
     static_rows: int | None
 
@@ -192,11 +190,10 @@ def op_element(source: ColumnarSource, element: OpElement, *, counts_dropped: bo
         index[c.name] = 4 * k + j
         specs[c.name] = tf.TensorSpec([rows], dense_types[j])
     structure, spec = [index], [specs]
-    if layout.label is not None:
+    if layout.label is not None:  # the source reads the label only where the element holds it
         dense_types.append(tf.as_dtype(np.dtype(layout.label.dtype)))
-        if element.has_label:
-            structure.append(4 * k + len(dense))
-            spec.append(tf.TensorSpec([rows], dense_types[-1]))
+        structure.append(4 * k + len(dense))
+        spec.append(tf.TensorSpec([rows], dense_types[-1]))
     position = 4 * k + len(dense_types)
     if element.return_position:
         structure.append(position)
