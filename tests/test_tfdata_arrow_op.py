@@ -33,13 +33,16 @@ pytestmark = pytest.mark.skipif(
 ROWS = random_rows(170, seed=8)
 
 
-def _write(directory: str) -> str:
-    write_arrow_shards(directory, ROWS, 3, 20)
+def _write(directory: str, rows=ROWS, files: int = 3, record_batch: int = 20, batch: int = 16,
+           p99_9: int = 6) -> str:
+    """Arrow shards of `rows`, with a stats.json holding each feature's capacities for `batch` rows, committed."""
+    write_arrow_shards(directory, rows, files, record_batch)
     stats = {
         "format_version": 1,
-        "num_rows": len(ROWS),
+        "num_rows": len(rows),
         "features": {
-            f: {"rows": len(ROWS), "capacity": {"16": {"max": capacity_max([len(r[f]) for r in ROWS], 16), "p99_9": 6}}}
+            f: {"rows": len(rows),
+                "capacity": {str(batch): {"max": capacity_max([len(r[f]) for r in rows], batch), "p99_9": p99_9}}}
             for f in ("user", "items")
         },
     }
@@ -116,16 +119,7 @@ def test_the_op_gives_the_python_readers_elements(shards, case):
 def large_shards(tmp_path_factory):
     """Batches of 4,500 rows x 4 columns: past the cells the op writes on one thread (arrow_dataset_op.cc)."""
     directory = str(tmp_path_factory.mktemp("arrow_op_large"))
-    rows = random_rows(9_500, seed=3)
-    write_arrow_shards(directory, rows, 2, 2_000)
-    stats = {"format_version": 1, "num_rows": len(rows), "features": {
-        f: {"rows": len(rows), "capacity": {"4500": {"max": capacity_max([len(r[f]) for r in rows], 4500),
-                                                     "p99_9": 9_000}}}
-        for f in ("user", "items")}}
-    with open(os.path.join(directory, "stats.json"), "w") as f:
-        json.dump(stats, f)
-    commit_directory(directory)
-    return directory
+    return _write(directory, random_rows(9_500, seed=3), 2, 2_000, 4_500, 9_000)
 
 
 @pytest.mark.parametrize(
