@@ -62,6 +62,23 @@ def test_forward_matches_the_numpy_reference(dtype, row_dtype, col_dtype, shuffl
     np.testing.assert_allclose(out.numpy(), _reference(table, rows, cols, gains, 9), rtol=tolerance, atol=tolerance)
 
 
+@pytest.mark.parametrize("dim", [8, 16, 32, 64, 128, 3, 63, 65])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_every_row_width_sums_as_the_reference(dim, dtype):
+    # The forward keeps a bag's sum in registers for the widths 8-128 it is specialised for, and in memory
+    # for any other; both must give the reference's sums, whatever the table dtype.
+    table, rows, cols, gains = _batch(21 + dim, sample_count=40, vocab=50, dim=dim, entries=400, padding=5)
+    table_t, gains_t = tf.cast(table, dtype), tf.cast(gains, dtype)
+    out = ops.embedding_bag(table_t, rows, cols, gains_t, 40, implementation="native")
+    assert out.dtype == dtype and out.shape == (40, dim)
+    exact = _reference(_as_float64(table_t), rows, cols, _as_float64(gains_t), 40)
+    magnitude = _reference(np.abs(_as_float64(table_t)), rows, cols, np.abs(_as_float64(gains_t)), 40)
+    # A float32 (or float64) sum, rounded once to the table's dtype.
+    eps = {"float32": 0.0, "float64": 0.0, "float16": 2.0**-11, "bfloat16": 2.0**-8}[dtype]
+    sum_eps = 1e-14 if dtype == "float64" else 1e-6
+    np.testing.assert_array_less(np.abs(_as_float64(out) - exact), eps * np.abs(exact) + sum_eps * magnitude + 1e-30)
+
+
 # Unit roundoff of each 16-bit type: the kernel rounds a float32 sum once, so it is within this of the exact sum.
 _HALF_EPS = {tf.float16: 2.0**-11, tf.bfloat16: 2.0**-8}
 

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <type_traits>
 #include <vector>
 
 namespace sparseflow {
@@ -112,12 +113,19 @@ struct Accumulation {
   }
 };
 
-// out[r] for rows [begin, end); `order` null when the entries are already grouped by row.
-template <int64_t Distance, typename T, typename Col>
-void ForwardRows(const T* table, int64_t dim, const Col* cols, const T* gains, const int64_t* order,
+// out[r] for rows [begin, end); `order` null when the entries are already grouped by row. With `FixedDim` > 0
+// (it then equals `dim`) a bag's sum lives in a local array the compiler keeps in vector registers: with the
+// width known only at run time it is summed in `acc`, memory, so every entry's adds wait on the last entry's
+// stores (on Zipf ids, whose rows are mostly cached, that made the forward ~1.4x slower). Same sums, same order.
+template <int64_t Distance, int64_t FixedDim, typename T, typename Col>
+void ForwardRows(const T* table, int64_t runtime_dim, const Col* cols, const T* gains, const int64_t* order,
                  const int64_t* offsets, int64_t begin, int64_t end, T* out,
                  typename Accumulation<T>::Acc* __restrict acc) {
   using A = Accumulation<T>;
+  using Acc = typename A::Acc;
+  const int64_t dim = FixedDim > 0 ? FixedDim : runtime_dim;
+  Acc local[FixedDim > 0 ? FixedDim : 1];
+  Acc* __restrict sum = FixedDim > 0 ? local : acc;
   const int64_t first = offsets[begin];
   const int64_t last = offsets[end];
   auto row_of = [&](int64_t i) {
@@ -125,14 +133,27 @@ void ForwardRows(const T* table, int64_t dim, const Col* cols, const T* gains, c
   };
   for (int64_t i = first; i < std::min(first + Distance, last); ++i) PrefetchRow(row_of(i), dim);
   for (int64_t r = begin; r < end; ++r) {
-    std::fill(acc, acc + dim, typename A::Acc(0));
+    std::fill(sum, sum + dim, Acc(0));
     for (int64_t i = offsets[r]; i < offsets[r + 1]; ++i) {
       if (i + Distance < last) PrefetchRow(row_of(i + Distance), dim);
       const int64_t k = order == nullptr ? i : order[i];
-      A::AddScaled(acc, A::Load(gains[k]), table + static_cast<int64_t>(cols[k]) * dim, dim);
+      A::AddScaled(sum, A::Load(gains[k]), table + static_cast<int64_t>(cols[k]) * dim, dim);
     }
     T* __restrict dst = out + r * dim;
-    for (int64_t d = 0; d < dim; ++d) dst[d] = A::Store(acc[d]);
+    for (int64_t d = 0; d < dim; ++d) dst[d] = A::Store(sum[d]);
+  }
+}
+
+// Calls run(std::integral_constant<int64_t, D>) with D = dim for the common embedding widths, else D = 0.
+template <typename Run>
+void WithFixedDim(int64_t dim, Run&& run) {
+  switch (dim) {
+    case 8: return run(std::integral_constant<int64_t, 8>());
+    case 16: return run(std::integral_constant<int64_t, 16>());
+    case 32: return run(std::integral_constant<int64_t, 32>());
+    case 64: return run(std::integral_constant<int64_t, 64>());
+    case 128: return run(std::integral_constant<int64_t, 128>());
+    default: return run(std::integral_constant<int64_t, 0>());
   }
 }
 
@@ -144,11 +165,15 @@ void EmbeddingBagForward(const T* table, int64_t dim, const Col* cols, const T* 
   const std::vector<int64_t> chunks = BalancedChunks(offsets, samples, kEntriesPerChunk);
   const int64_t count = static_cast<int64_t>(chunks.size()) - 1;
   const int64_t per_chunk = offsets[samples] / count + 1;
-  parallel_for(count, per_chunk * dim * 4, [&](int64_t begin, int64_t end) {
-    std::vector<typename Accumulation<T>::Acc> acc(dim);
-    for (int64_t c = begin; c < end; ++c) {
-      ForwardRows<Distance>(table, dim, cols, gains, order, offsets, chunks[c], chunks[c + 1], out, acc.data());
-    }
+  WithFixedDim(dim, [&](auto fixed) {
+    constexpr int64_t kFixed = decltype(fixed)::value;
+    parallel_for(count, per_chunk * dim * 4, [&](int64_t begin, int64_t end) {
+      std::vector<typename Accumulation<T>::Acc> acc(kFixed > 0 ? 0 : dim);
+      for (int64_t c = begin; c < end; ++c) {
+        ForwardRows<Distance, kFixed>(table, dim, cols, gains, order, offsets, chunks[c], chunks[c + 1], out,
+                                      acc.data());
+      }
+    });
   });
 }
 
