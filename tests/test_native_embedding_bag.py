@@ -396,7 +396,7 @@ _THREADED = textwrap.dedent(
 )
 # Row width 33 takes the forward's run-time-width loop, 64 the one compiled for that width.
 _THREADED_CASES = ["uniform:float32:33", "skewed:float32:33", "skewed:float16:33", "skewed:bfloat16:33",
-                   "uniform:float32:64", "skewed:float32:64", "skewed:bfloat16:64"]
+                   "uniform:float32:64", "skewed:float32:64", "skewed:float16:64", "skewed:bfloat16:64"]
 
 
 @pytest.fixture(scope="module")
