@@ -60,19 +60,19 @@ inline void GradPieces(const int64_t* offsets, const int64_t* slot_base, const i
   weights.assign(1, 0);
   split_positions.clear();
   for (int64_t b = 0; b < used; ++b) {
-    const int64_t entries = offsets[b + 1] - offsets[b];
+    // The bounds read once, and raw pointers in locals below: the int64 stores could otherwise alias the
+    // offsets and the vectors' own storage, which would be read again after every store.
+    const int64_t first = offsets[b], last = offsets[b + 1];
+    const int64_t entries = last - first;
     const int64_t distinct = slot_base[b + 1] - slot_base[b];
     const int64_t parts = std::min<int64_t>({distinct, entries / kEntriesPerChunk, kMaxPiecesPerRange});
     if (parts <= 1) {
-      pieces.push_back({b, 0, distinct, offsets[b], offsets[b + 1], false});
+      pieces.push_back({b, 0, distinct, first, last, false});
       weights.push_back(weights.back() + entries);
       continue;
     }
     // Contiguous slot ranges holding about entries / parts entries each (a slot is never split).
     per_slot.assign(distinct, 0);
-    // Through raw pointers held in locals, with the bounds read once: the int64 stores could otherwise alias
-    // the offsets and the vectors' own storage, which would be read again after every store.
-    const int64_t first = offsets[b], last = offsets[b + 1];
     int64_t* counts = per_slot.data();
     for (int64_t i = first; i < last; ++i) ++counts[local_slot[i]];
     piece_of_slot.assign(distinct, 0);
@@ -255,7 +255,8 @@ void PartitionIds(const Row* rows, const Col* cols, int64_t n, int64_t samples, 
   // could alias the int64 counts and positions being written, and were reloaded at every entry. A thread walks
   // its stripes in lockstep, one entry of each in turn: each stripe has its own counts and positions, so a range
   // holding most entries (the hot ids of a skewed batch) is several independent chains of increments instead of
-  // one that waits on its own last store at every entry (together -12% on a Zipf(1.2) batch of 41k ids).
+  // one that waits on its own last store at every entry (with GradPieces' loops, the serial partition of a
+  // Zipf(1.2) batch of 41k ids went from 358 to 246 us).
   parallel_for(scatter_stripes, kEntriesPerStripe * 2, [&](int64_t first, int64_t last) {
     const int64_t base = low, padding = samples, width = used;
     const int bits = shift;
