@@ -62,6 +62,14 @@ def test_forward_matches_the_numpy_reference(dtype, row_dtype, col_dtype, shuffl
     np.testing.assert_allclose(out.numpy(), _reference(table, rows, cols, gains, 9), rtol=tolerance, atol=tolerance)
 
 
+# Unit roundoff of each 16-bit type: the kernel rounds a float32 sum once, so it is within this of the exact sum.
+_HALF_EPS = {tf.float16: 2.0**-11, tf.bfloat16: 2.0**-8}
+
+
+def _as_float64(tensor) -> np.ndarray:
+    return tf.cast(tensor, tf.float64).numpy()
+
+
 @pytest.mark.parametrize("dim", [8, 16, 32, 64, 128, 3, 63, 65])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 def test_every_row_width_sums_as_the_reference(dim, dtype):
@@ -74,17 +82,9 @@ def test_every_row_width_sums_as_the_reference(dim, dtype):
     exact = _reference(_as_float64(table_t), rows, cols, _as_float64(gains_t), 40)
     magnitude = _reference(np.abs(_as_float64(table_t)), rows, cols, np.abs(_as_float64(gains_t)), 40)
     # A float32 (or float64) sum, rounded once to the table's dtype.
-    eps = {"float32": 0.0, "float64": 0.0, "float16": 2.0**-11, "bfloat16": 2.0**-8}[dtype]
+    eps = _HALF_EPS.get(tf.as_dtype(dtype), 0.0)
     sum_eps = 1e-14 if dtype == "float64" else 1e-6
     np.testing.assert_array_less(np.abs(_as_float64(out) - exact), eps * np.abs(exact) + sum_eps * magnitude + 1e-30)
-
-
-# Unit roundoff of each 16-bit type: the kernel rounds a float32 sum once, so it is within this of the exact sum.
-_HALF_EPS = {tf.float16: 2.0**-11, tf.bfloat16: 2.0**-8}
-
-
-def _as_float64(tensor) -> np.ndarray:
-    return tf.cast(tensor, tf.float64).numpy()
 
 
 @pytest.mark.parametrize("dtype", [tf.float16, tf.bfloat16])
@@ -406,7 +406,7 @@ def digests_by_thread_count():
     for threads in (1, 3, 4, 4):
         done = subprocess.run([sys.executable, "-c", _THREADED, str(threads), *_THREADED_CASES],
                               capture_output=True, text=True, check=True, timeout=600)
-        lines = [line.split() for line in done.stdout.splitlines() if line.split() and line.split()[0] in digests]
+        lines = [words for words in map(str.split, done.stdout.splitlines()) if words and words[0] in digests]
         assert [case for case, _ in lines] == _THREADED_CASES, done.stdout
         for case, digest in lines:
             digests[case].append(digest)
