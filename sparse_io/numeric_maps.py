@@ -49,7 +49,8 @@ import pyarrow.compute as pc
 from sparse_io.schema import FeatureSpec, SchemaError
 
 __all__ = ["BucketizeSpec", "ScaleSpec", "NumberColumn", "DerivedFeature", "NumericSpec", "SCALE_METHODS",
-           "derived_of_feature", "float32_boundaries", "bucketize_fingerprint", "derived_features"]
+           "derived_of_feature", "float32_boundaries", "append_derived_columns", "bucketize_fingerprint",
+           "derived_features"]
 
 SCALE_METHODS = ("z_score", "min_max", "log1p")
 
@@ -105,6 +106,7 @@ class NumberColumn:
     present: np.ndarray
     type: pa.DataType
     _float64: np.ndarray | None = None
+    _own: np.ndarray | None = None
     _count: int | None = None
 
     @classmethod
@@ -146,9 +148,14 @@ class NumberColumn:
     def present_values(self) -> np.ndarray:
         """float64 `[count]`: the present values, in row order."""
         if self._float64 is None:
-            kept = self.values if self.count == len(self.values) else self.values[self.present]
-            self._float64 = kept.astype(np.float64)
+            self._float64 = self.present_own().astype(np.float64)
         return self._float64
+
+    def present_own(self) -> np.ndarray:
+        """`[count]`: the present values in the column's own dtype, in row order (a view when all are present)."""
+        if self._own is None:
+            self._own = self.values if self.count == len(self.values) else self.values[self.present]
+        return self._own
 
 
 def _bitmap(present: np.ndarray, count: int) -> pa.Buffer | None:
@@ -232,6 +239,10 @@ class ScaleSpec:
 
     def scale(self, values: np.ndarray) -> np.ndarray:
         """float32 scaled values of float64 `values` (NaN stays NaN; log1p of x <= -1 is NaN)."""
+        return self.scale64(values).astype(np.float32)
+
+    def scale64(self, values: np.ndarray) -> np.ndarray:
+        """`scale` before its rounding to float32: float64."""
         x = values.astype(np.float64)
         mean, std, low, high = self.parameters()
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
@@ -241,7 +252,7 @@ class ScaleSpec:
                 out = (x - low) / (high - low) if high > low else 1.0 / (1.0 + np.exp(-x))
             else:
                 out = np.where(x > -1.0, np.log1p(np.where(x > -1.0, x, 0.0)), np.nan)
-        return out.astype(np.float32)
+        return out
 
     def apply_arrow(self, column: pa.Array | pa.ChunkedArray | NumberColumn) -> pa.Array:
         """A nullable float32 column: the scaled values, null where the value is missing (or has no log1p)."""
@@ -288,6 +299,26 @@ class DerivedFeature:
     def feature_spec(self) -> FeatureSpec:
         """The derived column's schema.json entry."""
         return FeatureSpec(self.name, **self.schema_fields())
+
+
+def append_derived_columns(table: pa.Table | pa.RecordBatch, derived) -> pa.Table | pa.RecordBatch:
+    """`table` with a column per `DerivedFeature` of `derived` appended (named by the feature), in order.
+
+    Each source is read once, however many features derive from it; a name the table already holds is
+    refused (ValueError), as is a source it lacks (KeyError naming it).
+    """
+    sources: dict[str, NumberColumn] = {}
+    out = table
+    for feature in derived:
+        if feature.name in table.column_names:
+            raise ValueError(f"derived feature {feature.name!r} is already a column")
+        if feature.source not in sources:
+            if feature.source not in table.column_names:
+                raise KeyError(f"derived feature {feature.name!r}: no source column {feature.source!r}")
+            sources[feature.source] = NumberColumn.of(table.column(feature.source))
+        column = feature.spec.apply_arrow(sources[feature.source])
+        out = out.append_column(pa.field(feature.name, column.type), column)
+    return out
 
 
 def derived_of_feature(spec: FeatureSpec) -> DerivedFeature | None:

@@ -115,6 +115,9 @@ class FeatureSpec:
       transform: a derived feature's source column and mapping, written by the
         ingest (`sparse_io.numeric_maps.DerivedFeature.record`): bucket
         boundaries or scale parameters, applied again by serving.
+      at_read: a derived feature the shards do not hold: readers compute it
+        from its `transform` and its source column, which the shards do hold
+        (`transforms.tfdata.make_dataset`; the ingest's `output.derived`).
 
     Example:
       >>> FeatureSpec("C1", "sparse", "string", hash_buckets=1000).is_sparse
@@ -139,6 +142,7 @@ class FeatureSpec:
     cross_max_per_row: int | None = None
     shared_vocabulary: str | None = None
     transform: dict | None = None
+    at_read: bool = False
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
@@ -172,6 +176,9 @@ class FeatureSpec:
             raise SchemaError(f"feature {self.name!r}: id_space must be a string, got {self.id_space!r}")
         if self.transform is not None and not isinstance(self.transform, dict):
             raise SchemaError(f"feature {self.name!r}: transform must be an object, got {self.transform!r}")
+        if not isinstance(self.at_read, bool) or self.at_read and self.transform is None:
+            raise SchemaError(f"feature {self.name!r}: at_read is true only for a derived feature (with a transform), "
+                              f"got {self.at_read!r}")
         if not isinstance(self.weighted, bool):
             raise SchemaError(f"feature {self.name!r}: weighted must be true or false, got {self.weighted!r}")
         if self.kind != "sparse" and (self.weighted or self.max_length):
@@ -327,6 +334,10 @@ class Schema:
         if missing:
             raise KeyError(f"schema has no feature(s) {missing}; it has {self.names}")
         return Schema(f for f in self.features if f.name in wanted)
+
+    def stored(self) -> Schema:
+        """The features the shards hold: every one but those derived at read (`FeatureSpec.at_read`)."""
+        return Schema(f for f in self.features if not f.at_read)
 
     def arrow_schema(self) -> pa.Schema:
         """Arrow schema of a record batch holding these features (weights after their ids)."""

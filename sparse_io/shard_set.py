@@ -18,6 +18,7 @@ import pyarrow as pa
 from sparse_io import formats
 from sparse_io.errors import CorruptFileError
 from sparse_io.formats import shard_format_of
+from sparse_io.numeric_maps import append_derived_columns, derived_of_feature
 from sparse_io.schema import SCHEMA_FILE, Schema
 from sparse_io.shard_formats import shard_format_for, suffix_list
 
@@ -102,8 +103,11 @@ def shard_paths(directory_or_files: str | os.PathLike | Sequence[str]) -> list[s
     return paths
 
 
-def read_shard(path: str, schema: Schema | None = None) -> pa.Table:
+def read_shard(path: str, schema: Schema | None = None, *, derive: bool = True) -> pa.Table:
     """A whole shard of any format (by its suffix) as a table; `schema` selects and checks the columns.
+
+    The features `schema` marks derived at read (`FeatureSpec.at_read`) are computed from their source
+    columns and appended, as every reader does; `derive=False` gives the columns the file holds.
 
     Raises:
       ValueError: not a shard suffix, a TFRecord shard without `schema`, a
@@ -113,7 +117,11 @@ def read_shard(path: str, schema: Schema | None = None) -> pa.Table:
     fmt = shard_format_for(path)
     if fmt is None:
         raise ValueError(f"not a {suffix_list()} shard: {path!r}")
-    return fmt.read(path, schema)
+    if schema is None:
+        return fmt.read(path, schema)
+    table = fmt.read(path, schema.stored())
+    derived = [derived_of_feature(f) for f in schema if f.at_read] if derive else []
+    return append_derived_columns(table, derived) if derived else table
 
 
 def write_shard(

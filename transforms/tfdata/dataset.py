@@ -273,6 +273,10 @@ def make_dataset(
             dropped=dropped,
         )
     else:
+        at_read = [c.name for c in columns if c.derived is not None]
+        if at_read:
+            raise ValueError(f"feature(s) {at_read} are derived at read (schema.json's at_read), which the TFRecord "
+                             "reader cannot do; read Parquet or Arrow shards")
         if start is not None or return_position:
             raise ValueError(
                 "start/return_position need Parquet or Arrow shards; save TFRecord input with "

@@ -135,6 +135,9 @@ def arrow_op_batches(
         return None, f"{source.shard_format} shards"
     if source.coo is None or element is None:
         return None, "CSR output (the op writes COO)"
+    at_read = [c.name for c in source.columns if c.derived is not None]
+    if at_read:
+        return None, f"feature(s) {at_read} derived at read (the op reads the columns the shards hold)"
     library = _library()
     if library is None:
         return None, "the native kernels are not built"

@@ -33,7 +33,8 @@ def check_arrow_schema(path: str, arrow_schema: pa.Schema, columns: Sequence[Col
 
     A sparse feature needs a list column of its id type (int64, int32, or
     string for string ids), a weighted one also `<name>__weights` as a list
-    of floats; a dense feature and the label need a number column.
+    of floats; a dense feature and the label need a number column, as does
+    the source of a feature derived at read.
 
     Raises:
       ValueError: naming the file and column, when a column is missing or
@@ -42,7 +43,9 @@ def check_arrow_schema(path: str, arrow_schema: pa.Schema, columns: Sequence[Col
     names = set(arrow_schema.names)
     expected = []
     for c in columns:
-        if c.is_sparse:
+        if c.derived is not None:  # computed from its source column as the unit is read
+            expected.append((c.derived.source, "number"))
+        elif c.is_sparse:
             expected.append((c.name, {"int64": "list<int64>", "int32": "list<int32>"}.get(c.dtype, "list<string>")))
             if c.weighted:
                 expected.append((c.weights_name, "list<float>"))

@@ -8,6 +8,11 @@ columns they can read are only described (their buffers' addresses) and
 become numpy arrays only if asked for. The last few units stay decoded, and
 a bounded number of shards stay open.
 
+A feature derived at read (schema.json's `at_read`) is computed here, as the
+unit is decoded, from its source column by the spec the ingest recorded
+(`sparse_io.numeric_maps`, the same code the ingest applies to the
+features it stores).
+
 What stays open or decoded serves every iterator of the dataset, so each
 unit asked for first checks its local shard is still the file opened: the
 pin (ChangedFileError when replaced), and its status change time, which a
@@ -32,6 +37,7 @@ import pyarrow.compute as pc
 from sparse_io.arrow import csr_from_arrow
 from sparse_io.csr import SparseValidationError
 from sparse_io.locations import is_remote
+from sparse_io.numeric_maps import append_derived_columns
 from sparse_io.pins import ShardPin
 from sparse_io.shard_files import ShardFile, open_shard
 from sparse_io.shard_formats import shard_format
@@ -123,11 +129,14 @@ class UnitLoader:
         self.label = label
         self._read_names = []
         for c in self.columns:
-            self._read_names.append(c.name)
+            # A feature derived at read is computed from its source column, which the shard holds.
+            self._read_names.append(c.derived.source if c.derived is not None else c.name)
             if c.is_sparse and c.weighted:
                 self._read_names.append(c.weights_name)
         if label is not None:
             self._read_names.append(label.name)
+        self._read_names = list(dict.fromkeys(self._read_names))
+        self._derived = [c.derived for c in self.columns if c.derived is not None]
         self._lock = threading.Lock()
         self._handles: OrderedDict[int, ShardFile] = OrderedDict()  # used by the read-ahead thread only
         self._loads: OrderedDict[int, concurrent.futures.Future] = OrderedDict()
@@ -204,6 +213,8 @@ class UnitLoader:
             table = table.slice(unit.start, unit.stop - unit.start)
         kind = shard_format(self.shard_format).unit
         where = f"{self.files[unit.file]} {kind} {unit.row_group}"
+        if self._derived:
+            table = append_derived_columns(table, self._derived)
         buffers = unit_buffers(table, self.columns, self.label) if self.native else None
         native = set() if buffers is None else {*buffers.lists, *buffers.dense}
         label = self.label

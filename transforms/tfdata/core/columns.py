@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from sparse_io.numeric_maps import DerivedFeature, derived_of_feature
 from sparse_io.schema import Schema, weights_column
 
 __all__ = ["Column", "select_columns", "MISSING_INT", "DENSE_DTYPES", "dense_dtype"]
@@ -44,12 +45,16 @@ class Column:
         feature is delivered as `dense_dtype(dtype)`: float32 or float64 with
         NaN where missing, int64 (exact) with `MISSING_INT` where missing.
       weighted: a sparse feature with a `<name>__weights` column.
+      derived: for a feature the shards do not hold (schema.json's
+        `at_read`), how it is computed from its source column; None for a
+        stored column.
     """
 
     name: str
     kind: str
     dtype: str
     weighted: bool = False
+    derived: DerivedFeature | None = None
 
     @property
     def weights_name(self) -> str:
@@ -115,7 +120,8 @@ def select_columns(
         spec = schema[name]
         if spec.kind == "label":
             raise ValueError(f"feature {name!r} is a label column; pass it as label=")
-        columns.append(Column(spec.name, spec.kind, spec.dtype, bool(spec.weighted)))
+        derived = derived_of_feature(spec) if spec.at_read else None
+        columns.append(Column(spec.name, spec.kind, spec.dtype, bool(spec.weighted), derived))
     label_column = None
     if label_name is not None:
         spec = schema[label_name]
