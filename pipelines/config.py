@@ -36,6 +36,8 @@ Example (Criteo, with comments, as accepted by `load_config`)::
       compression: zstd       # Parquet: zstd | lz4 | snappy | none; Arrow: none | lz4 | zstd
       shuffle: true
       seed: 0
+      derived: at_read        # at_read (Parquet, Arrow) | stored: quantile buckets, z_score and min_max
+                              # computed by readers from schema.json's parameters, or written in the shards
     stats:
       batch_sizes: [1024, 4096]
     error_budget: 0.0         # fraction of bad records tolerated
@@ -151,11 +153,17 @@ class OutputConfig:
     compression: str | None = None
     shuffle: bool = True
     seed: int | None = 0
+    derived: str | None = None  # "at_read" or "stored"; None: at_read in Parquet and Arrow, stored in TFRecord
 
     @property
     def shard_format(self) -> str:
         """The shard format written (`output.format`): one of `sparse_io.SHARD_FORMATS`."""
         return self.format
+
+    @property
+    def derives_at_read(self) -> bool:
+        """Derived features whose parameters come from the data are computed by readers, not stored."""
+        return self.format != "tfrecord" and self.derived in (None, "at_read")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -358,7 +366,7 @@ def _encoding(name: str | None, fmt: str) -> str:
 
 # schema.json keys only an ingest writes: a config giving them would claim ids the ingest did not make.
 INGEST_WRITTEN_KEYS = ("id_space", "oov_ids", "vocabulary_size", "cross", "cross_max_per_row", "shared_vocabulary",
-                       "transform")
+                       "transform", "at_read")
 
 
 def _delimiter(text: str | None) -> str | None:
@@ -521,6 +529,12 @@ def parse_config(
     _at_most(_positive(out.get("num_shards"), "output.num_shards"), "output.num_shards", limits.MAX_NUM_SHARDS)
     _positive(out.get("row_group_size"), "output.row_group_size")
     _positive(out.get("write_threads"), "output.write_threads")
+    if out.get("derived") is not None:
+        if out["derived"] not in ("at_read", "stored"):
+            raise _fail("output.derived", f"must be at_read or stored, got {out['derived']!r}")
+        if out["derived"] == "at_read" and out.get("format") == "tfrecord":
+            raise _fail("output.derived", "at_read needs Parquet or Arrow shards (a TFRecord reader parses "
+                                          "whole records); TFRecord shards store every derived feature")
     codec = out.get("compression")
     if codec is not None:
         try:

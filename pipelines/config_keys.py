@@ -251,6 +251,10 @@ KEYS: tuple[ConfigKey, ...] = (
               "Parquet: zstd, lz4, snappy, none; Arrow: none, lz4, zstd", "lz4"),
     ConfigKey("output.shuffle", "boolean", "true", "rows are shuffled across shards", "", "false"),
     ConfigKey("output.seed", "integer", "0", "the shuffle's seed: the same seed, the same shards", "", "7"),
+    ConfigKey("output.derived", "string", "at_read for Parquet and Arrow, stored for TFRecord",
+              "derived features whose parameters come from the data (quantile buckets, z_score, min_max): "
+              "computed by readers from schema.json's parameters and the stored source column, or stored "
+              "(the ingest then waits for the analysis before writing)", "at_read, stored", "stored"),
     # --- stats ---------------------------------------------------------------------------------------------
     ConfigKey("stats.batch_sizes", "list", "[4096]", "batch sizes whose id-count capacities stats.json "
               "records (make_dataset pads to them)", "positive integers", "[1024, 4096]"),

@@ -150,11 +150,24 @@ def convert_output(
     if not is_remote(destination) and os.path.islink(destination):
         raise UsageError(f"{destination}: is a symbolic link; give the real directory")
     verify_directory(source, verify)  # a source refused leaves DST as it was
+    _check_derived_at_read(source, shard_format)
     with acquire_output_lock(destination, [], program="convert"):
         # Emptiness again, holding the lock: a run that finished meanwhile left its files.
         if not _is_empty_or_absent(destination):
             raise UsageError(f"{destination}: exists and is not empty; convert into a new directory")
         return _convert(source, destination, shard_format, compression, row_group_size, verify)
+
+
+def _check_derived_at_read(source: str, shard_format: str) -> None:
+    """Refuses TFRecord as the target of shards with features derived at read: its reader cannot derive them."""
+    from sparse_io.schema import SCHEMA_FILE, Schema
+    from sparse_io.shard_formats import shard_format as shard_format_named
+
+    at_read = [f.name for f in Schema.load(join(source, SCHEMA_FILE)) if f.at_read]
+    if at_read and not shard_format_named(shard_format).columnar:
+        raise ValueError(f"{source}: feature(s) {at_read} are derived at read (schema.json's at_read), which "
+                         f"{shard_format} shards cannot do; convert to parquet or arrow, or ingest with "
+                         "output.derived: stored")
 
 
 def _convert(source: str, destination: str, shard_format: str, compression: str | None,
@@ -169,6 +182,7 @@ def _convert(source: str, destination: str, shard_format: str, compression: str 
 
     manifest = read_manifest(source)
     schema = Schema.load(join(source, SCHEMA_FILE))
+    schema = schema.stored()  # what the files hold; schema.json (copied) keeps the features derived at read
     if not is_remote(destination):
         os.makedirs(destination, exist_ok=True)
     # What was written is checksummed as it is written: the commit reads none of it back.
@@ -189,7 +203,7 @@ def _convert(source: str, destination: str, shard_format: str, compression: str 
     for done, (entry, pin) in enumerate(zip(shards, pins), 1):
         name = entry["path"]
         stem = os.path.splitext(name)[0]
-        table = read_shard(join(source, name), schema)
+        table = read_shard(join(source, name), schema, derive=False)
         pin.check()
         pin.check_rows(table.num_rows)
         target = join(destination, stem + shard_format_named(shard_format).suffix)

@@ -123,7 +123,8 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     -> [AnalyzeDerived: bucket boundaries and scale parameters, one combine over the events] -> HashIds ->
     [ComputeVocabulary + ApplyVocabulary, or ApplyVocabulary of the
     `vocab_from` ingest's files; on a local runner, batches wait on disk for computed vocabularies and
-    derived features' parameters: HoldBatches + ReleaseBatches] -> [ApplyDerived] -> [CountOovIds] -> WriteShards
+    stored derived features' parameters: HoldBatches + ReleaseBatches] -> [ApplyDerived: the stored ones; those
+    derived at read go to schema.json, `transforms.beam.at_read`] -> [CountOovIds] -> WriteShards
     (which also writes schema.json, with each feature's id space, and stats.json). Every element between read and
     write is a `pa.RecordBatch`.
     """
@@ -215,13 +216,23 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
     late += [batches | "CountRawValues" >> CountRawValues(counted)] if counted else []
     late += overflow
     derived = None
+    stored_derived: tuple = ()
     if config.derived:  # bucketized and scaled columns: parameters from every event, applied below
         from pipelines.config_derived import with_derived_columns
         from transforms.beam.derived import AnalyzeDerived, derived_schema_updates
 
-        derived = events | "AnalyzeDerived" >> AnalyzeDerived(config.derived)
-        late.append(derived | "DerivedFields" >> beam.FlatMap(derived_schema_updates))
-        schema = with_derived_columns(schema, config.derived)
+        # Those whose parameters come from the data are derived at read (transforms.beam.at_read): storing
+        # them would make every batch wait on disk for the analysis.
+        at_read = tuple(p.name for p in config.derived if p.needs_analysis) if config.output.derives_at_read \
+            else ()
+        stored_derived = tuple(p for p in config.derived if p.name not in at_read)
+        derived, at_read_update = events | "AnalyzeDerived" >> AnalyzeDerived(
+            config.derived, at_read, config.batch_sizes)
+        late.append(derived | "DerivedFields" >> beam.FlatMap(
+            derived_schema_updates, frozenset(p.name for p in stored_derived)))
+        if at_read:
+            late.append(at_read_update)
+        schema = with_derived_columns(schema, stored_derived)
     salts = sorted({salt for _, _, salt in hashed}, key=lambda s: (s is not None, str(s)))
     for salt in salts:
         plans = [(name, buckets) for name, buckets, s in hashed if s == salt]
@@ -265,14 +276,14 @@ def build_ingest(pipeline, config: IngestConfig, input_pattern: str, output_dir:
             events | f"ComputeVocabulary{i}" >> ComputeVocabulary(names, vocab_dir, min_frequency, top_k, num_oov,
                                                                   shared=shared)
         )
-    analysed = [derived] if derived is not None and any(p.needs_analysis for p in config.derived) else []
+    analysed = [derived] if any(p.needs_analysis for p in stored_derived) else []
     if (computed or analysed) and keeps_pcollections_in_memory(pipeline.options):
         held = batches | "HoldBatches" >> HoldBatches(output_dir)
         batches = held | "ReleaseBatches" >> ReleaseBatches(computed + analysed)
-    if derived is not None:
+    if stored_derived:
         from transforms.beam.derived import ApplyDerived
 
-        batches = batches | "ApplyDerived" >> ApplyDerived(derived)
+        batches = batches | "ApplyDerived" >> ApplyDerived(derived, [p.name for p in stored_derived])
     for i, vocab in enumerate(computed):
         if targets:
             vocab = vocab | f"WithTargets{i}" >> beam.FlatMap(_with_target_aliases, targets)

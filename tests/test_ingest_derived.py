@@ -9,12 +9,13 @@ import csv
 import json
 
 import numpy as np
-import pyarrow.parquet as pq
+import pyarrow as pa
 import pytest
 import tensorflow as tf
 import yaml
 
 from pipelines.ingest import run_ingest
+from sparse_io import iter_shards
 from sparse_io.schema import Schema
 
 BOUNDARIES = [18, 25, 35, 50]
@@ -66,7 +67,8 @@ def _ingest(tmp_path, log, name, *extra):
 
 
 def _rows(out) -> dict:
-    table = pq.read_table([str(p) for p in sorted(out.glob("part-*.parquet"))])
+    """Every row of the shards as the library reads them (`sparse_io.iter_shards`: derived-at-read columns too)."""
+    table = pa.concat_tables(iter_shards(str(out)))
     order = np.argsort(table.column("row").to_numpy())
     return {name: [table.column(name)[int(i)].as_py() for i in order] for name in table.column_names}
 

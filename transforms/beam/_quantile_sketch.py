@@ -50,13 +50,20 @@ class QuantileSketch:
         self._flips: list[int] = [0]  # compactions so far, per level: the parity of the next one's kept positions
 
     def add(self, values: np.ndarray) -> None:
-        """Adds present (non-NaN) values; NaN is refused, since it has no rank."""
-        values = np.asarray(values, dtype=np.float64).ravel()
+        """Adds present (non-NaN) values; NaN is refused, since it has no rank.
+
+        float32 values wait at level 0 as float32 (sorted in it, exactly: a float32 is a float64); any
+        other dtype is taken as float64. Levels above hold float64.
+        """
+        values = np.asarray(values).ravel()
+        if values.dtype != np.float32:
+            values = values.astype(np.float64)
         if values.size == 0:
             return
         if np.isnan(values).any():
             raise ValueError("QuantileSketch.add: NaN has no rank; drop missing values first")
-        self.levels[0] = np.concatenate([self.levels[0], values])
+        # A copy either way: the caller's array (a view of a record batch, maybe) is never held.
+        self.levels[0] = values.copy() if self.levels[0].size == 0 else np.concatenate([self.levels[0], values])
         self.count += int(values.size)
         self._compact()
 
@@ -87,13 +94,32 @@ class QuantileSketch:
                 if h + 1 == len(self.levels):
                     self.levels.append(np.zeros(0, np.float64))
                     self._flips.append(0)
-                self.levels[h + 1] = np.concatenate([self.levels[h + 1], kept])
+                self.levels[h + 1] = np.concatenate([self.levels[h + 1], kept.astype(np.float64)])
             h += 1
 
     def rank_error(self) -> float:
         """The bound on |rank(returned q-quantile) - q n| / n (module doc); 0.0 while nothing was compacted."""
         compacted = len(self.levels) - 1
         return 0.0 if compacted == 0 else (compacted + 2) / self.k
+
+    def bucket_counts(self, boundaries, in_float32: bool = False) -> np.ndarray:
+        """int64 `[len(boundaries) + 1]`: the held weight per bucket, a value in bucket `searchsorted(b, v, "right")`.
+
+        `in_float32` compares values rounded to float32, as `BucketizeSpec.ids` does for any source but float64.
+
+        They sum to `count`. The weight at or below any number is off by at most `rank_error() * count`
+        (module doc), so each bucket's count is within twice that of the truth; exact while nothing was
+        compacted.
+        """
+        edges = np.asarray(boundaries, dtype=np.float64)
+        counts = np.zeros(len(edges) + 1, np.int64)
+        for h, values in enumerate(self.levels):
+            if values.size:
+                if in_float32:
+                    values = values.astype(np.float32)
+                counts += np.bincount(np.searchsorted(edges.astype(values.dtype), values, side="right"),
+                                      minlength=len(counts)) << h
+        return counts
 
     def quantiles(self, qs) -> np.ndarray:
         """The held value at (about) each rank q n: the smallest whose weight at or below it reaches q n.

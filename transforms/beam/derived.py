@@ -3,9 +3,10 @@
 `AnalyzeDerived(plans)` summarises each source column in one combine over
 the record batches (mean and population variance, min and max, a
 `QuantileSketch` for quantile boundaries) and yields one list: the final
-`sparse_io.numeric_maps.DerivedFeature` of every plan, parameters filled in.
-`ApplyDerived` takes that list as a side input and appends each derived
-column to every batch with the spec's Arrow implementation.
+`sparse_io.numeric_maps.DerivedFeature` of every plan, parameters filled in
+(and, for the features derived at read, a late update: `transforms.beam.at_read`).
+`ApplyDerived` takes that list as a side input and appends each stored
+derived column to every batch with the spec's Arrow implementation.
 
 A plan is duck-typed (`pipelines.config_derived.DerivedPlan`): `name`,
 `source`, `quantiles`, `scale`, `needs_analysis` and `fixed()`.
@@ -16,7 +17,7 @@ Example:
   >>> plans = [DerivedPlan("x_z", "x", scale="z_score")]
   >>> with beam.Pipeline() as p:  # doctest: +SKIP
   ...     batches = p | beam.Create([pa.record_batch({"x": [1.0, 3.0]})])
-  ...     derived = batches | AnalyzeDerived(plans)   # [[DerivedFeature("x_z", "x", ScaleSpec("z_score", 2.0, 1.0))]]
+  ...     derived, _ = batches | AnalyzeDerived(plans)  # [[DerivedFeature("x_z", "x", ScaleSpec("z_score", 2.0, 1.0))]]
   ...     out = batches | ApplyDerived(derived)      # x_z: [-1.0, 1.0]
 """
 
@@ -26,7 +27,14 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
-from sparse_io.numeric_maps import BucketizeSpec, DerivedFeature, NumberColumn, ScaleSpec, float32_boundaries
+from sparse_io.numeric_maps import (
+    BucketizeSpec,
+    DerivedFeature,
+    NumberColumn,
+    ScaleSpec,
+    append_derived_columns,
+    float32_boundaries,
+)
 from transforms.beam import coders  # noqa: F401  (registers the RecordBatch coder)
 from transforms.beam._quantile_sketch import QuantileSketch
 
@@ -42,6 +50,7 @@ class SourceSummary:
     """
 
     def __init__(self, sketch: bool) -> None:
+        self.float64 = False  # a float64 source: bucketized in float64, any other in float32 (BucketizeSpec.ids)
         self.count = 0
         self.mean = 0.0
         self.m2 = 0.0
@@ -51,18 +60,24 @@ class SourceSummary:
 
     def add(self, column: pa.Array | pa.ChunkedArray | NumberColumn) -> None:
         """Adds a batch's column (its present values: not null, not NaN)."""
-        values = NumberColumn.of(column).present_values()
-        if values.size == 0:
+        number = NumberColumn.of(column)
+        self.float64 = self.float64 or number.values.dtype == np.float64
+        own = number.present_own()
+        if own.size == 0:
             return
+        values = number.present_values()
         other = SourceSummary(False)
         other.count, other.mean = int(values.size), float(values.mean())
-        other.m2 = float(np.square(values - other.mean).sum())
-        other.low, other.high = float(values.min()), float(values.max())
+        deviations = values - other.mean
+        other.m2 = float(deviations @ deviations)
+        other.low, other.high = float(own.min()), float(own.max())
         self._merge_moments(other)
         if self.sketch is not None:
-            self.sketch.add(values)
+            # float32 values are sorted as float32 (twice as fast, and exact); any other dtype as float64.
+            self.sketch.add(own if own.dtype == np.float32 else values)
 
     def merge(self, other: SourceSummary) -> None:
+        self.float64 = self.float64 or other.float64
         self._merge_moments(other)
         if self.sketch is not None and other.sketch is not None:
             self.sketch.merge(other.sketch)
@@ -113,8 +128,9 @@ class _AnalyzeFn(beam.CombineFn):
     are those each plan would get on its own.
     """
 
-    def __init__(self, plans):
+    def __init__(self, plans, at_read=()):
         self._plans = list(plans)
+        self._at_read = frozenset(at_read)
         self._sketched: dict[str, bool] = {}
         for p in self._plans:
             if p.needs_analysis:
@@ -137,51 +153,88 @@ class _AnalyzeFn(beam.CombineFn):
         return merged
 
     def extract_output(self, accumulator):
-        return [derive(p, accumulator.get(p.source) if p.needs_analysis else None) for p in self._plans]
+        """(final features in plan order, {name: (bucket counts, exact)} of the at-read bucketized ones)."""
+        features = [derive(p, accumulator.get(p.source) if p.needs_analysis else None) for p in self._plans]
+        buckets = {}
+        for plan, feature in zip(self._plans, features):
+            if plan.name in self._at_read and isinstance(feature.spec, BucketizeSpec):
+                summary = accumulator[plan.source]
+                counts = summary.sketch.bucket_counts(feature.spec.boundaries, in_float32=not summary.float64) \
+                    if summary.count else np.zeros(feature.spec.id_range, np.int64)
+                exact = summary.sketch is None or summary.sketch.rank_error() == 0.0
+                buckets[plan.name] = ([int(c) for c in counts], bool(exact))
+        return features, buckets
 
 
 class AnalyzeDerived(beam.PTransform):
-    """PCollection[pa.RecordBatch] -> a one-element PCollection: the list of final `DerivedFeature`s, plan order."""
+    """PCollection[pa.RecordBatch] -> (the final `DerivedFeature`s, the at-read features' late update).
 
-    def __init__(self, plans):
+    Args:
+      plans: the derived features as configured (`DerivedPlan`).
+      at_read: names of plans the shards will not hold (readers derive them):
+        for those the second output is one late update `(AT_READ, ...)`
+        (`transforms.beam.at_read`) with their schema.json entries and the
+        bucket counts the quantile sketch gives; without any, it is empty.
+
+    Output: a pair of PCollections: one element, the list of final features in plan order; and the late update.
+    """
+
+    def __init__(self, plans, at_read=(), batch_sizes=()):
         super().__init__()
         self._plans = list(plans)
+        self._at_read = tuple(at_read)
+        self._batch_sizes = [int(b) for b in batch_sizes]
 
     def expand(self, batches):
         if not any(p.needs_analysis for p in self._plans):
-            return batches.pipeline | "Fixed" >> beam.Create([[p.fixed() for p in self._plans]])
-        return batches | "Summarise" >> beam.CombineGlobally(_AnalyzeFn(self._plans))
+            analysed = batches.pipeline | "Fixed" >> beam.Create([([p.fixed() for p in self._plans], {})])
+        else:
+            analysed = batches | "Summarise" >> beam.CombineGlobally(_AnalyzeFn(self._plans, self._at_read))
+        features = analysed | "Features" >> beam.Map(_features_of)
+        if not self._at_read:
+            return features, batches.pipeline | "NoAtRead" >> beam.Create([])
+        update = analysed | "AtRead" >> beam.Map(_at_read_of, frozenset(self._at_read), self._batch_sizes)
+        return features, update
 
 
-def _appended(batch: pa.RecordBatch, derived: list[DerivedFeature]) -> pa.RecordBatch:
-    """`batch` with each derived column appended, in `derived` order; each source is read once."""
-    if not derived:
-        return batch
-    sources: dict[str, NumberColumn] = {}
-    columns = []
-    for feature in derived:
-        if feature.source not in sources:
-            sources[feature.source] = NumberColumn.of(batch.column(feature.source))
-        columns.append(feature.spec.apply_arrow(sources[feature.source]))
-    schema = batch.schema
-    for feature, column in zip(derived, columns):
-        schema = schema.append(pa.field(feature.name, column.type))
-    return pa.RecordBatch.from_arrays([*batch.columns, *columns], schema=schema)
+def _features_of(analysed):
+    return analysed[0]
+
+
+def _at_read_of(analysed, names: frozenset, batch_sizes: list[int]):
+    from transforms.beam.at_read import at_read_update
+
+    features, buckets = analysed
+    return at_read_update([f for f in features if f.name in names], buckets, batch_sizes)
+
+
+def _appended(batch: pa.RecordBatch, derived: list[DerivedFeature], names: frozenset | None = None
+              ) -> pa.RecordBatch:
+    """`batch` with each derived column appended, in `derived` order (those in `names`, when given)."""
+    kept = derived if names is None else [f for f in derived if f.name in names]
+    return append_derived_columns(batch, kept) if kept else batch
 
 
 class ApplyDerived(beam.PTransform):
-    """Appends each derived column (name, Arrow spec of its source) to every batch; `derived` is AnalyzeDerived's."""
+    """Appends each derived column (name, Arrow spec of its source) to every batch; `derived` is AnalyzeDerived's.
 
-    def __init__(self, derived):
+    Args:
+      derived: AnalyzeDerived's features (a one-element PCollection).
+      names: the features to append (default: all); the others are derived at read.
+    """
+
+    def __init__(self, derived, names=None):
         super().__init__()
         self._derived = derived
+        self._names = None if names is None else frozenset(names)
 
     def expand(self, batches):
-        return batches | "Append" >> beam.Map(_appended, beam.pvalue.AsSingleton(self._derived)).with_output_types(
-            pa.RecordBatch)
+        return batches | "Append" >> beam.Map(_appended, beam.pvalue.AsSingleton(self._derived),
+                                              self._names).with_output_types(pa.RecordBatch)
 
 
-def derived_schema_updates(derived: list[DerivedFeature]):
-    """(feature, schema.json fields) of each final derived feature: its id range, id space and `transform`."""
+def derived_schema_updates(derived: list[DerivedFeature], names=None):
+    """(feature, schema.json fields: id range, id space, `transform`) of each final feature (of `names`, if given)."""
     for feature in derived:
-        yield feature.name, feature.schema_fields()
+        if names is None or feature.name in names:
+            yield feature.name, feature.schema_fields()

@@ -3,8 +3,10 @@
 A late update is `(feature, {FeatureSpec field: value})`, known only once
 the data was seen (a vocabulary's size and fingerprint, its OOV count), or
 `(STATS_SECTIONS, {section: [entry, ...]})`, top-level lists for stats.json
-(the joins' counts). `apply_late_updates` folds them into the schema and the
-stats (rewriting stats.json when they change it); `updated_schema` sets
+(the joins' counts), or `(AT_READ, {...})`, features derived at read
+(`transforms.beam.at_read`: their schema.json and stats.json entries).
+`apply_late_updates` folds them into the schema and the stats (rewriting
+stats.json when they change it); `updated_schema` sets
 FeatureSpec fields on a schema, naming a feature it does not hold.
 
 Example:
@@ -22,6 +24,7 @@ from apache_beam.io.filesystems import FileSystems
 from sparse_io.atomic import atomic_write_text
 from sparse_io.schema import Schema
 from sparse_io.stats_file import stats_json
+from transforms.beam.at_read import AT_READ, apply_at_read
 from transforms.beam.stats import STATS_FILE
 
 __all__ = ["STATS_SECTIONS", "apply_late_updates", "updated_schema"]
@@ -41,7 +44,11 @@ def apply_late_updates(schema: Schema, stats: dict, updates, output_dir: str) ->
     """
     merged: dict[str, dict] = {}
     sections: dict[str, list] = {}
+    at_read = []
     for name, changes in updates:
+        if name == AT_READ:  # features the shards do not hold (transforms.beam.at_read)
+            at_read.append(changes)
+            continue
         if name == STATS_SECTIONS:  # top-level stats.json lists, one entry per update (the joins' counts)
             for section, entries in changes.items():
                 sections.setdefault(section, []).extend(entries)
@@ -59,7 +66,9 @@ def apply_late_updates(schema: Schema, stats: dict, updates, output_dir: str) ->
     if sections:
         stats = {**stats, **{k: sorted(v, key=lambda e: (e.get("join", 0), json.dumps(e, sort_keys=True)))
                              for k, v in sections.items()}}
-    if counted or sections:
+    if at_read:
+        schema, stats = apply_at_read(schema, stats, at_read)
+    if counted or sections or at_read:
         atomic_write_text(
             FileSystems.join(output_dir, STATS_FILE), stats_json(stats), output_root=output_dir
         )

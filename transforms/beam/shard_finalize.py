@@ -65,7 +65,9 @@ def finalize(
     for index in range(shards):
         if index not in done:
             path = FileSystems.join(output_dir, shard_name(index, shards, suffix))
-            rows = shard_writer.write_shard_file(path, format, [], schema, row_group_size, output_dir, compression)
+            # The columns the other shards hold: features derived at read are schema.json's alone.
+            rows = shard_writer.write_shard_file(path, format, [], schema.stored(), row_group_size, output_dir,
+                                                 compression)
             done[index] = (path, rows, *written_record(path))
     keep = {path for path, *_ in done.values()}
     pattern = FileSystems.join(output_dir, "part-*-of-*")

@@ -54,7 +54,7 @@ from transforms.beam._sketches import BoundedCounts, LengthHistogram
 from transforms.beam._value_stats import ValueStats
 from transforms.beam.call_once import CallOnce
 
-__all__ = ["ComputeStats", "FeatureStats", "STATS_FILE", "STATS_FORMAT_VERSION", "assemble_stats"]
+__all__ = ["ComputeStats", "FeatureStats", "STATS_FILE", "STATS_FORMAT_VERSION", "assemble_stats", "feature_entry"]
 
 STATS_FILE = output_files.STATS_FILE
 STATS_FORMAT_VERSION = 1
@@ -111,28 +111,38 @@ class FeatureStats:
           top_k: how many of the most frequent ids to list.
           seed: seeds the batches sampled for the capacities.
         """
-        h = self.lengths
-        rows = h.rows
-        capacity = {}
-        for b in batch_sizes:
-            bound = h.top_sum(b)
-            typical = h.random_batch_quantile(b, 0.999, _SIMULATED_BATCHES, seed + b)
-            capacity[str(b)] = {"max": bound, "p99_9": min(typical, bound)}
-        return {
-            "rows": rows,
-            "empty_rows": int(h.counts[h.lengths == 0].sum()),
-            "ids_per_row": {
-                "mean": h.total / rows if rows else 0.0,
-                "p50": h.quantile(0.5),
-                "p99": h.quantile(0.99),
-                "max": int(h.lengths[-1]) if rows else 0,
-            },
-            "distinct_ids": self.ids.distinct(),
-            "distinct_ids_exact": self.ids.exact,
-            "top_ids": self.ids.top(top_k),
-            "top_ids_exact": self.ids.exact,
-            "capacity": capacity,
-        }
+        return feature_entry(self.lengths, self.ids.distinct(), self.ids.top(top_k), self.ids.exact, batch_sizes,
+                             seed)
+
+
+def feature_entry(lengths: LengthHistogram, distinct: int, top: list, exact: bool, batch_sizes: Sequence[int],
+                  seed: int = 0) -> dict:
+    """A sparse feature's stats.json entry from its exact row-length histogram and its id counts.
+
+    `exact` says whether `distinct` and `top` (`[[id, count], ...]`, most frequent first) are exact.
+    """
+    h = lengths
+    rows = h.rows
+    capacity = {}
+    for b in batch_sizes:
+        bound = h.top_sum(b)
+        typical = h.random_batch_quantile(b, 0.999, _SIMULATED_BATCHES, seed + b)
+        capacity[str(b)] = {"max": bound, "p99_9": min(typical, bound)}
+    return {
+        "rows": rows,
+        "empty_rows": int(h.counts[h.lengths == 0].sum()),
+        "ids_per_row": {
+            "mean": h.total / rows if rows else 0.0,
+            "p50": h.quantile(0.5),
+            "p99": h.quantile(0.99),
+            "max": int(h.lengths[-1]) if rows else 0,
+        },
+        "distinct_ids": distinct,
+        "distinct_ids_exact": exact,
+        "top_ids": top,
+        "top_ids_exact": exact,
+        "capacity": capacity,
+    }
 
 
 class _FeatureStatsFn(beam.CombineFn):
