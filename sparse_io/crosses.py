@@ -116,7 +116,8 @@ def _value_hashes(values: pa.Array, where: str) -> np.ndarray:
         return values.cast(pa.int64()).to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
     if pa.types.is_string(values.type) or pa.types.is_large_string(values.type) or pa.types.is_binary(
             values.type) or pa.types.is_large_binary(values.type):
-        return fingerprint64(values)
+        # Remembered: the ingest hashes a crossed column again (HashIds), a few stages on.
+        return fingerprint64(values, remember=True)
     raise ValueError(f"{where}: only strings and integers can be crossed, got {values.type}")
 
 
@@ -138,6 +139,31 @@ def _rows_of(column: pa.Array, where: str) -> tuple[np.ndarray, np.ndarray, pa.A
     # A null row has no value (length 0): its slot is hashed with the others (strings are read from their
     # buffers, whatever a null slot holds) but never crossed, so the column is not copied to fill it.
     return np.arange(len(column), dtype=np.int64), valid.astype(np.int64), column
+
+
+def _cross_flat(columns: Sequence[pa.Array], names: Sequence[str], num_bins: int, prefix: str) -> pa.Array:
+    """`cross_arrow` of flat columns: a row's one cross where every column has a value, else an empty row."""
+    rows = len(columns[0])
+    if any(len(c) != rows for c in columns):
+        raise ValueError(f"{prefix}: the crossed columns have different row counts")
+    hashes = [_value_hashes(c, f"{prefix}, column {n!r}") for c, n in zip(columns, names)]
+    nulls = [c for c in columns if c.null_count]
+    out = np.uint64(HASH_KEY)
+    if not nulls:
+        for h in hashes:
+            out = fingerprint_cat64(out, h)
+        offsets = np.arange(rows + 1, dtype=np.int32)
+    else:
+        present = np.ones(rows, bool)
+        for c in nulls:
+            present &= c.is_valid().to_numpy(zero_copy_only=False)
+        row = np.flatnonzero(present)
+        for h in hashes:
+            out = fingerprint_cat64(out, h[row])
+        offsets = np.zeros(rows + 1, np.int32)
+        np.cumsum(present, out=offsets[1:])
+    ids = (np.asarray(out, np.uint64).reshape(-1) % np.uint64(num_bins)).astype(np.int64)
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(ids, pa.int64()))
 
 
 def _flat(parts) -> list[bool]:
@@ -168,6 +194,10 @@ def cross_arrow(columns: Sequence[pa.Array | pa.ChunkedArray], num_bins: int,
         raise ValueError("a cross needs at least two columns")
     names = list(sources) if sources is not None else [f"#{i}" for i in range(len(columns))]
     prefix = f"cross {feature!r}" if feature else "cross"
+    columns = [c.combine_chunks() if isinstance(c, pa.ChunkedArray) and c.num_chunks != 1 else
+               c.chunk(0) if isinstance(c, pa.ChunkedArray) else c for c in columns]
+    if not any(pa.types.is_list(c.type) or pa.types.is_large_list(c.type) for c in columns):
+        return _cross_flat(columns, names, num_bins, prefix), CrossOverflow()
     parts = [_rows_of(c, f"{prefix}, column {n!r}") for c, n in zip(columns, names)]
     rows = len(parts[0][0])
     if any(len(p[0]) != rows for p in parts):

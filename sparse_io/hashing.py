@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparse_io.string_hashes import STRING_TYPES, fingerprint64, siphash24
+from sparse_io.string_hashes import STRING_TYPES, fingerprint64, remembered_fingerprints, siphash24
 
 __all__ = ["fingerprint64", "siphash24", "hash_strings", "hash_ids_arrow", "hash_columns", "normalize_salt", "IdColumn"]
 
@@ -235,20 +235,28 @@ def hash_columns(
     out: list[pa.Array | None] = [None] * len(shapes)
     kept: list = [None] * len(shapes)
     for members in groups.values():
-        arrays = [shapes[i].values for i in members]
-        where = shapes[members[0]].where if len(members) == 1 else "hash_columns"
+        # Fingerprints computed already (a crossed column's, `string_hashes.remembered_fingerprints`) are reused.
+        known = {i: remembered_fingerprints(shapes[i].values) if key is None else None for i in members}
+        todo = [i for i in members if known[i] is None]
+        arrays = [shapes[i].values for i in todo]
+        where = shapes[todo[0]].where if len(todo) == 1 else "hash_columns"
         try:
-            computed = _hash64(arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays), key, where)
+            computed = _hash64(arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays), key, where) \
+                if arrays else np.zeros(0, np.uint64)
         except ValueError:
-            if len(members) == 1:
+            if len(todo) == 1:
                 raise
-            for i in members:  # name the column at fault
+            for i in todo:  # name the column at fault
                 _hash64(shapes[i].values, key, shapes[i].where)
             raise
         start = 0
-        for i, array in zip(members, arrays):
-            part = computed[start : start + len(array)]
-            start += len(array)
+        for i in members:
+            array = shapes[i].values
+            if known[i] is not None:
+                part = known[i]
+            else:
+                part = computed[start : start + len(array)]
+                start += len(array)
             mask = _mask(array, mask_value, num_bins[i])
             out[i] = shapes[i].rebuild(_to_buckets(part, num_bins[i], mask))
             kept[i] = (array, part)

@@ -17,10 +17,13 @@ over the strings sorted by length, so each step touches a shrinking prefix.
 
 from __future__ import annotations
 
+import collections
+import threading
+
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["fingerprint64", "siphash24", "STRING_TYPES"]
+__all__ = ["fingerprint64", "remembered_fingerprints", "siphash24", "STRING_TYPES"]
 
 _U64 = np.uint64
 _K0 = _U64(0xC3A5C85C97CB3127)
@@ -266,25 +269,83 @@ def _string_buffers(strings: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return data, offsets[:-1], np.diff(offsets)
 
 
-def fingerprint64(strings: pa.Array) -> np.ndarray:
+def fingerprint64(strings: pa.Array, *, remember: bool = False) -> np.ndarray:
     """Farmhash Fingerprint64 of each string's bytes (TensorFlow's `Fingerprint64`).
 
     Args:
       strings: a `pa.StringArray`/`BinaryArray` (or large variants) without nulls.
+      remember: keep the result for `remembered_fingerprints` of the same array (a crossed column,
+        hashed again by the ingest's HashIds).
 
     Returns:
-      uint64 `[len(strings)]`.
+      uint64 `[len(strings)]` (read-only when remembered).
 
     Example:
       >>> int(fingerprint64(pa.array([""]))[0]) == 0x9AE16A3B2F90404F
       True
     """
+    found = _RECENT.get(strings)
+    if found is not None:
+        return found
+    array = strings
     strings = _Strings.of(*_string_buffers(strings))
     out = np.empty(strings.count, dtype=np.uint64)
     for lo in range(0, strings.count, _CHUNK):
         hi = min(lo + _CHUNK, strings.count)
         out[lo:hi] = _fingerprint_chunk(strings.chunk(lo, hi))
+    if remember:
+        _RECENT.put(array, out)
     return out
+
+
+def remembered_fingerprints(strings: pa.Array) -> np.ndarray | None:
+    """`fingerprint64(strings)` if it was computed with `remember=True` and is still held, else None."""
+    return _RECENT.get(strings)
+
+
+class _Recent:
+    """The fingerprints of the last few arrays hashed with `remember`, keyed by the array's buffers.
+
+    An entry holds its array, so its buffers stay allocated and no other array can have the same
+    addresses while the entry lives: a key names one array's bytes, never a later one's.
+    """
+
+    def __init__(self, size: int):
+        self._size = size
+        self._entries: collections.OrderedDict = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(array) -> tuple | None:
+        if not isinstance(array, pa.Array) or array.type not in STRING_TYPES:
+            return None
+        buffers = array.buffers()
+        if buffers[0] is not None:
+            return None  # nulls: fingerprint64 refuses them; never remembered
+        return (str(array.type), buffers[1].address, buffers[2].address if buffers[2] is not None else 0,
+                array.offset, len(array))
+
+    def get(self, array) -> np.ndarray | None:
+        key = self._key(array)
+        if key is None:
+            return None
+        with self._lock:
+            entry = self._entries.get(key)
+            return None if entry is None else entry[1]
+
+    def put(self, array, fingerprints: np.ndarray) -> None:
+        key = self._key(array)
+        if key is None:
+            return
+        fingerprints.flags.writeable = False
+        with self._lock:
+            self._entries[key] = (array, fingerprints)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+
+
+# A batch's crossed columns are hashed again a few stages later in the same thread: a few dozen suffice.
+_RECENT = _Recent(64)
 
 
 def _class_of(length: int) -> int:
