@@ -98,3 +98,15 @@ def test_hash_columns_equals_each_column_hashed_alone_and_names_a_bad_one():
     bad = pa.array([["x"], [None]], pa.list_(pa.string()))
     with pytest.raises(ValueError, match=r"feature 'e'.*row 1"):
         hash_columns([a, bad], [10, 10], features=["a", "e"])
+
+
+def test_hash_columns_takes_remembered_fingerprints_and_gives_the_same_ids():
+    from sparse_io.string_hashes import fingerprint64
+
+    a = pa.array([f"a{i}" for i in range(500)])
+    b = pa.array([[f"b{i}", f"c{i}"] for i in range(500)], pa.list_(pa.string()))
+    expected = hash_columns([pa.array(a.to_pylist()), pa.array(b.to_pylist(), b.type)], [97, 1 << 20])
+    fingerprint64(a, remember=True)  # as a cross of `a` does before HashIds
+    fingerprint64(b.values, remember=True)
+    got = hash_columns([a, b], [97, 1 << 20])
+    assert [g.to_pylist() for g in got] == [e.to_pylist() for e in expected]

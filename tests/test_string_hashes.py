@@ -65,3 +65,17 @@ def test_batches_larger_than_one_chunk_and_mixed_lengths(monkeypatch):
     array = pa.array(strings)
     np.testing.assert_array_equal(fingerprint64(array) % np.uint64(BIG), _fast(strings))
     np.testing.assert_array_equal(siphash24(array, (5, 5)) % np.uint64(BIG), _strong(strings, (5, 5)))
+
+
+def test_remembered_fingerprints_name_one_array_only():
+    from sparse_io.string_hashes import remembered_fingerprints
+
+    values = pa.array([f"id{i:05d}" for i in range(1000)])
+    assert remembered_fingerprints(values) is None
+    computed = fingerprint64(values, remember=True)
+    again = remembered_fingerprints(values)
+    assert again is not None and np.array_equal(again, computed) and not again.flags.writeable
+    # Same bytes elsewhere, or a slice of the same buffers: not the array remembered.
+    assert remembered_fingerprints(pa.array(values.to_pylist())) is None
+    assert remembered_fingerprints(values.slice(1)) is None
+    assert np.array_equal(fingerprint64(values.slice(1)), computed[1:])
