@@ -48,12 +48,14 @@ class QuantileSketch:
         self.count = 0
         self.levels: list[np.ndarray] = [np.zeros(0, np.float64)]
         self._flips: list[int] = [0]  # compactions so far, per level: the parity of the next one's kept positions
+        self._runs0 = True  # level 0 holds sorted runs only (values added `ascending`): merged, not sorted
 
-    def add(self, values: np.ndarray) -> None:
+    def add(self, values: np.ndarray, *, ascending: bool = False) -> None:
         """Adds present (non-NaN) values; NaN is refused, since it has no rank.
 
         float32 values wait at level 0 as float32 (sorted in it, exactly: a float32 is a float64); any
-        other dtype is taken as float64. Levels above hold float64.
+        other dtype is taken as float64. Levels above hold float64. `ascending`: the values come sorted
+        (`sparse_io.number_summary`), so level 0 is a few sorted runs, merged rather than sorted.
         """
         values = np.asarray(values).ravel()
         if values.dtype != np.float32:
@@ -62,8 +64,11 @@ class QuantileSketch:
             return
         if np.isnan(values).any():
             raise ValueError("QuantileSketch.add: NaN has no rank; drop missing values first")
-        # A copy either way: the caller's array (a view of a record batch, maybe) is never held.
-        self.levels[0] = values.copy() if self.levels[0].size == 0 else np.concatenate([self.levels[0], values])
+        # A new array either way (the caller's, a view of a record batch maybe, is never held), with -0.0 made
+        # 0.0: one zero, whichever path summarised the values.
+        values = values + values.dtype.type(0)
+        self._runs0 = (self.levels[0].size == 0 or self._runs0) and ascending
+        self.levels[0] = values if self.levels[0].size == 0 else np.concatenate([self.levels[0], values])
         self.count += int(values.size)
         self._compact()
 
@@ -76,6 +81,7 @@ class QuantileSketch:
             self._flips.append(0)
         for h, values in enumerate(other.levels):
             self.levels[h] = np.concatenate([self.levels[h], values])
+        self._runs0 = self._runs0 and other._runs0
         self.count += other.count
         self._compact()
 
@@ -86,11 +92,13 @@ class QuantileSketch:
             if values.size >= self.k:
                 # Above level 0 a level holds a few sorted runs (each compaction's kept half): a stable sort
                 # (a merge of runs) orders them in about linear time.
-                values = np.sort(values) if h == 0 else np.sort(values, kind="stable")
+                values = np.sort(values) if h == 0 and not self._runs0 else np.sort(values, kind="stable")
                 even = values.size - values.size % 2
                 kept = values[self._flips[h] % 2:even:2]
                 self._flips[h] += 1
                 self.levels[h] = values[even:]  # an odd one out waits at this level
+                if h == 0:
+                    self._runs0 = True  # one value, or none: a sorted run
                 if h + 1 == len(self.levels):
                     self.levels.append(np.zeros(0, np.float64))
                     self._flips.append(0)

@@ -27,6 +27,7 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
+from sparse_io import number_summary
 from sparse_io.numeric_maps import (
     BucketizeSpec,
     DerivedFeature,
@@ -60,6 +61,9 @@ class SourceSummary:
 
     def add(self, column: pa.Array | pa.ChunkedArray | NumberColumn) -> None:
         """Adds a batch's column (its present values: not null, not NaN)."""
+        if not isinstance(column, NumberColumn) and column.type == pa.float32() and number_summary.native_available():
+            self._add_summary(number_summary.float32_summary(column))
+            return
         number = NumberColumn.of(column)
         self.float64 = self.float64 or number.values.dtype == np.float64
         own = number.present_own()
@@ -75,6 +79,17 @@ class SourceSummary:
         if self.sketch is not None:
             # float32 values are sorted as float32 (twice as fast, and exact); any other dtype as float64.
             self.sketch.add(own if own.dtype == np.float32 else values)
+
+    def _add_summary(self, summary: number_summary.NumberSummary) -> None:
+        """Adds a float32 column summarised natively: the same moments, range and sketch as the numpy path."""
+        if summary.count == 0:
+            return
+        other = SourceSummary(False)
+        other.count, other.mean, other.m2 = summary.count, summary.mean, summary.m2
+        other.low, other.high = summary.low, summary.high
+        self._merge_moments(other)
+        if self.sketch is not None:
+            self.sketch.add(summary.sorted, ascending=True)
 
     def merge(self, other: SourceSummary) -> None:
         self.float64 = self.float64 or other.float64
