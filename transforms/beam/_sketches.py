@@ -28,6 +28,14 @@ class LengthHistogram:
         self.lengths = np.zeros(0, dtype=np.int64)
         self.counts = np.zeros(0, dtype=np.int64)
 
+    @classmethod
+    def of_counts(cls, lengths, counts) -> LengthHistogram:
+        """The histogram of `counts[i]` rows of length `lengths[i]` each, without the rows."""
+        lengths, counts = np.asarray(lengths, np.int64), np.asarray(counts, np.int64)
+        h = cls()
+        h._merge(lengths[counts > 0], counts[counts > 0])  # as `add` keeps them: only lengths some row has
+        return h
+
     def add(self, row_lengths: np.ndarray) -> None:
         if row_lengths.size:
             counts = np.bincount(row_lengths)

@@ -91,8 +91,7 @@ def apply_at_read(schema: Schema, stats: dict, updates: Sequence[dict]) -> tuple
 
 def _bucket_entry(source: dict, counts: Sequence[int], exact: bool, batch_sizes: Sequence[int]) -> dict:
     rows, missing = int(source["rows"]), int(source["missing"])
-    lengths = LengthHistogram()
-    lengths.add(np.repeat(np.array([0, 1], np.int64), [missing, rows - missing]))
+    lengths = LengthHistogram.of_counts([0, 1], [missing, rows - missing])
     counts = np.asarray(counts, np.int64)
     ids = np.flatnonzero(counts)
     order = ids[np.lexsort((ids, -counts[ids]))]  # count descending, then id ascending
