@@ -689,7 +689,8 @@ def data_sizes(name: str, r: dict) -> str:
     if name == "validation_cost":
         return f"{r['config']['rows']:,} Criteo TSV rows (and a baseline of as many), {r['config']['reps']} reps"
     if name == "feature_transforms":
-        peer = "with tf.Transform" if r["tft"] else "tf.Transform not installed: its side skipped"
+        peer = f"tf.Transform in {r.get('peer_reps', r['reps'])} of them" if r["tft"] else \
+            "tf.Transform not installed: its side skipped"
         return f"{' and '.join(f'{int(s):,}' for s in r['sizes'])} Criteo-like TSV rows, {r['reps']} reps ({peer})"
     if name == "ingest_scaling":
         sizes = ", ".join(f"{int(s):,}" for s in r["sizes"])
