@@ -166,12 +166,6 @@ def _cross_flat(columns: Sequence[pa.Array], names: Sequence[str], num_bins: int
     return pa.ListArray.from_arrays(pa.array(offsets), pa.array(ids, pa.int64()))
 
 
-def _flat(parts) -> list[bool]:
-    """Per input of `cross_arrow`: whether it is a flat column (row i's value at slot i, or none)."""
-    return [bool(lengths.size == 0 or (lengths.max() <= 1 and np.array_equal(starts, np.arange(len(starts)))))
-            for starts, lengths, _ in parts]
-
-
 def cross_arrow(columns: Sequence[pa.Array | pa.ChunkedArray], num_bins: int,
                 max_per_row: int = DEFAULT_MAX_CROSSES_PER_ROW, *, feature: str | None = None,
                 sources: Sequence[str] | None = None) -> tuple[pa.Array, CrossOverflow]:
@@ -209,14 +203,15 @@ def cross_arrow(columns: Sequence[pa.Array | pa.ChunkedArray], num_bins: int,
     kept = np.minimum(total, max_per_row)
     offsets = np.zeros(rows + 1, np.int64)
     np.cumsum(kept, out=offsets[1:])
-    if all(flat for flat in _flat(parts)):
-        # Every input holds at most one value per row: a row's one cross (if all are present) is the hash
-        # of its own slots, so no product needs enumerating.
+    if all(lengths.size == 0 or lengths.max() <= 1 for _, lengths, _ in parts):
+        # Every input holds at most one value per row (a flat column, or lists of one id with empty rows, as
+        # logs of categorical ids are read): a row's one cross, where all are present, is the hash of each
+        # input's value at the row's start, so no product needs enumerating.
         row = np.flatnonzero(kept)
-        out = np.full(len(row), np.uint64(HASH_KEY), np.uint64)
-        for h in hashes:
-            out = fingerprint_cat64(out, h[row])
-        ids = (out % np.uint64(num_bins)).astype(np.int64)
+        out = np.uint64(HASH_KEY)
+        for (starts, _, _), h in zip(parts, hashes):
+            out = fingerprint_cat64(out, h[starts[row]])
+        ids = (np.asarray(out, np.uint64).reshape(-1) % np.uint64(num_bins)).astype(np.int64)
         return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(ids, pa.int64())), \
             CrossOverflow()
     row = np.repeat(np.arange(rows, dtype=np.int64), kept)
