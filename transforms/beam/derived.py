@@ -190,6 +190,7 @@ class AnalyzeDerived(beam.PTransform):
         for those the second output is one late update `(AT_READ, ...)`
         (`transforms.beam.at_read`) with their schema.json entries and the
         bucket counts the quantile sketch gives; without any, it is empty.
+      batch_sizes: the batch sizes stats.json gives COO capacities for (`stats.batch_sizes`).
 
     Output: a pair of PCollections: one element, the list of final features in plan order; and the late update.
     """
