@@ -34,6 +34,7 @@ __all__ = [
     "cache_dir",
     "compile_library",
     "compiler",
+    "function",
     "instruction_flags",
     "load",
     "unavailable_reason",
@@ -164,6 +165,21 @@ def load() -> ctypes.CDLL | None:
         _failure.append(str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__)
         _log.warning("sparseflow: native I/O helpers unavailable, using numpy: %s", _failure[0])
         return None
+
+
+def function(name: str, argtypes: Sequence, restype):
+    """The library's function `name` with its ctypes signature set, or None where the library did not load.
+
+    Example:
+      >>> count = function("sparseflow_count_frames", [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64],
+      ...                  ctypes.c_int64)  # doctest: +SKIP
+    """
+    library = load()
+    if library is None:
+        return None
+    bound = getattr(library, name)
+    bound.argtypes, bound.restype = list(argtypes), restype
+    return bound
 
 
 def unavailable_reason() -> str | None:

@@ -44,14 +44,8 @@ class NumberSummary:
 def _native():
     from sparse_io import native_build
 
-    library = native_build.load()
-    if library is None:
-        return None
-    function = library.sparseflow_float32_summary
     p, i64 = ctypes.c_void_p, ctypes.c_int64
-    function.argtypes = [p, p, i64, i64, p, p]
-    function.restype = i64
-    return function
+    return native_build.function("sparseflow_float32_summary", [p, p, i64, i64, p, p], i64)
 
 
 def native_available() -> bool:

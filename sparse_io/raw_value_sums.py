@@ -45,14 +45,9 @@ class FingerprintCollision(ValueError):
 def _native():
     from sparse_io import native_build
 
-    library = native_build.load()
-    if library is None:
-        return None
-    function = library.sparseflow_raw_value_sum
     p, i64 = ctypes.c_void_p, ctypes.c_int64
-    function.argtypes = [i64, p, p, p, p, p, p, i64, i64, p, i64, i64, i64, p, p, p, p, p, p]
-    function.restype = i64
-    return function
+    return native_build.function("sparseflow_raw_value_sum",
+                                 [i64, p, p, p, p, p, p, i64, i64, p, i64, i64, i64, p, p, p, p, p, p], i64)
 
 
 def native_available() -> bool:

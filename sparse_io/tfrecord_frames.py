@@ -69,12 +69,8 @@ def native_count_frames():
     """The native `sparseflow_count_frames` function, or None where sparse_io's helpers do not build."""
     from sparse_io import native_build
 
-    library = native_build.load()
-    if library is None:
-        return None
-    function = library.sparseflow_count_frames
-    function.argtypes, function.restype = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64], ctypes.c_int64
-    return function
+    return native_build.function("sparseflow_count_frames", [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64],
+                                 ctypes.c_int64)
 
 
 class NativeFrameCounter:
