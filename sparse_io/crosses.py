@@ -148,8 +148,8 @@ def _cross_flat(columns: Sequence[pa.Array], names: Sequence[str], num_bins: int
         raise ValueError(f"{prefix}: the crossed columns have different row counts")
     hashes = [_value_hashes(c, f"{prefix}, column {n!r}") for c, n in zip(columns, names)]
     nulls = [c for c in columns if c.null_count]
-    out = np.uint64(HASH_KEY)
     if not nulls:
+        out = np.full(rows, np.uint64(HASH_KEY), np.uint64)
         for h in hashes:
             out = fingerprint_cat64(out, h)
         offsets = np.arange(rows + 1, dtype=np.int32)
@@ -158,11 +158,12 @@ def _cross_flat(columns: Sequence[pa.Array], names: Sequence[str], num_bins: int
         for c in nulls:
             present &= c.is_valid().to_numpy(zero_copy_only=False)
         row = np.flatnonzero(present)
+        out = np.full(len(row), np.uint64(HASH_KEY), np.uint64)
         for h in hashes:
             out = fingerprint_cat64(out, h[row])
         offsets = np.zeros(rows + 1, np.int32)
         np.cumsum(present, out=offsets[1:])
-    ids = (np.asarray(out, np.uint64).reshape(-1) % np.uint64(num_bins)).astype(np.int64)
+    ids = (out % np.uint64(num_bins)).astype(np.int64)
     return pa.ListArray.from_arrays(pa.array(offsets), pa.array(ids, pa.int64()))
 
 
@@ -208,10 +209,10 @@ def cross_arrow(columns: Sequence[pa.Array | pa.ChunkedArray], num_bins: int,
         # logs of categorical ids are read): a row's one cross, where all are present, is the hash of each
         # input's value at the row's start, so no product needs enumerating.
         row = np.flatnonzero(kept)
-        out = np.uint64(HASH_KEY)
+        out = np.full(len(row), np.uint64(HASH_KEY), np.uint64)
         for (starts, _, _), h in zip(parts, hashes):
             out = fingerprint_cat64(out, h[starts[row]])
-        ids = (np.asarray(out, np.uint64).reshape(-1) % np.uint64(num_bins)).astype(np.int64)
+        ids = (out % np.uint64(num_bins)).astype(np.int64)
         return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(ids, pa.int64())), \
             CrossOverflow()
     row = np.repeat(np.arange(rows, dtype=np.int64), kept)

@@ -252,8 +252,9 @@ def hash_columns(
         start = 0
         for i in members:
             array = shapes[i].values
-            if known[i] is not None:
-                part = known[i]
+            found = known[i]
+            if found is not None:
+                part = found
             else:
                 part = computed[start : start + len(array)]
                 start += len(array)
