@@ -18,7 +18,8 @@ Which reader runs depends on the shard format (docs/training_input.md has the fu
 ³ Arrow shards read as COO (the default output) go through the native dataset op
 (`columnar.arrow_op`: no Python in the graph, every option above); CSR output
 (`ragged`, `sparse`), remote shards, columns the kernels cannot read (a cast,
-nulls in ids or labels) or no native library: the Python reader.
+nulls in ids or labels), features derived at read or no native library: the
+Python reader.
 `dataset._sparseflow_parquet_source.reader` says which ("op", or "python (why)").
 
 ¹ Parquet row groups are decoded on every read; Arrow record batches are
@@ -199,7 +200,10 @@ def make_dataset(
     each element whole (no Python in the graph; it runs under the tf.data
     service); Parquet shards, and Arrow read as "ragged" or "sparse", by
     Python (pyarrow) per batch, not per row: see `columnar.source`,
-    `columnar.arrow_op` and `columnar.reader`.
+    `columnar.arrow_op` and `columnar.reader`. A feature schema.json marks
+    `at_read` (a quantile bucket or scale the ingest did not store) is
+    computed from its source column as each unit is read, by the Python
+    reader (so such Arrow datasets do not use the op); TFRecord refuses it.
 
     Example (an ingest of 64 Criteo lines with one C1 id each, so C1's
     capacity for 16 rows in stats.json is 16):

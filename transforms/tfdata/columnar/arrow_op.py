@@ -31,7 +31,9 @@ library is loaded).
 `arrow_op_batches` says why it cannot read a dataset (the Python reader
 then does): CSR output, a remote file, compressed record batches, a unit
 whose columns the kernels cannot read (a cast, string ids, nulls in ids or
-labels: the Python reader raises or casts), or no native library.
+labels: the Python reader raises or casts), a feature derived at read
+(schema.json's `at_read`: the op maps stored columns only), or no native
+library.
 """
 
 from __future__ import annotations
