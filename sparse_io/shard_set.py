@@ -119,8 +119,12 @@ def read_shard(path: str, schema: Schema | None = None, *, derive: bool = True) 
         raise ValueError(f"not a {suffix_list()} shard: {path!r}")
     if schema is None:
         return fmt.read(path, schema)
-    table = fmt.read(path, schema.stored())
     derived = [derived_of_feature(f) for f in schema if f.at_read] if derive else []
+    missing = sorted({f.source for f in derived} - set(schema.names))
+    if missing:
+        raise ValueError(f"{path}: the schema names features derived at read from {missing}, which it does not "
+                         "name: a schema that selects columns keeps their sources")
+    table = fmt.read(path, schema.stored())
     return append_derived_columns(table, derived) if derived else table
 
 

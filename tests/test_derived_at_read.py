@@ -113,6 +113,17 @@ def test_iter_shards_gives_the_derived_columns(outputs):
         assert derived.column(name).to_pylist() == stored.column(name).to_pylist(), name
 
 
+def test_a_schema_selecting_a_derived_feature_keeps_its_source(outputs):
+    from sparse_io.schema import Schema
+    from sparse_io.shard_set import read_shard
+
+    out = outputs[2]["parquet", "default"]
+    schema, shard = Schema.load(str(out)), str(next(out.glob("part-*.parquet")))
+    assert read_shard(shard, schema.select(["price", "price_q"])).column_names == ["price", "price_q"]
+    with pytest.raises(ValueError, match=r"derived at read from \['price'\]"):
+        read_shard(shard, schema.select(["price_q"]))
+
+
 def test_stats_of_a_scaled_feature_are_its_sources_mapped(outputs):
     _, values, made = outputs
     got = _stats(made["parquet", "default"])["dense"]
