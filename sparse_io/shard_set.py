@@ -119,7 +119,8 @@ def read_shard(path: str, schema: Schema | None = None, *, derive: bool = True) 
         raise ValueError(f"not a {suffix_list()} shard: {path!r}")
     if schema is None:
         return fmt.read(path, schema)
-    derived = [derived_of_feature(f) for f in schema if f.at_read] if derive else []
+    found = [derived_of_feature(f) for f in schema if f.at_read] if derive else []
+    derived = [f for f in found if f is not None]  # at_read implies a transform (FeatureSpec checks it)
     missing = sorted({f.source for f in derived} - set(schema.names))
     if missing:
         raise ValueError(f"{path}: the schema names features derived at read from {missing}, which it does not "
