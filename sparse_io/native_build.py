@@ -171,8 +171,7 @@ def function(name: str, argtypes: Sequence, restype):
     """The library's function `name` with its ctypes signature set, or None where the library did not load.
 
     Example:
-      >>> count = function("sparseflow_count_frames", [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64],
-      ...                  ctypes.c_int64)  # doctest: +SKIP
+      count = function("sparseflow_count_frames", [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64], ctypes.c_int64)
     """
     library = load()
     if library is None:
