@@ -113,11 +113,10 @@ class QuantileSketch:
     def bucket_counts(self, boundaries, in_float32: bool = False) -> np.ndarray:
         """int64 `[len(boundaries) + 1]`: the held weight per bucket, a value in bucket `searchsorted(b, v, "right")`.
 
-        `in_float32` compares values rounded to float32, as `BucketizeSpec.ids` does for any source but float64.
-
         They sum to `count`. The weight at or below any number is off by at most `rank_error() * count`
         (module doc), so each bucket's count is within twice that of the truth; exact while nothing was
-        compacted.
+        compacted. `in_float32` compares values rounded to float32, as `BucketizeSpec.ids` does for any
+        source but float64.
         """
         edges = np.asarray(boundaries, dtype=np.float64)
         counts = np.zeros(len(edges) + 1, np.int64)
