@@ -141,32 +141,6 @@ def _rows_of(column: pa.Array, where: str) -> tuple[np.ndarray, np.ndarray, pa.A
     return np.arange(len(column), dtype=np.int64), valid.astype(np.int64), column
 
 
-def _cross_flat(columns: Sequence[pa.Array], names: Sequence[str], num_bins: int, prefix: str) -> pa.Array:
-    """`cross_arrow` of flat columns: a row's one cross where every column has a value, else an empty row."""
-    rows = len(columns[0])
-    if any(len(c) != rows for c in columns):
-        raise ValueError(f"{prefix}: the crossed columns have different row counts")
-    hashes = [_value_hashes(c, f"{prefix}, column {n!r}") for c, n in zip(columns, names)]
-    nulls = [c for c in columns if c.null_count]
-    if not nulls:
-        out = np.full(rows, np.uint64(HASH_KEY), np.uint64)
-        for h in hashes:
-            out = fingerprint_cat64(out, h)
-        offsets = np.arange(rows + 1, dtype=np.int32)
-    else:
-        present = np.ones(rows, bool)
-        for c in nulls:
-            present &= c.is_valid().to_numpy(zero_copy_only=False)
-        row = np.flatnonzero(present)
-        out = np.full(len(row), np.uint64(HASH_KEY), np.uint64)
-        for h in hashes:
-            out = fingerprint_cat64(out, h[row])
-        offsets = np.zeros(rows + 1, np.int32)
-        np.cumsum(present, out=offsets[1:])
-    ids = (out % np.uint64(num_bins)).astype(np.int64)
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(ids, pa.int64()))
-
-
 def cross_arrow(columns: Sequence[pa.Array | pa.ChunkedArray], num_bins: int,
                 max_per_row: int = DEFAULT_MAX_CROSSES_PER_ROW, *, feature: str | None = None,
                 sources: Sequence[str] | None = None) -> tuple[pa.Array, CrossOverflow]:
@@ -189,10 +163,6 @@ def cross_arrow(columns: Sequence[pa.Array | pa.ChunkedArray], num_bins: int,
         raise ValueError("a cross needs at least two columns")
     names = list(sources) if sources is not None else [f"#{i}" for i in range(len(columns))]
     prefix = f"cross {feature!r}" if feature else "cross"
-    columns = [c.combine_chunks() if isinstance(c, pa.ChunkedArray) and c.num_chunks != 1 else
-               c.chunk(0) if isinstance(c, pa.ChunkedArray) else c for c in columns]
-    if not any(pa.types.is_list(c.type) or pa.types.is_large_list(c.type) for c in columns):
-        return _cross_flat(columns, names, num_bins, prefix), CrossOverflow()
     parts = [_rows_of(c, f"{prefix}, column {n!r}") for c, n in zip(columns, names)]
     rows = len(parts[0][0])
     if any(len(p[0]) != rows for p in parts):

@@ -7,7 +7,6 @@
 // tests/test_number_summary.py checks the two give the same summary.
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
