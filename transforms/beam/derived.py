@@ -70,12 +70,9 @@ class SourceSummary:
         if own.size == 0:
             return
         values = number.present_values()
-        other = SourceSummary(False)
-        other.count, other.mean = int(values.size), float(values.mean())
-        deviations = values - other.mean
-        other.m2 = float(deviations @ deviations)
-        other.low, other.high = float(own.min()), float(own.max())
-        self._merge_moments(other)
+        mean = float(values.mean())
+        deviations = values - mean
+        self._merge_moments(int(values.size), mean, float(deviations @ deviations), float(own.min()), float(own.max()))
         if self.sketch is not None:
             # float32 values are sorted as float32 (twice as fast, and exact); any other dtype as float64.
             self.sketch.add(own if own.dtype == np.float32 else values)
@@ -84,28 +81,26 @@ class SourceSummary:
         """Adds a float32 column summarised natively: the same moments, range and sketch as the numpy path."""
         if summary.count == 0:
             return
-        other = SourceSummary(False)
-        other.count, other.mean, other.m2 = summary.count, summary.mean, summary.m2
-        other.low, other.high = summary.low, summary.high
-        self._merge_moments(other)
+        self._merge_moments(summary.count, summary.mean, summary.m2, summary.low, summary.high)
         if self.sketch is not None:
             self.sketch.add(summary.sorted, ascending=True)
 
     def merge(self, other: SourceSummary) -> None:
         self.float64 = self.float64 or other.float64
-        self._merge_moments(other)
+        self._merge_moments(other.count, other.mean, other.m2, other.low, other.high)
         if self.sketch is not None and other.sketch is not None:
             self.sketch.merge(other.sketch)
 
-    def _merge_moments(self, other: SourceSummary) -> None:
-        if other.count == 0:
+    def _merge_moments(self, count: int, mean: float, m2: float, low: float, high: float) -> None:
+        """Adds the moments and range of `count` more values (Chan et al.'s pairwise rule)."""
+        if count == 0:
             return
-        total = self.count + other.count
-        delta = other.mean - self.mean
-        self.mean += delta * other.count / total
-        self.m2 += other.m2 + delta * delta * self.count * other.count / total
+        total = self.count + count
+        delta = mean - self.mean
+        self.mean += delta * count / total
+        self.m2 += m2 + delta * delta * self.count * count / total
         self.count = total
-        self.low, self.high = min(self.low, other.low), max(self.high, other.high)
+        self.low, self.high = min(self.low, low), max(self.high, high)
 
     @property
     def std(self) -> float:
