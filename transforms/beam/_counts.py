@@ -1,10 +1,11 @@
 """Exact value counts over Arrow arrays, for combiners that count ids.
 
 Strings are counted in a native hash table as they are added
-(`sparse_io.token_table.TokenCounter`, where it builds); otherwise a batch is
-counted with one `pc.value_counts` call (the reference, and the path for
-integers: `np.bincount` or `np.unique`). Tables are summed with a hash
-aggregation (`Table.group_by`). Summing every new batch
+(`sparse_io.token_table.TokenCounter`, where it builds), and so are int64 ids
+(`sparse_io.id_counts.IdCounter`, which also does the Misra-Gries step in
+place); otherwise a batch is counted with one `pc.value_counts` call (the
+reference, and the path for integers: `np.bincount` or `np.unique`). Tables
+are summed with a hash aggregation (`Table.group_by`). Summing every new batch
 into one big table would cost O(distinct values) per batch, so parts are kept
 side by side and merged like a binary counter: a part is folded into its
 neighbour only once it has grown to half the neighbour's size, so each value
@@ -17,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparse_io import token_table
+from sparse_io import id_counts, token_table
 
 __all__ = ["CountTable", "list_values"]
 
@@ -80,6 +81,8 @@ class CountTable:
         # Strings are counted in a native hash table as they come, where it builds (sparse_io.token_table).
         self._counter: token_table.TokenCounter | None = None
         self._counter_type: pa.DataType | None = None
+        # So are null-free int64 values (sparse_io.id_counts); `_parts` then never holds int64 values.
+        self._ids: id_counts.IdCounter | None = None
 
     def add(self, values: pa.Array) -> None:
         if len(values) == 0:
@@ -92,12 +95,32 @@ class CountTable:
                 self._counter, self._counter_type = token_table.TokenCounter(), values.type
             self._counter.add(values)
             return
+        if values.type == pa.int64() and not values.null_count and id_counts.available():
+            self._id_counter().add(values.to_numpy())
+            return
         # Batches are counted together once enough values are buffered: one
         # value_counts over many batches instead of a count and a merge each.
         self._raw.append(values)
         self._raw_size += len(values)
         if self._raw_size >= _RAW_BUFFER:
             self._flush()
+
+    def _id_counter(self) -> id_counts.IdCounter:
+        if self._ids is None:
+            self._ids = id_counts.IdCounter()
+        return self._ids
+
+    def _only_ids(self) -> bool:
+        """Whether every count is in the native id table (nothing buffered, no other parts)."""
+        return self._ids is not None and not (self._parts or self._raw or self._counter is not None)
+
+    def _ids_table(self) -> pa.Table | None:
+        """The native id table's counts, values ascending (as the reference's parts), or None."""
+        if self._ids is None or not len(self._ids):
+            return None
+        values, counts = self._ids.export()
+        order = np.argsort(values, kind="stable")
+        return pa.table({"value": pa.array(values[order]), "count": pa.array(counts[order])})
 
     def _flush_counter(self) -> None:
         counter, value_type = self._counter, self._counter_type
@@ -123,14 +146,20 @@ class CountTable:
     def __setstate__(self, state: dict) -> None:
         self.__init__()
         if state["packed"] is not None:
-            self._parts = [_unpack(state["packed"])]
+            self._push(_unpack(state["packed"]))
 
     def merge(self, other: CountTable) -> None:
         other._flush()
         for part in other._parts:
             self._push(part)
+        if other._ids is not None and len(other._ids):
+            self._id_counter().add(*other._ids.export())
 
     def _push(self, part: pa.Table) -> None:
+        value = part.column("value")
+        if value.type == pa.int64() and not value.null_count and id_counts.available():
+            self._id_counter().add(value.to_numpy(), part.column("count").to_numpy())
+            return
         self._parts.append(part)
         parts = self._parts
         while len(parts) > 1 and (2 * parts[-1].num_rows >= parts[-2].num_rows or len(parts) > _MAX_PARTS):
@@ -140,20 +169,24 @@ class CountTable:
     def table(self) -> pa.Table | None:
         """All counts as one table `(value, count)` with distinct values, or None when empty."""
         self._flush()
+        ids = self._ids_table()
         if not self._parts:
-            return None
+            return ids
         while len(self._parts) > 1:
             last = self._parts.pop()
             self._parts[-1] = _sum(self._parts[-1], last)
-        return self._parts[0]
+        return self._parts[0] if ids is None else _sum(self._parts[0], ids)
 
     def __len__(self) -> int:
+        if self._only_ids():
+            return len(self._ids)
         table = self.table()
         return 0 if table is None else table.num_rows
 
     def total(self) -> int:
         self._flush()
-        return int(sum(pc.sum(p.column("count")).as_py() or 0 for p in self._parts))
+        ids = 0 if self._ids is None else int(self._ids.export()[1].sum())
+        return ids + int(sum(pc.sum(p.column("count")).as_py() or 0 for p in self._parts))
 
     def sorted(self, min_count: int = 1, limit: int | None = None) -> pa.Table:
         """`(value, count)` with count >= min_count, by count descending then value ascending."""
@@ -174,9 +207,12 @@ class CountTable:
         Each such step removes at least (keep + 1) times that amount of total
         count, so the sum of all amounts is at most total / (keep + 1).
         """
+        if self._only_ids():
+            return self._ids.prune(keep)
         table = self.table()
         if table is None or table.num_rows <= keep:
             return 0
+        self._ids = None  # its counts are in `table`, which replaces every part below
         counts = table.column("count").to_numpy()
         # The (keep+1)-th largest count by selection, not a sort: the counts above it are exactly
         # those that stay positive, and no order among them is needed.
