@@ -1,5 +1,5 @@
-"""The native id table (`sparse_io.id_counts`) against collections.Counter, and CountTable / BoundedCounts
-with it against their numpy references on the same ids."""
+"""The native id table (`sparse_io.id_counts`) against collections.Counter, and CountTable / BoundedCounts /
+HyperLogLog with it against their numpy references on the same ids."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 
 from sparse_io import id_counts, native_build
-from transforms.beam import _counts
-from transforms.beam._sketches import BoundedCounts
+from transforms.beam import _counts, _sketches
+from transforms.beam._sketches import BoundedCounts, HyperLogLog
 
 pytestmark = pytest.mark.skipif(native_build.load() is None,
                                 reason=f"native helpers unavailable: {native_build.unavailable_reason()}")
@@ -109,3 +109,18 @@ def test_count_table_native_results_equal_the_reference(monkeypatch):
     monkeypatch.setattr(_counts.id_counts, "available", lambda: False)
     assert run() == native
     assert native[1] == 2 * sum(len(b) for b in batches)
+
+
+@pytest.mark.parametrize("kind", ["int64", "int32", "string"])
+def test_hyperloglog_registers_are_the_numpy_references(kind):
+    rng = np.random.default_rng(9)
+    ids = _ids(rng, 50_000)
+    values = {"int64": pa.array(ids), "int32": pa.array(ids.astype(np.int32)),
+              "string": pa.array(np.char.add("v", ids.astype(str)))}[kind]
+    for precision in (4, 14, 16):
+        native, numpy = HyperLogLog(precision), HyperLogLog(precision)
+        native.add(values)
+        numpy.add(values, native=False)
+        assert np.array_equal(native.registers, numpy.registers)
+        assert native.registers.any()
+    assert _sketches._native_hll_add() is not None

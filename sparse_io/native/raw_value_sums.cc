@@ -189,4 +189,11 @@ __attribute__((visibility("default"))) int64_t sparseflow_raw_value_sum(
   return kept;
 }
 
+// HyperLogLog.add of `n` keys (an integer's own bits, or a string's Fingerprint64), for the id statistics'
+// sketches (transforms/beam/_sketches.py, whose numpy code is the reference).
+__attribute__((visibility("default"))) void sparseflow_hll_add(uint8_t* registers, int64_t precision,
+                                                               const int64_t* keys, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) Register(registers, static_cast<int>(precision), keys[i]);
+}
+
 }  // extern "C"

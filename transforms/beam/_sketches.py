@@ -1,10 +1,16 @@
 """Mergeable summaries for id statistics: row-length histograms, Misra-Gries counts, HyperLogLog.
 
 All three are updated a batch at a time with numpy / pyarrow and merge
-associatively, so they serve as Beam combiner accumulators.
+associatively, so they serve as Beam combiner accumulators. Where the native
+helpers build, HyperLogLog's registers are updated by
+`sparse_io/native/distinct_sketch.cc` (numpy stays its reference) and the
+counts live in a native id table (`transforms.beam._counts`).
 """
 
 from __future__ import annotations
+
+import ctypes
+import functools
 
 import numpy as np
 import pyarrow as pa
@@ -128,11 +134,24 @@ def _mix64(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
+def sketch_keys(values: pa.Array) -> np.ndarray:
+    """uint64 per value, before mixing: an integer's own bits, a string's Fingerprint64."""
+    if pa.types.is_integer(values.type):
+        return values.to_numpy(zero_copy_only=False).astype(np.int64, copy=False).view(np.uint64)
+    return fingerprint64(values)
+
+
 def hash64(values: pa.Array) -> np.ndarray:
     """A well-mixed uint64 hash of integer or string values (for sketches, not for bucketing)."""
-    if pa.types.is_integer(values.type):
-        return _mix64(values.to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64))
-    return _mix64(fingerprint64(values))
+    return _mix64(sketch_keys(values))
+
+
+@functools.cache
+def _native_hll_add():
+    from sparse_io import native_build
+
+    p, i64 = ctypes.c_void_p, ctypes.c_int64
+    return native_build.function("sparseflow_hll_add", [p, i64, p, i64], None)
 
 
 class HyperLogLog:
@@ -152,10 +171,16 @@ class HyperLogLog:
     def relative_error(self) -> float:
         return 1.04 / np.sqrt(len(self.registers))
 
-    def add(self, values: pa.Array) -> None:
+    def add(self, values: pa.Array, *, native: bool = True) -> None:
+        """Counts `values` (integers or strings, no nulls). `native=False` runs the numpy reference."""
         if not len(values):
             return
-        h = hash64(values)
+        keys = np.ascontiguousarray(sketch_keys(values))
+        function = _native_hll_add() if native else None
+        if function is not None:  # the same registers as the numpy below (tests/test_sketches.py)
+            function(self.registers.ctypes.data, self.precision, keys.ctypes.data, len(keys))
+            return
+        h = _mix64(keys)
         p = np.uint64(self.precision)
         index = (h >> (np.uint64(64) - p)).astype(np.int64)
         rest = (h << p) | (np.uint64(1) << (p - np.uint64(1)))  # the guard bit bounds the rank
