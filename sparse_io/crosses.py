@@ -11,7 +11,8 @@ hashes each combination of its inputs' raw values as
 An integer takes part as its own 64 bits (two's complement), not as its
 decimal text: the integer 7 and the string "7" cross differently. This module
 computes the same ids in numpy (`sparse_io.string_hashes.fingerprint64` for
-the strings), so the Beam ingest crosses a batch without TensorFlow; the graph
+the strings; inputs of one value a row are chained in `native/crosses.cc`
+where it builds), so the Beam ingest crosses a batch without TensorFlow; the graph
 side (`transforms.tfdata.crosses.GraphCross`) runs `tf.sparse.cross_hashed`
 itself at serving time.
 
@@ -32,7 +33,9 @@ Example:
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -108,6 +111,37 @@ class CrossSpec:
         return cross_arrow(columns, self.num_bins, self.max_per_row, feature=feature, sources=self.sources)
 
 
+@functools.cache
+def _native_cross():
+    from sparse_io import native_build
+
+    p, i64 = ctypes.c_void_p, ctypes.c_int64
+    return native_build.function("sparseflow_cross_one_each", [i64, p, p, p, i64, ctypes.c_uint64, ctypes.c_uint64, p],
+                                 None)
+
+
+def _cross_one_each(hashes: Sequence[np.ndarray], starts: Sequence[np.ndarray], rows: np.ndarray, num_bins: int,
+                    native: bool = True) -> np.ndarray:
+    """int64 `[len(rows)]`: each row's cross of input j's value hash `hashes[j][starts[j][row]]`, bucketed.
+
+    `sparse_io/native/crosses.cc` where it builds; this numpy is its reference (tests/test_crosses.py).
+    """
+    function = _native_cross() if native else None
+    if function is None:
+        out = np.full(len(rows), np.uint64(HASH_KEY), np.uint64)
+        for s, h in zip(starts, hashes):
+            out = fingerprint_cat64(out, h[s[rows]])
+        return (out % np.uint64(num_bins)).astype(np.int64)
+    hashes = [np.ascontiguousarray(h, np.uint64) for h in hashes]
+    starts = [np.ascontiguousarray(s, np.int64) for s in starts]
+    rows = np.ascontiguousarray(rows, np.int64)
+    out = np.empty(len(rows), np.int64)
+    pointers = (ctypes.c_void_p * len(hashes))
+    function(len(hashes), pointers(*[h.ctypes.data for h in hashes]), pointers(*[s.ctypes.data for s in starts]),
+             rows.ctypes.data, len(rows), HASH_KEY, num_bins, out.ctypes.data)
+    return out
+
+
 def _value_hashes(values: pa.Array, where: str) -> np.ndarray:
     """uint64 per value: Fingerprint64 of a string's bytes, an integer's own bits."""
     if pa.types.is_integer(values.type):
@@ -143,7 +177,7 @@ def _rows_of(column: pa.Array, where: str) -> tuple[np.ndarray, np.ndarray, pa.A
 
 def cross_arrow(columns: Sequence[pa.Array | pa.ChunkedArray], num_bins: int,
                 max_per_row: int = DEFAULT_MAX_CROSSES_PER_ROW, *, feature: str | None = None,
-                sources: Sequence[str] | None = None) -> tuple[pa.Array, CrossOverflow]:
+                sources: Sequence[str] | None = None, native: bool = True) -> tuple[pa.Array, CrossOverflow]:
     """`list<int64>` cross ids per row, as `tf.sparse.cross_hashed(columns, num_bins)` gives them, and the overflow.
 
     Args:
@@ -152,6 +186,7 @@ def cross_arrow(columns: Sequence[pa.Array | pa.ChunkedArray], num_bins: int,
       max_per_row: crosses a row keeps (the first in `tf.sparse.cross` order).
       feature: the cross's name, for error messages.
       sources: the columns' names, for error messages.
+      native: False runs the numpy reference where the native helpers would serve (inputs of one value a row).
 
     Returns:
       (ids `list<int64>` `[rows]`, `CrossOverflow` of the rows cut and crosses dropped).
@@ -179,10 +214,7 @@ def cross_arrow(columns: Sequence[pa.Array | pa.ChunkedArray], num_bins: int,
         # logs of categorical ids are read): a row's one cross, where all are present, is the hash of each
         # input's value at the row's start, so no product needs enumerating.
         row = np.flatnonzero(kept)
-        out = np.full(len(row), np.uint64(HASH_KEY), np.uint64)
-        for (starts, _, _), h in zip(parts, hashes):
-            out = fingerprint_cat64(out, h[starts[row]])
-        ids = (out % np.uint64(num_bins)).astype(np.int64)
+        ids = _cross_one_each(hashes, [starts for starts, _, _ in parts], row, num_bins, native=native)
         return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(ids, pa.int64())), \
             CrossOverflow()
     row = np.repeat(np.arange(rows, dtype=np.int64), kept)
