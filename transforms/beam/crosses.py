@@ -73,7 +73,10 @@ class CrossFeatures(beam.PTransform):
         self._specs = dict(specs)
 
     def expand(self, batches):
-        crossed = batches | "Cross" >> beam.ParDo(_CrossFn(self._specs)).with_outputs(OVERFLOW, main="batches")
+        # Typed, so the batches take the Arrow coder wherever the runner encodes or sizes them (pickling a
+        # sampled batch to measure it cost more than the crosses themselves).
+        crossed = batches | "Cross" >> beam.ParDo(_CrossFn(self._specs)).with_output_types(
+            pa.RecordBatch).with_outputs(OVERFLOW, main="batches")
         zeros = batches.pipeline | "Zeros" >> beam.Create([(name, (0, 0)) for name in sorted(self._specs)])
         updates = (
             (zeros, crossed[OVERFLOW]) | "AllCounts" >> beam.Flatten()
