@@ -146,7 +146,9 @@ __attribute__((visibility("default"))) int64_t sparseflow_id_counts_prune(void* 
     const int64_t threshold = *at;
     int64_t left = 0;
     for (int64_t c : held) left += static_cast<int64_t>(c > threshold);
-    table.Rebuild(left, threshold);
+    // The slots stay as many: a summary pruned once refills to the same size, and growing back to it
+    // would rebuild the table again, several times over.
+    table.Rebuild(std::max<int64_t>(left, static_cast<int64_t>(table.slots.size() / 4)), threshold);
     return threshold;
   } catch (const std::bad_alloc&) {
     return -2;
