@@ -230,8 +230,9 @@ class JoinSideTable(beam.PTransform):
         start = events.pipeline | "Table" >> beam.Create([self._table])
         if self._side_input:
             table = start | "IndexTable" >> beam.Map(_load, self._reader, self._key, self._columns, self._types)
+            # Typed batches take the Arrow coder wherever the runner encodes or sizes them, never pickle.
             joined = events | "Join" >> beam.ParDo(_JoinFn(self._key, self._table), beam.pvalue.AsSingleton(
-                table)).with_outputs(_COUNTS, main="events")
+                table)).with_output_types(pa.RecordBatch).with_outputs(_COUNTS, main="events")
         else:
             count, where = self._num_partitions, self._table
             table_parts = (
@@ -249,7 +250,8 @@ class JoinSideTable(beam.PTransform):
             joined = (
                 {"batch": tagged, "parts": parts}
                 | "GroupBatches" >> beam.CoGroupByKey()
-                | "Reassemble" >> beam.ParDo(_ReassembleFn(self._types)).with_outputs(_COUNTS, main="events")
+                | "Reassemble" >> beam.ParDo(_ReassembleFn(self._types)).with_output_types(
+                    pa.RecordBatch).with_outputs(_COUNTS, main="events")
             )
         counts = joined[_COUNTS] | "CountMatches" >> beam.CombineGlobally(_CountMatchesFn())
         return {"events": joined["events"], "counts": counts}
