@@ -29,7 +29,7 @@ def _functions() -> dict | None:
     from sparse_io import native_build
 
     p, i64 = ctypes.c_void_p, ctypes.c_int64
-    signatures = {
+    signatures: dict[str, tuple[list, object]] = {
         "new": ([], p),
         "free": ([p], None),
         "add": ([p, p, p, i64], i64),
