@@ -1,4 +1,5 @@
-"""Shared fixtures: quiet TensorFlow, the in-process Beam runner, the real Criteo sample, a tf.data service."""
+"""Shared fixtures: quiet TensorFlow, the in-process Beam runner, the real Criteo sample, a tf.data service,
+the record batches Beam pickles."""
 
 import os
 import pathlib
@@ -46,3 +47,27 @@ def service():
     )
     yield dispatcher.target
     del worker, dispatcher
+
+
+@pytest.fixture
+def pickled_batches(monkeypatch) -> list:
+    """The column names of every `pa.RecordBatch` Beam's pickle coder encodes while the test runs.
+
+    Beam encodes (or sizes, by encoding a sample) the elements of every PCollection with its coder; a batch
+    output without a declared type falls back to pickling whole batches, where the Arrow coder is meant.
+    """
+    import pickle
+
+    import apache_beam.coders.coders as beam_coders
+    import pyarrow as pa
+
+    pickled: list = []
+    dumps = pickle.dumps
+
+    def recording(value, *args, **kwargs):
+        if isinstance(value, pa.RecordBatch):
+            pickled.append(value.schema.names)
+        return dumps(value, *args, **kwargs)
+
+    monkeypatch.setattr(beam_coders.pickle, "dumps", recording)
+    return pickled

@@ -113,26 +113,10 @@ def test_vocab_from_takes_the_training_crosses_and_refuses_other_sources(tmp_pat
         ingest_in_memory(LINES, other)
 
 
-def test_no_batch_is_pickled_on_the_way_through_crosses_and_derived_features(monkeypatch):
-    # Beam encodes (or sizes, by encoding a sample) the elements of every PCollection; an untyped batch
-    # output falls back to pickling whole batches, which cost more than the crosses themselves.
-    import pickle
-
-    import apache_beam.coders.coders as beam_coders
-    import pyarrow as pa
-
-    pickled = []
-    dumps = pickle.dumps
-
-    def recording(value, *args, **kwargs):
-        if isinstance(value, pa.RecordBatch):
-            pickled.append(value.schema.names)
-        return dumps(value, *args, **kwargs)
-
-    monkeypatch.setattr(beam_coders.pickle, "dumps", recording)
+def test_no_batch_is_pickled_on_the_way_through_crosses_and_derived_features(pickled_batches):
     config = _config({"user_x_occ": {"cross": ["user", "occupation"], "hash_buckets": 1000},
                       "price_q": {"source": "price", "bucketize": {"quantiles": 4}},
                       "price_z": {"source": "price", "scale": "z_score"}})
     out = ingest_in_memory(LINES, config)
     assert len(out.rows) == len(LINES) - 1
-    assert pickled == []
+    assert pickled_batches == []

@@ -276,25 +276,10 @@ def test_a_table_record_that_cannot_be_read_refuses_the_table_naming_its_line(tm
     assert f"users.tsv:{len(lines)}: age: 'forty'" in line
 
 
-def test_joined_batches_are_never_pickled_on_the_side_input_path(tmp_path, monkeypatch):
-    # Beam sizes a sample of each PCollection's elements by encoding them: an untyped batch output is
-    # pickled whole to be measured (the CoGroupByKey path's tagged batches are keyed tuples: not checked).
-    import pickle
-
-    import apache_beam.coders.coders as beam_coders
-    import pyarrow as pa
-
-    pickled = []
-    dumps = pickle.dumps
-
-    def recording(value, *args, **kwargs):
-        if isinstance(value, pa.RecordBatch):
-            pickled.append(value.schema.names)
-        return dumps(value, *args, **kwargs)
-
-    monkeypatch.setattr(beam_coders.pickle, "dumps", recording)
+def test_joined_batches_are_never_pickled_on_the_side_input_path(tmp_path, pickled_batches):
+    # (The CoGroupByKey path's tagged batches are keyed tuples that cross a shuffle: not checked here.)
     directory = str(tmp_path)
     _write_logs(directory, events=50)
     _run(directory, _config(directory), "out")
     assert sum(t.num_rows for t in _shards(os.path.join(directory, "out"))) == 50
-    assert pickled == []
+    assert pickled_batches == []
