@@ -9,7 +9,8 @@ adds each id in place, and does the Misra-Gries step of a bounded summary
 
 Example:
   >>> counter = IdCounter(); counter.add(np.array([7, 3, 7], np.int64))
-  >>> sorted(zip(*counter.export()))
+  >>> ids, counts = counter.export()
+  >>> sorted(zip(ids.tolist(), counts.tolist()))
   [(3, 1), (7, 2)]
 """
 
