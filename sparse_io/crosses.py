@@ -124,7 +124,7 @@ def _cross_one_each(hashes: Sequence[np.ndarray], starts: Sequence[np.ndarray], 
                     native: bool = True) -> np.ndarray:
     """int64 `[len(rows)]`: each row's cross of input j's value hash `hashes[j][starts[j][row]]`, bucketed.
 
-    `sparse_io/native/crosses.cc` where it builds; this numpy is its reference (tests/test_crosses.py).
+    `sparse_io/native/crosses.cc` where it builds; this numpy is its reference (tests/test_crosses_flat.py).
     """
     function = _native_cross() if native else None
     if function is None:
@@ -192,10 +192,12 @@ def cross_arrow(columns: Sequence[pa.Array | pa.ChunkedArray], num_bins: int,
       (ids `list<int64>` `[rows]`, `CrossOverflow` of the rows cut and crosses dropped).
 
     Raises:
-      ValueError: columns of different lengths, a float column, a null inside a list.
+      ValueError: columns of different lengths, a float column, a null inside a list, num_bins < 1.
     """
     if len(columns) < 2:
         raise ValueError("a cross needs at least two columns")
+    if isinstance(num_bins, bool) or not isinstance(num_bins, (int, np.integer)) or num_bins < 1:
+        raise ValueError(f"num_bins must be a positive integer, got {num_bins!r}")
     names = list(sources) if sources is not None else [f"#{i}" for i in range(len(columns))]
     prefix = f"cross {feature!r}" if feature else "cross"
     parts = [_rows_of(c, f"{prefix}, column {n!r}") for c, n in zip(columns, names)]

@@ -69,3 +69,9 @@ def test_a_list_of_one_value_per_row_crosses_like_the_flat_column(native):
     flat, _ = cross_arrow([_arrow(USERS), _arrow(ITEMS)], 500, native=native)
     listed, _ = cross_arrow([as_lists, _arrow(ITEMS)], 500, native=native)
     assert listed.to_pylist() == flat.to_pylist() == _expected(500, USERS, ITEMS)
+
+
+@pytest.mark.parametrize("num_bins", [0, -3, 2.5, True])
+def test_a_bin_count_below_one_or_not_an_integer_is_refused(num_bins, native):
+    with pytest.raises(ValueError, match="num_bins must be a positive integer"):
+        cross_arrow([_arrow(USERS), _arrow(ITEMS)], num_bins, native=native)

@@ -2,8 +2,8 @@
 
 All three are updated a batch at a time with numpy / pyarrow and merge
 associatively, so they serve as Beam combiner accumulators. Where the native
-helpers build, HyperLogLog's registers are updated by
-`sparse_io/native/distinct_sketch.cc` (numpy stays its reference) and the
+helpers build, HyperLogLog's registers are updated by `sparseflow_hll_add`
+(`sparse_io/native/raw_value_sums.cc`, numpy staying its reference) and the
 counts live in a native id table (`transforms.beam._counts`).
 """
 
@@ -139,11 +139,6 @@ def sketch_keys(values: pa.Array) -> np.ndarray:
     if pa.types.is_integer(values.type):
         return values.to_numpy(zero_copy_only=False).astype(np.int64, copy=False).view(np.uint64)
     return fingerprint64(values)
-
-
-def hash64(values: pa.Array) -> np.ndarray:
-    """A well-mixed uint64 hash of integer or string values (for sketches, not for bucketing)."""
-    return _mix64(sketch_keys(values))
 
 
 @functools.cache
