@@ -72,12 +72,19 @@ class IdCounter:
         self._release = weakref.finalize(self, functions["free"], handle)
 
     def add(self, ids: np.ndarray, weights: np.ndarray | None = None) -> None:
-        """Counts each of `ids` (int64 `[n]`) once, or `weights[i]` (int64 `[n]`, each > 0) times."""
+        """Counts each of `ids` (int64 `[n]`) once, or `weights[i]` (int64 `[n]`, each >= 1) times.
+
+        Raises:
+          ValueError: weights of another length, or one below 1.
+          MemoryError: the table could not grow (the counter is unusable then).
+        """
         ids = np.ascontiguousarray(ids, dtype=np.int64)
         if weights is not None:
             weights = np.ascontiguousarray(weights, dtype=np.int64)
             if weights.shape != ids.shape:
                 raise ValueError(f"IdCounter.add: {len(weights)} weights for {len(ids)} ids")
+            if len(weights) and weights.min() < 1:  # a count of 0 marks an empty slot
+                raise ValueError(f"IdCounter.add: weights must be >= 1, got {int(weights.min())}")
         if len(ids) and self._calls["add"](self._handle, ids.ctypes.data,
                                            None if weights is None else weights.ctypes.data, len(ids)) == -2:
             raise MemoryError("IdCounter: no memory to grow the table")

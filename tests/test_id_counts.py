@@ -48,6 +48,9 @@ def test_counts_and_weighted_counts_equal_a_counter_through_growth():
     assert _pairs(counter) == dict(truth)
     with pytest.raises(ValueError, match="3 weights for 2 ids"):
         counter.add(np.array([1, 2]), np.array([1, 1, 1]))
+    with pytest.raises(ValueError, match="weights must be >= 1, got 0"):
+        counter.add(np.array([1, 2]), np.array([1, 0]))
+    assert _pairs(counter) == dict(truth)  # a refused add counts nothing
 
 
 @pytest.mark.parametrize("keep", [0, 1, 7, 100, 5_000])

@@ -1,11 +1,11 @@
 // Exact int64 id counts in one open-addressing table: the accumulator of CountTable
 // (transforms/beam/_counts.py) for integer ids, with BoundedCounts' Misra-Gries step done in place.
 //
-// A slot is (id, count) side by side (one cache line read per probe); count 0 marks it empty (a held id has counted at least once). Slots are at
-// least twice the ids (linear probing from a Fibonacci hash of the id, which spreads both hashed ids
-// and a vocabulary's consecutive ones). The numpy reference (bincount or np.unique per buffered batch,
-// parts summed by sorting) gives the same counts; tests/test_id_counts.py checks both against a
-// collections.Counter.
+// A slot is (id, count) side by side (one cache line read per probe); count 0 marks it empty (a held
+// id has counted at least once). Slots are at least twice the ids (linear probing from a Fibonacci
+// hash of the id, which spreads both hashed ids and a vocabulary's consecutive ones). The numpy
+// reference (bincount or np.unique per buffered batch, parts summed by sorting) gives the same counts;
+// tests/test_id_counts.py checks both against a collections.Counter.
 
 #include <algorithm>
 #include <cstdint>
@@ -95,11 +95,14 @@ __attribute__((visibility("default"))) void* sparseflow_id_counts_new() {
   }
 }
 
-__attribute__((visibility("default"))) void sparseflow_id_counts_free(void* table) { delete static_cast<IdCounts*>(table); }
+__attribute__((visibility("default"))) void sparseflow_id_counts_free(void* table) {
+  delete static_cast<IdCounts*>(table);
+}
 
 // Counts `n` ids, each once (`weights` null) or `weights[i]` times (> 0). 0, or -2 out of memory
 // (the ids before the failed growth are counted, the rest not: the caller drops the table).
-__attribute__((visibility("default"))) int64_t sparseflow_id_counts_add(void* handle, const int64_t* values, const int64_t* weights, int64_t n) {
+__attribute__((visibility("default"))) int64_t sparseflow_id_counts_add(void* handle, const int64_t* values,
+                                                                      const int64_t* weights, int64_t n) {
   IdCounts& table = *static_cast<IdCounts*>(handle);
   constexpr int64_t kStep = 1 << 14;  // grow for at most this many new ids at a time, not for all of `n`
   try {
@@ -114,10 +117,13 @@ __attribute__((visibility("default"))) int64_t sparseflow_id_counts_add(void* ha
   return 0;
 }
 
-__attribute__((visibility("default"))) int64_t sparseflow_id_counts_size(void* handle) { return static_cast<IdCounts*>(handle)->size; }
+__attribute__((visibility("default"))) int64_t sparseflow_id_counts_size(void* handle) {
+  return static_cast<IdCounts*>(handle)->size;
+}
 
 // Writes the held ids and their counts, `size` of each, in slot order.
-__attribute__((visibility("default"))) void sparseflow_id_counts_export(void* handle, int64_t* values, int64_t* counts) {
+__attribute__((visibility("default"))) void sparseflow_id_counts_export(void* handle, int64_t* values,
+                                                                       int64_t* counts) {
   const IdCounts& table = *static_cast<IdCounts*>(handle);
   int64_t k = 0;
   for (const Slot& slot : table.slots) {
