@@ -11,8 +11,8 @@ hashes each combination of its inputs' raw values as
 An integer takes part as its own 64 bits (two's complement), not as its
 decimal text: the integer 7 and the string "7" cross differently. This module
 computes the same ids in numpy (`sparse_io.string_hashes.fingerprint64` for
-the strings; inputs of one value a row are chained in `native/crosses.cc`
-where it builds), so the Beam ingest crosses a batch without TensorFlow; the graph
+the strings; the hashes are chained in `native/crosses.cc` where it builds),
+so the Beam ingest crosses a batch without TensorFlow; the graph
 side (`transforms.tfdata.crosses.GraphCross`) runs `tf.sparse.cross_hashed`
 itself at serving time.
 
@@ -116,29 +116,31 @@ def _native_cross():
     from sparse_io import native_build
 
     p, i64 = ctypes.c_void_p, ctypes.c_int64
-    return native_build.function("sparseflow_cross_one_each", [i64, p, p, p, i64, ctypes.c_uint64, ctypes.c_uint64, p],
+    return native_build.function("sparseflow_cross_ids", [i64, p, p, p, i64, ctypes.c_uint64, ctypes.c_uint64, p],
                                  None)
 
 
-def _cross_one_each(hashes: Sequence[np.ndarray], starts: Sequence[np.ndarray], rows: np.ndarray, num_bins: int,
-                    native: bool = True) -> np.ndarray:
-    """int64 `[len(rows)]`: each row's cross of input j's value hash `hashes[j][starts[j][row]]`, bucketed.
+def _cross_ids(hashes: Sequence[np.ndarray], positions: Sequence[np.ndarray], rows: np.ndarray | None,
+               num_bins: int, native: bool = True) -> np.ndarray:
+    """int64 ids: cross i chains input j's value hash `hashes[j][positions[j][r]]`, r = `rows[i]` (None: i).
 
-    `sparse_io/native/crosses.cc` where it builds; this numpy is its reference (tests/test_crosses_flat.py).
+    `sparse_io/native/crosses.cc` where it builds; this numpy is its reference (tests/test_crosses.py,
+    tests/test_crosses_flat.py).
     """
     function = _native_cross() if native else None
     if function is None:
-        out = np.full(len(rows), np.uint64(HASH_KEY), np.uint64)
-        for s, h in zip(starts, hashes):
-            out = fingerprint_cat64(out, h[s[rows]])
-        return (out % np.uint64(num_bins)).astype(np.int64)
+        chain: np.ndarray | np.uint64 = np.uint64(HASH_KEY)
+        for at, h in zip(positions, hashes):
+            chain = fingerprint_cat64(chain, h[at if rows is None else at[rows]])
+        return (np.asarray(chain, np.uint64).reshape(-1) % np.uint64(num_bins)).astype(np.int64)
     hashes = [np.ascontiguousarray(h, np.uint64) for h in hashes]
-    starts = [np.ascontiguousarray(s, np.int64) for s in starts]
-    rows = np.ascontiguousarray(rows, np.int64)
-    out = np.empty(len(rows), np.int64)
-    pointers = (ctypes.c_void_p * len(hashes))
-    function(len(hashes), pointers(*[h.ctypes.data for h in hashes]), pointers(*[s.ctypes.data for s in starts]),
-             rows.ctypes.data, len(rows), HASH_KEY, num_bins, out.ctypes.data)
+    positions = [np.ascontiguousarray(at, np.int64) for at in positions]
+    count = len(positions[0]) if rows is None else len(rows)
+    rows = None if rows is None else np.ascontiguousarray(rows, np.int64)
+    out = np.empty(count, np.int64)
+    pointers = ctypes.c_void_p * len(hashes)
+    function(len(hashes), pointers(*[h.ctypes.data for h in hashes]), pointers(*[at.ctypes.data for at in positions]),
+             None if rows is None else rows.ctypes.data, count, HASH_KEY, num_bins, out.ctypes.data)
     return out
 
 
@@ -147,7 +149,7 @@ def _value_hashes(values: pa.Array, where: str) -> np.ndarray:
     if pa.types.is_integer(values.type):
         if values.null_count:  # null slots hold any bits; they are never crossed (see _rows_of)
             values = values.fill_null(0)
-        return values.cast(pa.int64()).to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
+        return values.cast(pa.int64()).to_numpy(zero_copy_only=False).astype(np.int64, copy=False).view(np.uint64)
     if pa.types.is_string(values.type) or pa.types.is_large_string(values.type) or pa.types.is_binary(
             values.type) or pa.types.is_large_binary(values.type):
         # Remembered: the ingest hashes a crossed column again (HashIds), a few stages on.
@@ -186,7 +188,7 @@ def cross_arrow(columns: Sequence[pa.Array | pa.ChunkedArray], num_bins: int,
       max_per_row: crosses a row keeps (the first in `tf.sparse.cross` order).
       feature: the cross's name, for error messages.
       sources: the columns' names, for error messages.
-      native: False runs the numpy reference where the native helpers would serve (inputs of one value a row).
+      native: False chains the hashes with the numpy reference instead of the native loop.
 
     Returns:
       (ids `list<int64>` `[rows]`, `CrossOverflow` of the rows cut and crosses dropped).
@@ -215,8 +217,7 @@ def cross_arrow(columns: Sequence[pa.Array | pa.ChunkedArray], num_bins: int,
         # Every input holds at most one value per row (a flat column, or lists of one id with empty rows, as
         # logs of categorical ids are read): a row's one cross, where all are present, is the hash of each
         # input's value at the row's start, so no product needs enumerating.
-        row = np.flatnonzero(kept)
-        ids = _cross_one_each(hashes, [starts for starts, _, _ in parts], row, num_bins, native=native)
+        ids = _cross_ids(hashes, [starts for starts, _, _ in parts], np.flatnonzero(kept), num_bins, native=native)
         return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(ids, pa.int64())), \
             CrossOverflow()
     row = np.repeat(np.arange(rows, dtype=np.int64), kept)
@@ -226,10 +227,7 @@ def cross_arrow(columns: Sequence[pa.Array | pa.ChunkedArray], num_bins: int,
         length = lengths[row]
         index.append(starts[row] + rest % length)
         rest = rest // length
-    out = np.full(len(row), np.uint64(HASH_KEY), np.uint64)
-    for h, idx in zip(hashes, reversed(index)):
-        out = fingerprint_cat64(out, h[idx])
-    ids = (out % np.uint64(num_bins)).astype(np.int64)
+    ids = _cross_ids(hashes, index[::-1], None, num_bins, native=native)
     cut = total > kept
     overflow = CrossOverflow(int(np.count_nonzero(cut)), int((total[cut] - kept[cut]).sum()))
     make = pa.ListArray if offsets[-1] < 2**31 else pa.LargeListArray

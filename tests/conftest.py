@@ -1,5 +1,5 @@
 """Shared fixtures: quiet TensorFlow, the in-process Beam runner, the real Criteo sample, a tf.data service,
-the record batches Beam pickles."""
+the record batches Beam pickles, native helpers or their numpy references."""
 
 import os
 import pathlib
@@ -71,3 +71,14 @@ def pickled_batches(monkeypatch) -> list:
 
     monkeypatch.setattr(beam_coders.pickle, "dumps", recording)
     return pickled
+
+
+@pytest.fixture(params=[True, False], ids=["native", "numpy"])
+def native_helpers(request) -> bool:
+    """True: the test runs sparse_io's native helpers (skipped where they do not build); False: the numpy
+    references they are checked against (a function's `native=False`)."""
+    from sparse_io import native_build
+
+    if request.param and native_build.load() is None:
+        pytest.skip(f"native helpers unavailable: {native_build.unavailable_reason()}")
+    return request.param

@@ -27,13 +27,13 @@ INTS = np.concatenate([RNG.integers(-(2**40), 2**40, len(STRINGS) - 4), [0, -1, 
 
 
 @pytest.mark.parametrize("num_bins", [1, 7, 1000, 2**40])
-def test_single_values_equal_keras_hashed_crossing(num_bins):
+def test_single_values_equal_keras_hashed_crossing(num_bins, native_helpers):
     ints2 = RNG.permutation(INTS)
     strings2 = RNG.permutation(STRINGS)
     for columns in ((STRINGS, INTS), (INTS, STRINGS), (INTS, ints2), (STRINGS, strings2), (STRINGS, INTS, ints2)):
         expected = _keras(num_bins, *[c.astype(str) if c.dtype == object else c for c in columns])
         arrays = [pa.array(c.tolist(), pa.string() if c.dtype == object else pa.int64()) for c in columns]
-        ids, overflow = cross_arrow(arrays, num_bins)
+        ids, overflow = cross_arrow(arrays, num_bins, native=native_helpers)
         assert ids.to_pylist() == [[e] for e in expected]
         assert overflow == CrossOverflow(0, 0)
 
@@ -57,18 +57,19 @@ def _reference_lists(rows_a, rows_b, num_bins, cap):
     return out
 
 
-def test_list_columns_cross_as_the_cartesian_product_capped():
+def test_list_columns_cross_as_the_cartesian_product_capped(native_helpers):
     rows_a = [["a", "b"], [], None, ["c"], ["d", "e", "f"]]
     rows_b = [[1, 2, 3], [4], [5], [], [6, 7]]
     ids, overflow = cross_arrow([pa.array(rows_a, pa.list_(pa.string())), pa.array(rows_b, pa.list_(pa.int64()))],
-                                1000, max_per_row=4)
+                                1000, max_per_row=4, native=native_helpers)
     assert ids.to_pylist() == _reference_lists(rows_a, rows_b, 1000, 4)
     # Row 0 has 6 crosses (2 dropped), row 4 has 6 (2 dropped).
     assert overflow == CrossOverflow(rows=2, dropped=4)
 
 
-def test_a_list_crosses_a_single_value_per_row():
-    ids, _ = cross_arrow([pa.array([["a", "b"], ["c"]]), pa.array([7, None], pa.int64())], 50)
+def test_a_list_crosses_a_single_value_per_row(native_helpers):
+    ids, _ = cross_arrow([pa.array([["a", "b"], ["c"]]), pa.array([7, None], pa.int64())], 50,
+                         native=native_helpers)
     assert ids.to_pylist() == _reference_lists([["a", "b"], ["c"]], [[7], []], 50, 10)
 
 
